@@ -1,0 +1,90 @@
+// Package link defines how the software RNIC moves datagrams: a small batch
+// interface with two implementations, udplink (real UDP sockets, batched
+// system calls) and simlink (an in-memory network in virtual time for tests
+// and experiments).
+//
+// A link carries the RoCEv2 part of a datagram only: the bytes from the Base
+// Transport Header (BTH) to the ICRC inclusive, i.e. the UDP payload. The IP
+// and UDP headers belong to the link; what of them the receiver can see is
+// reported in Packet and Caps, because the ICRC covers parts of them.
+//
+// Where it sits: wire (formats) < link (this package) < udplink, simlink <
+// rnic (the device, which owns the goroutines that call ReadBatch and
+// WriteBatch).
+package link
+
+import (
+	"errors"
+	"net/netip"
+)
+
+// ECN codepoints, the low two bits of the IPv4 TOS byte or IPv6 traffic class
+// (RFC 3168).
+const (
+	NotECT uint8 = 0b00 // not ECN-capable transport
+	ECT1   uint8 = 0b01 // ECN-capable transport (1)
+	ECT0   uint8 = 0b10 // ECN-capable transport (0): what RoCEv2 NICs send
+	CE     uint8 = 0b11 // congestion experienced: set by a congestion point
+)
+
+// Packet is one datagram in a batch.
+//
+// On send, the datagram is Buf followed by Payload followed by Tail, gathered
+// by the link without copying (Payload is typically a slice of a registered
+// memory region; Tail the padding and ICRC). Addr is the destination.
+//
+// On receive, the caller provides Buf with enough capacity for the largest
+// datagram; the link reslices Buf to the bytes received, and sets Addr to the
+// source and TOS to the IP TOS byte (IPv6 traffic class) as received, when
+// Caps().TOS is true. Payload and Tail are unused on receive.
+type Packet struct {
+	Buf     []byte
+	Payload []byte
+	Tail    []byte
+	Addr    netip.AddrPort
+	TOS     uint8
+}
+
+// Len reports the datagram's length: len(Buf)+len(Payload)+len(Tail).
+func (p *Packet) Len() int { return len(p.Buf) + len(p.Payload) + len(p.Tail) }
+
+// Caps describes what a link does to and reveals about the headers the ICRC
+// covers. The receiver uses it to decide what it can verify.
+type Caps struct {
+	// TOS reports whether received packets carry the IP TOS / traffic class
+	// byte (and so the ECN codepoint) in Packet.TOS.
+	TOS bool
+	// IPv4ID is the IPv4 Identification value that this link's own sends
+	// carry (0 for an unconnected socket with IP_PMTUDISC_DO), which senders
+	// must use when computing the ICRC. The ID of a received IPv4 packet is
+	// never visible to a UDP socket; see wire.SolveIPv4ID.
+	IPv4ID uint16
+	// MaxDatagram is the largest UDP payload the link carries.
+	MaxDatagram int
+}
+
+// Link moves batches of datagrams. ReadBatch is called by one goroutine at a
+// time and WriteBatch by one goroutine at a time; the two may run
+// concurrently with each other.
+type Link interface {
+	// ReadBatch blocks until at least one datagram has arrived, fills up to
+	// len(pkts) of them and returns how many. After Close it returns
+	// ErrClosed.
+	ReadBatch(pkts []Packet) (int, error)
+	// WriteBatch sends the datagrams and returns how many were handed to the
+	// network. A datagram lost on the way is not an error: RoCEv2 is
+	// unreliable below the transport.
+	WriteBatch(pkts []Packet) (int, error)
+	// LocalAddr is the IP address and UDP port the link sends from.
+	LocalAddr() netip.AddrPort
+	// Caps reports what the link reveals and does to IP/UDP headers.
+	Caps() Caps
+	// Close unblocks ReadBatch and releases the link's resources.
+	Close() error
+}
+
+// ErrClosed is returned by ReadBatch and WriteBatch after Close.
+var ErrClosed = errors.New("link: closed")
+
+// RoCEv2Port is the IANA-assigned UDP destination port of RoCEv2.
+const RoCEv2Port = 4791

@@ -1,0 +1,284 @@
+package wire
+
+import (
+	"encoding/binary"
+	"net/netip"
+
+	"github.com/klauspost/crc32"
+)
+
+// The invariant CRC (ICRC) of RoCEv2 (IBTA annex A17) is a CRC-32 (the
+// Ethernet/zlib polynomial) computed over
+//
+//	8 bytes of 0xFF                       (stands for InfiniBand's LRH)
+//	the IP header, with                   IPv4: TOS, TTL, header checksum
+//	  its variant fields set to ones:     IPv6: traffic class, flow label, hop limit
+//	the UDP header, checksum set to ones
+//	the BTH, with byte 4 set to ones      (FECN, BECN and reserved bits)
+//	the rest of the packet, up to the ICRC
+//
+// and stored little-endian in the packet's last four bytes. Everything a
+// router may change is masked, so the ICRC survives the path end to end.
+//
+// What a receiver can check depends on what it sees of the IP header:
+//
+//   - IPv6: every covered field (addresses, payload length, next header) is
+//     known to a UDP socket, so the check is the full 32-bit CRC.
+//   - IPv4 sent by goroce: sent from an unconnected socket with
+//     IP_PMTUDISC_DO, so Linux puts Identification 0 and DF in the header;
+//     the receiver assumes both and checks the full CRC.
+//   - IPv4 sent by another implementation (Linux rxe uses a per-host-pair
+//     counter for the Identification): a UDP socket cannot see the field.
+//     SolveIPv4ID finds the one ID under which the CRC holds; a corrupted
+//     packet passes only if its CRC error happens to look like an ID change,
+//     a chance of 2^-16 instead of 2^-32.
+
+var crcTable = crc32.MakeTable(crc32.IEEE)
+
+// Lengths of the fixed headers the ICRC covers.
+const (
+	IPv4HeaderLen = 20
+	IPv6HeaderLen = 40
+	UDPHeaderLen  = 8
+)
+
+// maskedLRH stands for the InfiniBand local route header.
+var maskedLRH = [8]byte{0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF}
+
+// icrcPrefix returns the CRC state after the masked LRH, IP header and UDP
+// header. ip is an IPv4 header (20–60 bytes) or an IPv6 header (40 bytes),
+// chosen by its version nibble.
+func icrcPrefix(ip, udp []byte) uint32 {
+	var hdr [60 + UDPHeaderLen]byte
+	n := copy(hdr[:60], ip)
+	m := hdr[:n]
+	if m[0]>>4 == 4 {
+		m[1] = 0xFF               // TOS (DSCP and ECN)
+		m[8] = 0xFF               // TTL
+		m[10], m[11] = 0xFF, 0xFF // header checksum
+	} else {
+		m[0] |= 0x0F                        // traffic class, high nibble
+		m[1], m[2], m[3] = 0xFF, 0xFF, 0xFF // traffic class low nibble, flow label
+		m[7] = 0xFF                         // hop limit
+	}
+	u := hdr[n : n+UDPHeaderLen]
+	copy(u, udp)
+	u[6], u[7] = 0xFF, 0xFF // UDP checksum
+	return crcSmall(lrhCRC, hdr[:n+UDPHeaderLen])
+}
+
+// lrhCRC is the CRC state after the masked LRH, the same for every packet.
+var lrhCRC = crc32.Update(0, crcTable, maskedLRH[:])
+
+// crcSmall continues a CRC over a few bytes, one table lookup per byte. The
+// masked headers go through it rather than crc32.Update, whose indirect
+// call would make every stack buffer passed to it escape to the heap.
+func crcSmall(crc uint32, b []byte) uint32 {
+	crc = ^crc
+	for _, v := range b {
+		crc = crcTable[byte(crc)^v] ^ crc>>8
+	}
+	return ^crc
+}
+
+// icrcTail continues the CRC over the RoCEv2 packet given in parts (BTH
+// first; the first part must hold the whole BTH), masking BTH byte 4.
+func icrcTail(crc uint32, parts [][]byte) uint32 {
+	var bth [BTHLen]byte
+	for i, p := range parts {
+		if i == 0 {
+			copy(bth[:], p)
+			bth[4] = 0xFF
+			crc = crcSmall(crc, bth[:])
+			p = p[BTHLen:]
+		}
+		crc = crc32.Update(crc, crcTable, p)
+	}
+	return crc
+}
+
+// ICRC computes the invariant CRC of a RoCEv2 packet from the IP and UDP
+// headers as they are on the wire and the packet's bytes from the BTH up to,
+// not including, the ICRC, given in one or more parts (headers, payload,
+// pad). The first part must hold the whole BTH. It does not allocate.
+func ICRC(ip, udp []byte, parts ...[]byte) uint32 {
+	return icrcTail(icrcPrefix(ip, udp), parts)
+}
+
+// VerifyICRC reports whether the ICRC stored at the end of packet (BTH to
+// ICRC) matches the one computed with the given IP and UDP headers.
+func VerifyICRC(ip, udp, packet []byte) bool {
+	if len(packet) < BTHLen+ICRCLen {
+		return false
+	}
+	body := packet[:len(packet)-ICRCLen]
+	return ICRC(ip, udp, body) == binary.LittleEndian.Uint32(packet[len(body):])
+}
+
+// Endpoints are the addresses and ports of the IP and UDP headers around a
+// packet: with them the ICRC can be computed without the real headers. IPv4
+// headers are assumed to have DF set and the given Identification (0 for
+// goroce's own sends); all other covered fields follow from the addresses and
+// the packet's length.
+type Endpoints struct {
+	Src, Dst netip.AddrPort
+	IPv4ID   uint16
+}
+
+// headers synthesises the covered IP and UDP headers for a RoCEv2 packet of
+// roceLen bytes (BTH to ICRC inclusive) into b and returns both.
+func (e *Endpoints) headers(b *[IPv6HeaderLen + UDPHeaderLen]byte, roceLen int) (ip, udp []byte) {
+	udpLen := UDPHeaderLen + roceLen
+	if e.Src.Addr().Is4() || e.Src.Addr().Is4In6() {
+		ip = b[:IPv4HeaderLen]
+		PutIPv4Header(ip, IPv4Fields{Src: e.Src.Addr(), Dst: e.Dst.Addr(), ID: e.IPv4ID, TTL: 64, PayloadLen: udpLen})
+	} else {
+		ip = b[:IPv6HeaderLen]
+		PutIPv6Header(ip, IPv6Fields{Src: e.Src.Addr(), Dst: e.Dst.Addr(), HopLimit: 64, PayloadLen: udpLen})
+	}
+	udp = b[len(ip) : len(ip)+UDPHeaderLen]
+	PutUDPHeader(udp, e.Src.Port(), e.Dst.Port(), roceLen)
+	return ip, udp
+}
+
+// ICRC computes the invariant CRC of a packet sent between the endpoints.
+// parts hold the packet from the BTH up to, not including, the ICRC; the
+// first must hold the whole BTH. It does not allocate.
+func (e *Endpoints) ICRC(parts ...[]byte) uint32 {
+	n := ICRCLen
+	for _, p := range parts {
+		n += len(p)
+	}
+	var b [IPv6HeaderLen + UDPHeaderLen]byte
+	ip, udp := e.headers(&b, n)
+	return icrcTail(icrcPrefix(ip, udp), parts)
+}
+
+// Verify reports whether packet (BTH to ICRC) carries the ICRC computed for
+// these endpoints.
+func (e *Endpoints) Verify(packet []byte) bool {
+	if len(packet) < BTHLen+ICRCLen {
+		return false
+	}
+	body := packet[:len(packet)-ICRCLen]
+	return e.ICRC(body) == binary.LittleEndian.Uint32(packet[len(body):])
+}
+
+// SolveIPv4ID finds the IPv4 Identification under which the ICRC of packet
+// (BTH to ICRC) verifies, for an IPv4 packet between the endpoints (DF set)
+// whose Identification the receiver did not see; e.IPv4ID is ignored. It
+// reports false if no Identification makes the CRC hold, which means the
+// packet was corrupted or altered.
+//
+// How: a CRC is linear over GF(2). Changing the 16 ID bits changes the final
+// CRC by L(id), a linear map from 16 bits into 32 that is one-to-one. So the
+// difference between the stored ICRC and the one computed with ID 0 either
+// is L(id) for exactly one id, or for none. The difference is carried back
+// over the bytes that follow the ID (multiplying by x^-8n modulo the CRC
+// polynomial) and the 16 unknowns are read off a precomputed echelon basis.
+// The check keeps 16 of its 32 bits: a random error passes with probability
+// 2^-16.
+func (e *Endpoints) SolveIPv4ID(packet []byte) (uint16, bool) {
+	if len(packet) < BTHLen+ICRCLen {
+		return 0, false
+	}
+	body := packet[:len(packet)-ICRCLen]
+	zero := *e
+	zero.IPv4ID = 0
+	diff := zero.ICRC(body) ^ binary.LittleEndian.Uint32(packet[len(body):])
+	// Bytes after the ID field: the rest of the IPv4 header, the UDP header,
+	// and the packet up to the ICRC.
+	n := IPv4HeaderLen - 6 + UDPHeaderLen + len(body)
+	return idBasis.solve(crcUnshift(diff, n))
+}
+
+// gf2Matrix is a 32×32 matrix over GF(2) stored by columns: m[j] is the
+// image of bit j. It represents a linear map of a raw CRC register.
+type gf2Matrix [32]uint32
+
+func (m *gf2Matrix) apply(v uint32) (out uint32) {
+	for j := 0; v != 0; j, v = j+1, v>>1 {
+		if v&1 != 0 {
+			out ^= m[j]
+		}
+	}
+	return out
+}
+
+func (m *gf2Matrix) square() (sq gf2Matrix) {
+	for j := range m {
+		sq[j] = m.apply(m[j])
+	}
+	return sq
+}
+
+// unshiftPow[k] undoes 2^k bytes of zeros fed through a raw CRC register.
+var unshiftPow = func() (p [24]gf2Matrix) {
+	// The register after one byte is s' = s>>8 ^ T[s&0xFF]. The high byte
+	// of T[b] differs for every b, so b = top[s'>>24] and
+	// s = (s' ^ T[b])<<8 | b.
+	var top [256]uint8
+	for b := range 256 {
+		top[crcTable[b]>>24] = uint8(b)
+	}
+	for j := range 32 {
+		s := uint32(1) << j
+		b := top[s>>24]
+		p[0][j] = (s^crcTable[b])<<8 | uint32(b)
+	}
+	for k := 1; k < len(p); k++ {
+		p[k] = p[k-1].square()
+	}
+	return p
+}()
+
+// crcUnshift returns the raw register that n zero bytes turn into v.
+func crcUnshift(v uint32, n int) uint32 {
+	for k := 0; n != 0 && k < len(unshiftPow); k, n = k+1, n>>1 {
+		if n&1 != 0 {
+			v = unshiftPow[k].apply(v)
+		}
+	}
+	return v
+}
+
+// idEchelon solves r = L(id) where L(id) is the raw CRC register after the
+// two ID bytes fed from a zero register.
+type idEchelon struct {
+	pivot [16]uint32 // one bit each
+	vec   [16]uint32
+	coef  [16]uint16
+	n     int
+}
+
+var idBasis = func() (e idEchelon) {
+	for i := range 16 {
+		id := uint16(1) << i
+		v := crc32.Update(^uint32(0), crcTable, []byte{byte(id >> 8), byte(id)}) ^ ^uint32(0)
+		// Feeding from a zero register: Update inverts before and after.
+		c := id
+		for k := 0; k < e.n; k++ {
+			if v&e.pivot[k] != 0 {
+				v ^= e.vec[k]
+				c ^= e.coef[k]
+			}
+		}
+		if v == 0 {
+			panic("wire: IPv4 ID basis is not independent")
+		}
+		e.pivot[e.n], e.vec[e.n], e.coef[e.n] = v&-v, v, c
+		e.n++
+	}
+	return e
+}()
+
+func (e *idEchelon) solve(r uint32) (uint16, bool) {
+	var id uint16
+	for k := 0; k < e.n; k++ {
+		if r&e.pivot[k] != 0 {
+			r ^= e.vec[k]
+			id ^= e.coef[k]
+		}
+	}
+	return id, r == 0
+}
