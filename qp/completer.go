@@ -1,0 +1,398 @@
+package qp
+
+import (
+	"encoding/binary"
+	"time"
+
+	"github.com/goroce/goroce/wire"
+)
+
+// The completer consumes the responder's answers and retires send WQEs, in
+// order, into the send CQ. For each response packet:
+//
+//	ACK psn=a            every WQE whose last PSN ≤ a is done; a READ or
+//	                     atomic among them that has not had its response
+//	                     means that response was lost (an implied NAK):
+//	                     go back to it
+//	NAK PSN seq err (e)  everything before e is done; go back to e
+//	RNR NAK (p, timer)   everything before p is done; wait the RNR timer,
+//	                     then go back to p (rnr_retry times; 7 = forever)
+//	NAK access/invalid/  everything before p is done; the WQE at p fails
+//	  operational (p)    with RemAccessErr/RemInvReqErr/RemOpErr, QP → ERR
+//	READ response        data placed at its offset; the last one completes
+//	                     the READ; a gap means a lost response: go back
+//	ATOMIC ACK           the original value is written to the local buffer
+//
+// "Go back" is go-back-N: the requester resumes from that PSN and resends
+// everything after it. A timer (4.096 µs × 2^timeout) restarts whenever
+// the acknowledged PSN advances; when it fires with packets outstanding, the
+// requester goes back to the oldest unacknowledged PSN. retry_cnt
+// consecutive timeouts or sequence NAKs without progress fail the WQE with
+// RetryExcErr.
+type completer struct {
+	q        *QP
+	psn      wire.PSN  // oldest PSN not yet acknowledged
+	high     wire.PSN  // one past the highest PSN ever sent
+	retry    int       // retries left before RetryExcErr
+	rnrRetry int       // RNR retries left (unless rnr_retry is 7)
+	timer    time.Time // retransmission deadline; zero when idle
+	rnrUntil time.Time // end of an RNR wait; zero when not waiting
+}
+
+func (c *completer) start(q *QP, psn wire.PSN) {
+	*c = completer{q: q, psn: psn, high: psn, retry: int(q.attr.RetryCnt), rnrRetry: int(q.attr.RNRRetry)}
+}
+
+func (c *completer) deadline() time.Time {
+	switch {
+	case c.timer.IsZero():
+		return c.rnrUntil
+	case c.rnrUntil.IsZero() || c.timer.Before(c.rnrUntil):
+		return c.timer
+	}
+	return c.rnrUntil
+}
+
+// outstanding reports whether sent packets await acknowledgement.
+func (c *completer) outstanding() bool { return c.psn.Diff(c.high) < 0 }
+
+// armTimer notes what the requester sent and starts the retransmission
+// timer if it is not running.
+func (c *completer) armTimer(now time.Time) {
+	if c.q.req.psn.Diff(c.high) > 0 {
+		c.high = c.q.req.psn
+	}
+	if c.timer.IsZero() && c.outstanding() {
+		if d := wire.LocalACKTimeout(c.q.attr.Timeout); d > 0 {
+			c.timer = now.Add(d)
+		}
+	}
+}
+
+// progress is called when the acknowledged PSN advances to psn.
+func (c *completer) progress(now time.Time, psn wire.PSN) {
+	c.psn = psn
+	c.retry = int(c.q.attr.RetryCnt)
+	c.rnrRetry = int(c.q.attr.RNRRetry)
+	c.timer = time.Time{}
+	c.armTimer(now)
+	r := &c.q.req
+	if r.psn.Diff(psn) < 0 {
+		// The requester had gone back further than the peer needed: skip
+		// what the peer has already acknowledged.
+		c.rewind(now, psn, false)
+	}
+}
+
+func (c *completer) advance(now time.Time) {
+	q := c.q
+	if !c.rnrUntil.IsZero() && !now.Before(c.rnrUntil) {
+		c.rnrUntil = time.Time{}
+		q.req.paused = false
+		q.trace(now, "RNR wait over: resend from psn %v", q.req.psn)
+	}
+	if !c.timer.IsZero() && !now.Before(c.timer) {
+		c.timer = time.Time{}
+		if !c.outstanding() {
+			return
+		}
+		q.env.Counters.Timeouts.Add(1)
+		if c.retry == 0 {
+			q.env.Counters.RetryExceededErr.Add(1)
+			c.failAt(now, q.retired.Load(), WCRetryExcErr, EventQPFatal, "transport retry counter exceeded")
+			return
+		}
+		c.retry--
+		q.trace(now, "ACK timeout: go back to psn %v (%d retries left)", c.psn, c.retry)
+		c.rewind(now, c.psn, true)
+		c.armTimer(now)
+	}
+}
+
+// receive handles a response packet: ACK, NAK, READ response or ATOMIC ACK.
+func (c *completer) receive(now time.Time, p wire.Packet) {
+	q := c.q
+	psn := p.BTH().PSN()
+	if psn.Diff(c.high) >= 0 {
+		q.env.Counters.DroppedUnexpected.Add(1) // answers a PSN never sent
+		return
+	}
+	if psn.Diff(c.psn) < 0 && !(p.Opcode() == wire.RCAck && p.AETH().Syndrome().IsNAK()) {
+		q.env.Counters.DroppedUnexpected.Add(1) // stale: already acknowledged
+		return
+	}
+	switch p.Opcode() {
+	case wire.RCAck:
+		c.onAck(now, p, psn)
+	case wire.RCReadResponseFirst, wire.RCReadResponseMiddle, wire.RCReadResponseLast, wire.RCReadResponseOnly:
+		c.onReadResponse(now, p, psn)
+	case wire.RCAtomicAck:
+		c.onAtomicAck(now, p, psn)
+	default:
+		q.env.Counters.DroppedUnexpected.Add(1)
+	}
+	c.retireLocal(now)
+}
+
+func (c *completer) onAck(now time.Time, p wire.Packet, psn wire.PSN) {
+	q := c.q
+	syn := p.AETH().Syndrome()
+	switch {
+	case syn.IsACK():
+		c.ackThrough(now, psn)
+	case syn.IsRNRNAK():
+		q.env.Counters.RcvdRNRErr.Add(1)
+		if !c.ackThrough(now, psn.Add(-1)) {
+			return
+		}
+		if q.attr.RNRRetry != 7 {
+			if c.rnrRetry == 0 {
+				q.env.Counters.RetryRNRExceededErr.Add(1)
+				c.failAt(now, q.retired.Load(), WCRnrRetryExcErr, EventQPFatal, "RNR retry counter exceeded")
+				return
+			}
+			c.rnrRetry--
+		}
+		wait := wire.RNRTimer(syn.Value())
+		q.trace(now, "RNR NAK psn %v: wait %v, then resend", psn, wait)
+		c.rewind(now, psn, true)
+		q.req.paused = true
+		c.rnrUntil = now.Add(wait)
+		c.timer = time.Time{}
+	case syn.Value() == wire.NAKPSNSeqErr:
+		q.env.Counters.RcvdSeqErr.Add(1)
+		if psn.Diff(c.psn) < 0 {
+			return // an old NAK; the go-back it asked for has happened
+		}
+		if !c.ackThrough(now, psn.Add(-1)) {
+			return
+		}
+		if c.retry == 0 {
+			q.env.Counters.RetryExceededErr.Add(1)
+			c.failAt(now, q.retired.Load(), WCRetryExcErr, EventQPFatal, "retry counter exceeded on sequence NAKs")
+			return
+		}
+		c.retry--
+		q.trace(now, "NAK PSN sequence error: go back to psn %v", psn)
+		c.rewind(now, psn, true)
+	default:
+		if psn.Diff(c.psn) < 0 || !c.ackThrough(now, psn.Add(-1)) {
+			return
+		}
+		status := WCRemOpErr
+		switch syn.Value() {
+		case wire.NAKRemAccessErr:
+			status = WCRemAccessErr
+		case wire.NAKInvalidReq:
+			status = WCRemInvReqErr
+		}
+		c.failAt(now, q.retired.Load(), status, EventQPFatal, "peer answered "+syn.String())
+	}
+}
+
+// ackThrough retires every WQE whose last PSN is at or before a. It reports
+// false if it found a READ or atomic whose response was lost and went back
+// to it (an implied NAK); the caller then stops.
+func (c *completer) ackThrough(now time.Time, a wire.PSN) bool {
+	q := c.q
+	if a.Diff(c.psn) < 0 {
+		return true // nothing new
+	}
+	for q.retired.Load() < q.posted.Load() {
+		w := q.head()
+		if w.local() {
+			if q.retired.Load() >= q.req.cur {
+				break
+			}
+			c.executeLocal(now, w)
+			continue
+		}
+		if w.npkts == 0 || a.Diff(w.lastPSN) < 0 {
+			break
+		}
+		if w.needsResponse() {
+			// Acknowledged past a READ or atomic without its response.
+			next := c.expectedResponse(w)
+			q.trace(now, "implied NAK: ACK psn %v passes %v wr_id=%d; go back to psn %v", a, w.wr.Opcode, w.wr.WRID, next)
+			if next.Diff(c.psn) > 0 {
+				c.progress(now, next)
+			}
+			c.rewind(now, next, true)
+			return false
+		}
+		q.complete(now, w, WCSuccess, false)
+	}
+	c.progress(now, a.Next())
+	return true
+}
+
+// expectedResponse returns the PSN of the next response packet a READ or
+// atomic WQE waits for.
+func (c *completer) expectedResponse(w *sendWQE) wire.PSN {
+	mtu := uint64(c.q.attr.PathMTU.Bytes())
+	return w.firstPSN.Add(int32(w.readDone / mtu))
+}
+
+func (c *completer) onReadResponse(now time.Time, p wire.Packet, psn wire.PSN) {
+	q := c.q
+	// Responses come in order: everything before this READ is acknowledged.
+	if !c.ackThrough(now, psn.Add(-1)) {
+		return
+	}
+	if q.retired.Load() == q.posted.Load() {
+		q.env.Counters.DroppedUnexpected.Add(1)
+		return
+	}
+	w := q.head()
+	if w.wr.Opcode != WRRDMARead || w.npkts == 0 {
+		c.failAt(now, q.retired.Load(), WCBadRespErr, EventQPFatal, "read response for a WQE that is not a READ")
+		return
+	}
+	want := c.expectedResponse(w)
+	if d := psn.Diff(want); d != 0 {
+		if d > 0 {
+			// A response packet went missing: ask again from it.
+			q.env.Counters.RcvdSeqErr.Add(1)
+			q.trace(now, "read response psn %v, expected %v: go back", psn, want)
+			c.rewind(now, want, true)
+		}
+		return
+	}
+	mtu := uint64(q.attr.PathMTU.Bytes())
+	payload := p.Payload()
+	rest := w.length - w.readDone
+	pos := p.Info().Position
+	firstOK := (w.readDone == 0) == (pos&wire.First != 0)
+	lastOK := pos&wire.Last != 0 && uint64(len(payload)) == rest ||
+		pos&wire.Last == 0 && uint64(len(payload)) == mtu && rest > mtu
+	if !firstOK || !lastOK {
+		c.failAt(now, q.retired.Load(), WCBadRespErr, EventQPFatal, "read response of the wrong shape")
+		return
+	}
+	scatter(w.bufs, w.readDone, payload)
+	w.readDone += uint64(len(payload))
+	c.progress(now, psn.Next())
+	if pos&wire.Last != 0 {
+		q.req.rdAtomic--
+		q.complete(now, w, WCSuccess, false)
+	}
+}
+
+func (c *completer) onAtomicAck(now time.Time, p wire.Packet, psn wire.PSN) {
+	q := c.q
+	if !c.ackThrough(now, psn.Add(-1)) {
+		return
+	}
+	if q.retired.Load() == q.posted.Load() {
+		q.env.Counters.DroppedUnexpected.Add(1)
+		return
+	}
+	w := q.head()
+	if !w.needsResponse() || w.wr.Opcode == WRRDMARead || w.firstPSN != psn {
+		c.failAt(now, q.retired.Load(), WCBadRespErr, EventQPFatal, "atomic ACK for a WQE that is not an atomic")
+		return
+	}
+	// The original value lands in the local buffer in host byte order, as
+	// rxe stores it.
+	binary.LittleEndian.PutUint64(w.bufs[0][:8], p.AtomicAckETH().OrigData())
+	c.progress(now, psn.Next())
+	q.req.rdAtomic--
+	q.complete(now, w, WCSuccess, false)
+}
+
+// rewind makes the requester resend from psn (go-back-N).
+func (c *completer) rewind(now time.Time, psn wire.PSN, retransmit bool) {
+	q := c.q
+	r := &q.req
+	mtu := uint64(q.attr.PathMTU.Bytes())
+	old := r.psn
+	r.rdAtomic, r.noAck = 0, 0
+	for i := q.retired.Load(); i < q.posted.Load(); i++ {
+		w := &q.sq[i%uint64(len(q.sq))]
+		if w.local() {
+			continue
+		}
+		if w.npkts == 0 || psn.Diff(w.lastPSN) <= 0 {
+			r.cur, r.psn = i, psn
+			r.off = 0
+			if w.npkts != 0 && psn.Diff(w.firstPSN) > 0 {
+				r.off = uint64(psn.Diff(w.firstPSN)) * mtu
+			}
+			if w.npkts == 0 {
+				r.psn = psn
+			}
+			break
+		}
+		if w.needsResponse() {
+			r.rdAtomic++
+		}
+		r.cur = i + 1
+		r.psn = w.lastPSN.Next()
+		r.off = 0
+	}
+	if retransmit {
+		q.env.Counters.CompleterRetryErr.Add(1)
+		if n := old.Diff(r.psn); n > 0 {
+			q.env.Counters.RetransmittedPkts.Add(uint64(n))
+		}
+	}
+	if q.env.Doorbell != nil {
+		q.env.Doorbell(q)
+	}
+}
+
+// failAt completes the WQEs before index idx with WRFlushErr, the one at
+// idx with status, and moves the QP to ERR (the rest are flushed).
+func (c *completer) failAt(now time.Time, idx uint64, status WCStatus, ev EventType, why string) {
+	q := c.q
+	for q.retired.Load() < idx {
+		q.complete(now, q.head(), WCWRFlushErr, true)
+	}
+	if q.retired.Load() < q.posted.Load() {
+		q.complete(now, q.head(), status, false)
+	}
+	c.timer, c.rnrUntil = time.Time{}, time.Time{}
+	q.fail(now, ev, why)
+}
+
+// completeSent retires, for UC and UD, every WQE the requester has sent.
+func (c *completer) completeSent(now time.Time) {
+	q := c.q
+	for q.retired.Load() < q.req.cur {
+		w := q.head()
+		if w.local() {
+			c.executeLocal(now, w)
+			continue
+		}
+		q.complete(now, w, WCSuccess, false)
+	}
+}
+
+// retireLocal executes LOCAL_INV WQEs that have reached the head.
+func (c *completer) retireLocal(now time.Time) {
+	q := c.q
+	for q.retired.Load() < q.posted.Load() && q.retired.Load() < q.req.cur {
+		w := q.head()
+		if !w.local() {
+			return
+		}
+		c.executeLocal(now, w)
+	}
+}
+
+// executeLocal runs a LOCAL_INV at the head of the send queue.
+func (c *completer) executeLocal(now time.Time, w *sendWQE) {
+	q := c.q
+	status := WCSuccess
+	if err := q.env.Mem.Invalidate(w.wr.Imm, q.qpn); err != nil {
+		q.trace(now, "LOCAL_INV rkey %#x: %v", w.wr.Imm, err)
+		status = WCLocQPOpErr
+	}
+	q.complete(now, w, status, false)
+	if status != WCSuccess {
+		q.fail(now, EventQPFatal, "LOCAL_INV failed")
+	}
+}
+
+// head returns the oldest WQE not yet retired.
+func (q *QP) head() *sendWQE { return &q.sq[q.retired.Load()%uint64(len(q.sq))] }

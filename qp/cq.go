@@ -1,0 +1,147 @@
+package qp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+)
+
+// Errors of completion queues.
+var (
+	ErrCQOverflow = errors.New("qp: completion queue overrun (more completions than its depth)")
+	ErrCQSize     = errors.New("qp: invalid completion queue depth")
+)
+
+// CQ is a completion queue (struct ibv_cq): a bounded ring of work
+// completions that the device's workers add to and the application polls.
+// It is safe for concurrent use.
+//
+// Overflow is an error, as on real NICs: a completion that finds the queue
+// full is not stored; the CQ enters an error state (Err returns
+// ErrCQOverflow) and the device reports an IBV_EVENT_CQ_ERR async event and
+// moves the QP that overran it to ERR.
+type CQ struct {
+	mu      sync.Mutex
+	ring    []WC
+	head, n int
+	err     error
+	// Notification (ibv_req_notify_cq): armed is set by ReqNotify and
+	// cleared when an event is delivered on events.
+	armed, solicitedOnly bool
+	events               chan struct{}
+	wake                 chan struct{} // signalled on every push, for Wait
+	handle               uint32
+}
+
+// NewCQ returns a CQ that holds up to cqe completions.
+func NewCQ(cqe int) (*CQ, error) {
+	if cqe < 1 || cqe > 1<<22 {
+		return nil, fmt.Errorf("%w: %d (want 1 to %d)", ErrCQSize, cqe, 1<<22)
+	}
+	return &CQ{ring: make([]WC, cqe), events: make(chan struct{}, 1), wake: make(chan struct{}, 1)}, nil
+}
+
+// Depth returns how many completions the CQ holds (ibv_cq.cqe).
+func (c *CQ) Depth() int { return len(c.ring) }
+
+// Poll moves up to len(wcs) completions, oldest first, into wcs and returns
+// how many (ibv_poll_cq). It never blocks and never allocates.
+func (c *CQ) Poll(wcs []WC) int {
+	c.mu.Lock()
+	n := min(len(wcs), c.n)
+	for i := 0; i < n; i++ {
+		wcs[i] = c.ring[c.head]
+		c.head++
+		if c.head == len(c.ring) {
+			c.head = 0
+		}
+	}
+	c.n -= n
+	c.mu.Unlock()
+	return n
+}
+
+// Len returns how many completions are waiting.
+func (c *CQ) Len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n
+}
+
+// Err returns ErrCQOverflow once the CQ has overrun, else nil.
+func (c *CQ) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
+}
+
+// Wait blocks until at least one completion is waiting, the CQ has overrun,
+// or ctx is done. It returns ctx.Err() or the CQ's error.
+func (c *CQ) Wait(ctx context.Context) error {
+	for {
+		c.mu.Lock()
+		n, err := c.n, c.err
+		c.mu.Unlock()
+		if n > 0 || err != nil {
+			return err
+		}
+		select {
+		case <-c.wake:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// ReqNotify arms the CQ: the next completion (with solicitedOnly, the next
+// receive completion of a solicited message or any error completion) sends
+// one event on Events (ibv_req_notify_cq). Completions already waiting do
+// not trigger it, as in verbs: poll after arming.
+func (c *CQ) ReqNotify(solicitedOnly bool) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.err != nil {
+		return c.err
+	}
+	c.armed, c.solicitedOnly = true, solicitedOnly
+	return nil
+}
+
+// Events delivers one value per notification requested with ReqNotify (the
+// completion channel of ibv_get_cq_event).
+func (c *CQ) Events() <-chan struct{} { return c.events }
+
+// push adds a completion. solicited reports whether it completes a receive
+// of a message with the solicited-event bit. It returns ErrCQOverflow if the
+// queue is full; the completion is then lost and the CQ is in error.
+func (c *CQ) push(wc *WC, solicited bool) error {
+	c.mu.Lock()
+	if c.err != nil || c.n == len(c.ring) {
+		c.err = ErrCQOverflow
+		c.mu.Unlock()
+		return ErrCQOverflow
+	}
+	i := c.head + c.n
+	if i >= len(c.ring) {
+		i -= len(c.ring)
+	}
+	c.ring[i] = *wc
+	c.n++
+	fire := c.armed && (!c.solicitedOnly || solicited || wc.Status != WCSuccess)
+	if fire {
+		c.armed = false
+	}
+	c.mu.Unlock()
+	if fire {
+		select {
+		case c.events <- struct{}{}:
+		default:
+		}
+	}
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+	return nil
+}

@@ -1,0 +1,87 @@
+package qp
+
+import (
+	"net/netip"
+
+	"github.com/goroce/goroce/wire"
+)
+
+// maxHeaderLen is the longest BTH plus extension headers of any opcode
+// (COMPARE_SWAP: 12 + 28), rounded up.
+const maxHeaderLen = 48
+
+// OutPacket is a packet a QP wants sent. Its headers live in the packet;
+// its payload is a slice of registered memory (never copied on the way to
+// the link) unless it spans scatter/gather elements, in which case it is
+// gathered into the packet's own bounce buffer. The device adds pad and
+// ICRC.
+type OutPacket struct {
+	head    [maxHeaderLen]byte
+	headLen int
+	Payload []byte
+	bounce  []byte
+	// Dst is where the packet goes; QPN is the sending QP.
+	Dst netip.AddrPort
+	QPN uint32
+}
+
+// Head returns the packet's BTH and extension headers.
+func (p *OutPacket) Head() []byte { return p.head[:p.headLen] }
+
+// Packet returns a parsed view of the headers (for tracing).
+func (p *OutPacket) Opcode() wire.Opcode { return wire.Opcode(p.head[0]) }
+
+// Outbox collects the packets QPs produce during one turn of a device
+// worker. It is reused turn after turn; its buffers are allocated once.
+// Not safe for concurrent use.
+type Outbox struct {
+	pkts []OutPacket
+	n    int
+	mtu  int
+}
+
+// NewOutbox returns an outbox for up to n packets of at most mtu payload
+// bytes each.
+func NewOutbox(n, mtu int) *Outbox { return &Outbox{pkts: make([]OutPacket, n), mtu: mtu} }
+
+// Packets returns the packets added since the last Reset.
+func (o *Outbox) Packets() []OutPacket { return o.pkts[:o.n] }
+
+// Len returns how many packets are in the outbox.
+func (o *Outbox) Len() int { return o.n }
+
+// Room returns how many more packets fit.
+func (o *Outbox) Room() int { return len(o.pkts) - o.n }
+
+// Reset empties the outbox.
+func (o *Outbox) Reset() {
+	for i := range o.pkts[:o.n] {
+		o.pkts[i].Payload = nil
+	}
+	o.n = 0
+}
+
+// add encodes h into the next free packet and returns it, or nil if the
+// outbox is full. The payload is attached by the caller.
+func (o *Outbox) add(h *wire.Headers, payloadLen int, dst netip.AddrPort, qpn uint32) *OutPacket {
+	if o.n == len(o.pkts) {
+		return nil
+	}
+	p := &o.pkts[o.n]
+	h.BTH.PadCnt = uint8(wire.PadCount(payloadLen))
+	n, err := h.Encode(p.head[:])
+	if err != nil {
+		panic("qp: encoding a header of a known opcode failed: " + err.Error())
+	}
+	p.headLen, p.Dst, p.QPN, p.Payload = n, dst, qpn, nil
+	o.n++
+	return p
+}
+
+// bounceBuf returns the packet's gather buffer of n bytes.
+func (p *OutPacket) bounceBuf(n int) []byte {
+	if cap(p.bounce) < n {
+		p.bounce = make([]byte, n, max(n, 4096))
+	}
+	return p.bounce[:n]
+}

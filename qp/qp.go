@@ -1,0 +1,478 @@
+package qp
+
+import (
+	"fmt"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/goroce/goroce/mr"
+	"github.com/goroce/goroce/wire"
+)
+
+// Limits are the device capabilities a QP is checked against.
+type Limits struct {
+	MaxMTU      MTU    // the port's active MTU
+	MaxRdAtomic int    // max_qp_rd_atom and max_qp_init_rd_atom
+	MaxSendWR   uint32 // max_qp_wr
+	MaxSGE      uint32 // max_sge
+	MaxInline   uint32 // largest inline send
+	MaxMsgSize  uint64 // largest message
+	IPv4        bool   // the device's address family
+}
+
+// Env is what a QP needs from its device. The device fills it once.
+type Env struct {
+	Mem      *mr.Table
+	Counters *Counters
+	Limits   Limits
+	// Doorbell is called by PostSend and PostRecv after queuing work, and
+	// by the QP when it needs its worker to run; it must not block.
+	Doorbell func(*QP)
+	// Event reports an asynchronous event (may be nil).
+	Event func(Event)
+	// Tracer, if set, is told what the QP does.
+	Tracer Tracer
+	// Local is the device's IP address (for the GRH of UD receives).
+	Local netip.Addr
+}
+
+// Tracer receives a QP's protocol events for a human-readable trace. Calls
+// happen on the device's worker with the QP locked; they must be quick.
+type Tracer interface {
+	QPEvent(now time.Time, qpn uint32, what string)
+}
+
+// QP is a queue pair. Create one with New (the device's CreateQP does).
+type QP struct {
+	qpn    uint32
+	typ    Type
+	pd     *mr.PD
+	sendCQ *CQ
+	recvCQ *CQ
+	srq    *SRQ
+	sigAll bool
+	ctx    any
+	env    *Env
+
+	// Posting side: PostSend fills sq slots under postMu and publishes them
+	// by advancing posted; the worker retires them and advances retired.
+	postMu  sync.Mutex
+	sq      []sendWQE
+	posted  atomic.Uint64
+	retired atomic.Uint64
+	rq      *recvQueue // own receive queue, or the SRQ's
+	state   atomic.Uint32
+
+	// Everything below is guarded by mu: the transport engines.
+	mu   sync.Mutex
+	attr Attr
+	req  requester
+	comp completer
+	resp responder
+	// flushed is set once the WQEs of an ERR QP have been flushed; WRs
+	// posted later are flushed as they arrive.
+	errPending bool
+}
+
+// New creates a QP in the RESET state.
+func New(qpn uint32, pd *mr.PD, ia *InitAttr, env *Env) (*QP, error) {
+	l := &env.Limits
+	switch {
+	case ia.Type != RC && ia.Type != UC && ia.Type != UD:
+		return nil, fmt.Errorf("%w: QP type %v (want RC, UC or UD)", ErrInvalidAttr, ia.Type)
+	case ia.SendCQ == nil || ia.RecvCQ == nil:
+		return nil, fmt.Errorf("%w: send_cq and recv_cq are required", ErrInvalidAttr)
+	case ia.Cap.MaxSendWR == 0 || ia.Cap.MaxSendWR > l.MaxSendWR:
+		return nil, fmt.Errorf("%w: max_send_wr %d (want 1 to %d)", ErrInvalidAttr, ia.Cap.MaxSendWR, l.MaxSendWR)
+	case ia.SRQ == nil && (ia.Cap.MaxRecvWR == 0 || ia.Cap.MaxRecvWR > l.MaxSendWR):
+		return nil, fmt.Errorf("%w: max_recv_wr %d (want 1 to %d)", ErrInvalidAttr, ia.Cap.MaxRecvWR, l.MaxSendWR)
+	case ia.Cap.MaxSendSGE > l.MaxSGE || ia.Cap.MaxRecvSGE > l.MaxSGE:
+		return nil, fmt.Errorf("%w: max_send_sge %d / max_recv_sge %d (device max_sge is %d)",
+			ErrInvalidAttr, ia.Cap.MaxSendSGE, ia.Cap.MaxRecvSGE, l.MaxSGE)
+	case ia.Cap.MaxInlineData > l.MaxInline:
+		return nil, fmt.Errorf("%w: max_inline_data %d (device max is %d)", ErrInvalidAttr, ia.Cap.MaxInlineData, l.MaxInline)
+	}
+	cap := ia.Cap
+	cap.MaxSendSGE = max(cap.MaxSendSGE, 1)
+	cap.MaxRecvSGE = max(cap.MaxRecvSGE, 1)
+	q := &QP{qpn: qpn, typ: ia.Type, pd: pd, sendCQ: ia.SendCQ, recvCQ: ia.RecvCQ, srq: ia.SRQ,
+		sigAll: ia.SigAll, ctx: ia.Context, env: env}
+	q.sq = make([]sendWQE, cap.MaxSendWR)
+	for i := range q.sq {
+		q.sq[i].sgl = make([]SGE, 0, cap.MaxSendSGE)
+		if cap.MaxInlineData > 0 {
+			q.sq[i].inline = make([]byte, 0, cap.MaxInlineData)
+		}
+	}
+	if ia.SRQ != nil {
+		q.rq = ia.SRQ.q
+		cap.MaxRecvWR = 0
+	} else {
+		q.rq = newRecvQueue(int(cap.MaxRecvWR), int(cap.MaxRecvSGE))
+	}
+	q.attr.Cap = cap
+	q.attr.PathMTU = MTU1024
+	q.attr.PortNum = 1
+	q.resp.init(q)
+	return q, nil
+}
+
+// QPN returns the queue pair number.
+func (q *QP) QPN() uint32 { return q.qpn }
+
+// Type returns the transport service.
+func (q *QP) Type() Type { return q.typ }
+
+// State returns the current state without taking the QP's lock.
+func (q *QP) State() State { return State(q.state.Load()) }
+
+// PD returns the protection domain the QP belongs to.
+func (q *QP) PD() *mr.PD { return q.pd }
+
+// Context returns InitAttr.Context.
+func (q *QP) Context() any { return q.ctx }
+
+// SRQ returns the shared receive queue, or nil.
+func (q *QP) SRQ() *SRQ { return q.srq }
+
+// Modify changes the QP's attributes and state (ibv_modify_qp). mask selects
+// the attributes to apply; the error names any required attribute missing
+// or one the transition does not accept.
+func (q *QP) Modify(attr *Attr, mask AttrMask, now time.Time) error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	cur := q.State()
+	next, err := checkModify(q.typ, cur, attr, mask, &q.env.Limits)
+	if err != nil {
+		return err
+	}
+	a := &q.attr
+	if mask&AttrAccessFlags != 0 {
+		a.AccessFlags = attr.AccessFlags
+	}
+	if mask&AttrQKey != 0 {
+		a.QKey = attr.QKey
+	}
+	if mask&AttrAV != 0 {
+		a.AH = attr.AH
+	}
+	if mask&AttrPathMTU != 0 {
+		a.PathMTU = attr.PathMTU
+	}
+	if mask&AttrTimeout != 0 {
+		a.Timeout = attr.Timeout
+	}
+	if mask&AttrRetryCnt != 0 {
+		a.RetryCnt = attr.RetryCnt
+	}
+	if mask&AttrRNRRetry != 0 {
+		a.RNRRetry = attr.RNRRetry
+	}
+	if mask&AttrRQPSN != 0 {
+		a.RQPSN = attr.RQPSN & wire.PSNMask
+	}
+	if mask&AttrSQPSN != 0 {
+		a.SQPSN = attr.SQPSN & wire.PSNMask
+	}
+	if mask&AttrMaxQPRdAtomic != 0 {
+		a.MaxRdAtomic = attr.MaxRdAtomic
+	}
+	if mask&AttrMaxDestRdAtomic != 0 {
+		a.MaxDestRdAtomic = attr.MaxDestRdAtomic
+	}
+	if mask&AttrMinRNRTimer != 0 {
+		a.MinRNRTimer = attr.MinRNRTimer
+	}
+	if mask&AttrDestQPN != 0 {
+		a.DestQPN = attr.DestQPN
+	}
+	if mask&AttrRateLimit != 0 {
+		a.RateLimit = attr.RateLimit
+	}
+	if next != cur {
+		q.enter(next, now)
+	}
+	return nil
+}
+
+// enter moves the QP to state next, initialising the engines the new state
+// uses. Called with mu held.
+func (q *QP) enter(next State, now time.Time) {
+	cur := q.State()
+	q.state.Store(uint32(next))
+	q.trace(now, "state %v → %v", cur, next)
+	switch next {
+	case StateReset:
+		q.reset()
+	case StateRTR:
+		q.resp.start(q.attr.RQPSN)
+	case StateRTS:
+		if cur == StateRTR {
+			q.req.start(q, q.attr.SQPSN)
+			q.comp.start(q, q.attr.SQPSN)
+		}
+	case StateErr:
+		q.errPending = true
+		if q.env.Doorbell != nil {
+			q.env.Doorbell(q)
+		}
+	}
+}
+
+// reset discards all work and state, as a transition to RESET does.
+func (q *QP) reset() {
+	q.postMu.Lock()
+	q.posted.Store(0)
+	q.retired.Store(0)
+	q.postMu.Unlock()
+	if q.srq == nil {
+		q.rq.drain(func(uint64) {})
+	}
+	q.req, q.comp = requester{}, completer{}
+	q.resp.init(q)
+	q.errPending = false
+}
+
+// Query returns the QP's attributes (ibv_query_qp).
+func (q *QP) Query() Attr {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	a := q.attr
+	a.State = q.State()
+	a.CurState = a.State
+	return a
+}
+
+// PostRecv posts a receive work request (ibv_post_recv). The QP must not be
+// in RESET and must not use an SRQ.
+func (q *QP) PostRecv(wr *RecvWR) error {
+	if q.srq != nil {
+		return fmt.Errorf("%w: QP %#x takes its receives from an SRQ; post there", ErrInvalidWR, q.qpn)
+	}
+	if s := q.State(); s == StateReset {
+		return fmt.Errorf("%w: PostRecv on a QP in %v", ErrInvalidState, s)
+	}
+	if err := q.rq.post(wr); err != nil {
+		return err
+	}
+	if q.State() == StateErr && q.env.Doorbell != nil {
+		q.env.Doorbell(q) // flush it
+	}
+	return nil
+}
+
+// PostSend posts a send work request (ibv_post_send). It checks what can be
+// checked without touching memory (opcode for the QP type, SGE count, inline
+// size, message size, UD address handle) and returns an error for those;
+// keys and bounds are checked when the WR is processed and fail as a
+// completion with an error status, as on a real NIC.
+func (q *QP) PostSend(wr *SendWR) error {
+	if s := q.State(); s == StateReset || s == StateInit || s == StateRTR {
+		return fmt.Errorf("%w: PostSend on a QP in %v (the send queue works from RTS)", ErrInvalidState, s)
+	}
+	if err := q.checkSendWR(wr); err != nil {
+		return err
+	}
+	q.postMu.Lock()
+	posted := q.posted.Load()
+	if posted-q.retired.Load() == uint64(len(q.sq)) {
+		q.postMu.Unlock()
+		return fmt.Errorf("%w: %d send WRs outstanding, max_send_wr is %d", ErrQueueFull, len(q.sq), len(q.sq))
+	}
+	w := &q.sq[posted%uint64(len(q.sq))]
+	if err := w.fill(wr, q); err != nil {
+		q.postMu.Unlock()
+		return err
+	}
+	q.posted.Store(posted + 1)
+	q.postMu.Unlock()
+	if q.env.Doorbell != nil {
+		q.env.Doorbell(q)
+	}
+	return nil
+}
+
+func (q *QP) checkSendWR(wr *SendWR) error {
+	if len(wr.SGL) > cap(q.sq[0].sgl) {
+		return fmt.Errorf("%w: %d SGEs, max_send_sge is %d", ErrTooManySGE, len(wr.SGL), cap(q.sq[0].sgl))
+	}
+	var n uint64
+	for _, s := range wr.SGL {
+		n += uint64(s.Length)
+	}
+	if n > q.env.Limits.MaxMsgSize {
+		return fmt.Errorf("%w: message of %d bytes exceeds max_msg_sz %d", ErrInvalidWR, n, q.env.Limits.MaxMsgSize)
+	}
+	if wr.Flags&SendInline != 0 && n > uint64(q.attr.Cap.MaxInlineData) {
+		return fmt.Errorf("%w: %d inline bytes, max_inline_data is %d", ErrInvalidWR, n, q.attr.Cap.MaxInlineData)
+	}
+	ok := false
+	switch q.typ {
+	case RC:
+		ok = wr.Opcode <= WRSendWithInv && wr.Opcode != WRBindMW
+	case UC:
+		ok = wr.Opcode == WRSend || wr.Opcode == WRSendWithImm || wr.Opcode == WRRDMAWrite ||
+			wr.Opcode == WRRDMAWriteWithImm || wr.Opcode == WRLocalInv
+	case UD:
+		ok = wr.Opcode == WRSend || wr.Opcode == WRSendWithImm
+	}
+	if !ok {
+		return fmt.Errorf("%w: %v is not supported on a %v QP", ErrInvalidWR, wr.Opcode, q.typ)
+	}
+	if (wr.Opcode == WRAtomicCmpAndSwp || wr.Opcode == WRAtomicFetchAndAdd) &&
+		(n != 8 || len(wr.SGL) != 1 || wr.RemoteAddr%8 != 0) {
+		return fmt.Errorf("%w: atomics need one 8-byte SGE and an 8-byte aligned remote address", ErrInvalidWR)
+	}
+	if q.typ == UD {
+		if wr.AH == nil {
+			return fmt.Errorf("%w: UD send without an address handle", ErrInvalidWR)
+		}
+		if mtu := q.attr.PathMTU.Bytes(); n > uint64(mtu) {
+			return fmt.Errorf("%w: UD message of %d bytes exceeds the path MTU %d", ErrInvalidWR, n, mtu)
+		}
+	}
+	return nil
+}
+
+// Receive hands the QP a packet addressed to it. src is the sender's
+// address and tos the IP TOS byte as received. Responses to this QP's
+// requests go to the completer, requests to the responder; replies the QP
+// must send are added to out (or queued for Transmit when out is full).
+func (q *QP) Receive(now time.Time, p wire.Packet, src netip.AddrPort, tos uint8, out *Outbox) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	st := q.State()
+	if q.typ != UD && src != q.attr.AH.Addr() {
+		q.env.Counters.DroppedBadSource.Add(1)
+		return
+	}
+	if p.Info().Request {
+		if st < StateRTR || st == StateErr {
+			q.env.Counters.DroppedBadState.Add(1)
+			return
+		}
+		q.env.Counters.RcvdPkts.Add(1)
+		q.resp.receive(now, p, src, out)
+		return
+	}
+	if q.typ != RC || st < StateRTS || st == StateErr {
+		q.env.Counters.DroppedBadState.Add(1)
+		return
+	}
+	q.env.Counters.RcvdPkts.Add(1)
+	q.comp.receive(now, p)
+}
+
+// Transmit lets the QP add packets to out: responses first (ACKs, NAKs, read
+// responses, atomic replies), then new and retransmitted requests. budget
+// limits the request packets (the congestion-control pacer's say); it
+// returns how many request packets it added.
+func (q *QP) Transmit(now time.Time, out *Outbox, budget int) int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.errPending {
+		q.flush(now)
+	}
+	q.resp.transmit(now, out)
+	if s := q.State(); s != StateRTS && s != StateSQD {
+		return 0
+	}
+	return q.req.transmit(now, out, budget)
+}
+
+// Advance runs the QP's timers that are due at now.
+func (q *QP) Advance(now time.Time) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.State() == StateRTS || q.State() == StateSQD {
+		q.comp.advance(now)
+	}
+}
+
+// Deadline returns when the QP next needs Advance, or the zero time.
+func (q *QP) Deadline() time.Time {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.comp.deadline()
+}
+
+// HasWork reports whether Transmit would add packets now (ignoring pacing).
+func (q *QP) HasWork() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.errPending || q.resp.hasWork() {
+		return true
+	}
+	s := q.State()
+	return (s == StateRTS || s == StateSQD) && q.req.hasWork(q)
+}
+
+// fail moves the QP to ERR because of an error (a failed WR, an overrun
+// CQ), reports the async event and arranges for the flush.
+func (q *QP) fail(now time.Time, ev EventType, why string) {
+	if q.State() == StateErr {
+		return
+	}
+	q.trace(now, "error: %s", why)
+	q.enter(StateErr, now)
+	if q.env.Event != nil && ev != 0 {
+		q.env.Event(Event{Type: ev, QP: q})
+	}
+}
+
+// flush completes every outstanding send and receive WR with WRFlushErr.
+func (q *QP) flush(now time.Time) {
+	q.errPending = false
+	posted := q.posted.Load()
+	for i := q.retired.Load(); i < posted; i++ {
+		w := &q.sq[i%uint64(len(q.sq))]
+		q.complete(now, w, WCWRFlushErr, true)
+	}
+	if q.srq == nil {
+		q.rq.drain(func(id uint64) {
+			q.pushWC(now, q.recvCQ, &WC{WRID: id, Status: WCWRFlushErr, Opcode: WCRecv, QPNum: q.qpn}, false)
+		})
+	} else if q.env.Event != nil {
+		q.env.Event(Event{Type: EventQPLastWQEReached, QP: q})
+	}
+}
+
+// complete retires the oldest send WQE w with the given status, adding a
+// completion if it is signaled or failed (failed WRs always complete).
+func (q *QP) complete(now time.Time, w *sendWQE, status WCStatus, flushing bool) {
+	if status != WCSuccess || w.signaled(q.sigAll) {
+		wc := WC{WRID: w.wr.WRID, Status: status, Opcode: w.wcOpcode(), QPNum: q.qpn}
+		if status == WCSuccess {
+			wc.ByteLen = uint32(w.length)
+		}
+		q.pushWC(now, q.sendCQ, &wc, false)
+	}
+	if status != WCSuccess && status != WCWRFlushErr {
+		q.env.Counters.SendErr.Add(1)
+	}
+	q.retired.Add(1)
+	_ = flushing
+}
+
+// pushWC adds a completion; an overrun CQ moves the QP to ERR.
+func (q *QP) pushWC(now time.Time, cq *CQ, wc *WC, solicited bool) {
+	if tr := q.env.Tracer; tr != nil {
+		q.trace(now, "completion wr_id=%d %v status=%q len=%d", wc.WRID, wc.Opcode, wc.Status.String(), wc.ByteLen)
+	}
+	if err := cq.push(wc, solicited); err != nil {
+		if q.env.Event != nil {
+			q.env.Event(Event{Type: EventCQErr, CQ: cq})
+		}
+		q.fail(now, EventQPFatal, "completion queue overrun")
+	}
+}
+
+func (q *QP) trace(now time.Time, format string, args ...any) {
+	if tr := q.env.Tracer; tr != nil {
+		tr.QPEvent(now, q.qpn, fmt.Sprintf(format, args...))
+	}
+}
+
+func (q *QP) localAddr() netip.Addr { return q.env.Local }

@@ -1,0 +1,273 @@
+package qp
+
+import (
+	"errors"
+	"time"
+
+	"github.com/goroce/goroce/mr"
+	"github.com/goroce/goroce/wire"
+)
+
+// The requester turns send WQEs into request packets. It walks the send
+// queue from cur, cutting each message into path-MTU packets and stamping
+// consecutive PSNs:
+//
+//	SEND/WRITE of n bytes   ceil(n/MTU) packets (one for n = 0), FIRST..LAST or ONLY
+//	RDMA READ of n bytes    one READ_REQUEST that consumes ceil(n/MTU) PSNs,
+//	                        one per response packet the responder will send
+//	atomic                  one packet, one PSN
+//	LOCAL_INV, BIND_MW      no packet: executed locally, in order
+//
+// It stops when the pacer's budget or the outbox runs out, when the window
+// of unacknowledged PSNs is full, when max_rd_atomic READs/atomics are in
+// flight, or when a fenced WQE must wait for earlier READs and atomics. The
+// completer rewinds it (go-back-N) by moving cur, off and psn back.
+type requester struct {
+	q        *QP
+	psn      wire.PSN // next PSN to send
+	cur      uint64   // send-queue index of the WQE being sent
+	off      uint64   // bytes of that WQE already sent
+	noAck    int      // packets sent since the last one with AckReq
+	rdAtomic int      // READs and atomics sent and not yet completed
+	paused   bool     // waiting out an RNR NAK
+}
+
+const (
+	// maxUnackedPSNs bounds the PSNs in flight (rxe: RXE_MAX_UNACKED_PSNS
+	// is 128, and so is goroce's: go-back-N resends the whole window after a loss).
+	maxUnackedPSNs = 128
+	// maxPktsPerAck asks for an ACK at least this often inside a long
+	// message (rxe: RXE_MAX_PKT_PER_ACK).
+	maxPktsPerAck = 64
+)
+
+func (r *requester) start(q *QP, psn wire.PSN) {
+	*r = requester{q: q, psn: psn, cur: q.retired.Load()}
+}
+
+func (r *requester) hasWork(q *QP) bool {
+	return !r.paused && r.cur < q.posted.Load()
+}
+
+// transmit adds up to budget request packets to out and returns how many.
+func (r *requester) transmit(now time.Time, out *Outbox, budget int) int {
+	q := r.q
+	sent := 0
+	posted := q.posted.Load()
+	for !r.paused && r.cur < posted && sent < budget && out.Room() > 0 {
+		w := &q.sq[r.cur%uint64(len(q.sq))]
+		if w.local() {
+			r.cur++
+			continue
+		}
+		if q.typ == RC && r.psn.Diff(q.comp.psn) >= maxUnackedPSNs {
+			break // window full: wait for ACKs
+		}
+		if r.off == 0 && r.isNew(w) {
+			if w.wr.Flags&SendFence != 0 && r.rdAtomic > 0 {
+				break // fence: earlier READs and atomics first
+			}
+			if w.needsResponse() && r.rdAtomic >= max(int(q.attr.MaxRdAtomic), 1) {
+				break
+			}
+			if err := w.resolve(q); err != nil {
+				q.trace(now, "wr_id=%d: local SGE: %v", w.wr.WRID, err)
+				r.localError(now, w, err)
+				return sent
+			}
+			r.begin(w)
+		}
+		n := r.emit(now, w, out, budget-sent)
+		sent += n
+		if r.off < w.length || (w.length == 0 && n == 0) {
+			if n == 0 {
+				break
+			}
+			continue
+		}
+		// The whole WQE is on the wire.
+		if w.needsResponse() {
+			r.rdAtomic++
+		}
+		r.cur++
+		r.off = 0
+		if q.typ != RC {
+			// UC and UD complete a send once it is sent.
+			q.comp.completeSent(now)
+		}
+	}
+	if sent > 0 && q.typ == RC {
+		q.comp.armTimer(now)
+	}
+	return sent
+}
+
+// isNew reports whether w has not been started (a rewind into the middle of
+// a READ sets off to the bytes already received).
+func (r *requester) isNew(w *sendWQE) bool { return w.npkts == 0 || r.psn == w.firstPSN }
+
+// begin assigns the WQE its PSNs.
+func (r *requester) begin(w *sendWQE) {
+	q := r.q
+	mtu := uint64(q.attr.PathMTU.Bytes())
+	switch {
+	case w.wr.Opcode == WRAtomicCmpAndSwp || w.wr.Opcode == WRAtomicFetchAndAdd:
+		w.npkts = 1
+	default:
+		w.npkts = uint32(max((w.length+mtu-1)/mtu, 1))
+	}
+	w.firstPSN = r.psn
+	w.lastPSN = r.psn.Add(int32(w.npkts) - 1)
+	w.readDone = 0
+}
+
+// localError completes w with a local protection error and fails the QP.
+func (r *requester) localError(now time.Time, w *sendWQE, err error) {
+	q := r.q
+	status := WCLocProtErr
+	if errors.Is(err, mr.ErrAccessDenied) {
+		status = WCLocAccessErr
+	}
+	// Complete every WQE before w that is already done first: go in order.
+	q.comp.failAt(now, r.cur, status, EventQPFatal, "local protection error: "+err.Error())
+}
+
+// emit sends the next packets of w, at most max, and returns how many.
+func (r *requester) emit(now time.Time, w *sendWQE, out *Outbox, limit int) int {
+	q := r.q
+	mtu := uint64(q.attr.PathMTU.Bytes())
+	dst, destQP := q.attr.AH.Addr(), q.attr.DestQPN
+	if q.typ == UD {
+		dst, destQP = w.wr.AH.Addr(), w.wr.RemoteQPN
+	}
+	h := wire.Headers{BTH: wire.BTHFields{PKey: wire.DefaultPKey, DestQP: destQP}}
+	base := wire.Opcode(0)
+	if q.typ == UC {
+		base = wire.UCSendFirst
+	}
+	switch w.wr.Opcode {
+	case WRRDMARead:
+		// One request for the rest of the data; it consumes one PSN per
+		// response packet.
+		rest := w.length - r.off
+		h.BTH.Opcode = wire.RCReadRequest
+		h.BTH.PSN, h.BTH.AckReq = r.psn, true
+		h.RETH = wire.RETHFields{VA: w.wr.RemoteAddr + r.off, RKey: w.wr.RKey, DMALen: uint32(rest)}
+		if out.add(&h, 0, dst, q.qpn) == nil {
+			return 0
+		}
+		npkts := max((rest+mtu-1)/mtu, 1)
+		r.psn = r.psn.Add(int32(npkts))
+		r.off = w.length
+		q.env.Counters.RDMASends.Add(1)
+		r.noAck = 0
+		return 1
+	case WRAtomicCmpAndSwp, WRAtomicFetchAndAdd:
+		h.BTH.Opcode = wire.RCFetchAdd
+		h.Atomic = wire.AtomicETHFields{VA: w.wr.RemoteAddr, RKey: w.wr.RKey, SwapAdd: w.wr.CompareAdd}
+		if w.wr.Opcode == WRAtomicCmpAndSwp {
+			h.BTH.Opcode = wire.RCCompareSwap
+			h.Atomic.SwapAdd, h.Atomic.Compare = w.wr.Swap, w.wr.CompareAdd
+		}
+		h.BTH.PSN, h.BTH.AckReq = r.psn, true
+		if out.add(&h, 0, dst, q.qpn) == nil {
+			return 0
+		}
+		r.psn = r.psn.Next()
+		r.off = w.length
+		r.noAck = 0
+		return 1
+	}
+	// SEND and RDMA WRITE: one packet per MTU.
+	n := 0
+	for n < limit && out.Room() > 0 {
+		size := min(w.length-r.off, mtu)
+		first, last := r.off == 0, r.off+size == w.length
+		h.BTH.Opcode = base + dataOpcode(w.wr.Opcode, first, last)
+		h.BTH.PSN = r.psn
+		h.BTH.SE = last && w.wr.Flags&SendSolicited != 0
+		r.noAck++
+		h.BTH.AckReq = last || r.noAck >= maxPktsPerAck
+		if h.BTH.AckReq {
+			r.noAck = 0
+		}
+		if first && (w.wr.Opcode == WRRDMAWrite || w.wr.Opcode == WRRDMAWriteWithImm) {
+			h.RETH = wire.RETHFields{VA: w.wr.RemoteAddr, RKey: w.wr.RKey, DMALen: uint32(w.length)}
+		}
+		h.Imm = w.wr.Imm
+		h.InvRKey = w.wr.Imm
+		if q.typ == UD {
+			qkey := w.wr.RemoteQKey
+			if qkey&wire.PrivilegedQKeyBit != 0 {
+				qkey = q.attr.QKey // verbs: a "privileged" WR Q_Key means the QP's own
+			}
+			h.DETH = wire.DETHFields{QKey: qkey, SrcQP: q.qpn}
+		}
+		p := out.add(&h, int(size), dst, q.qpn)
+		if p == nil {
+			break
+		}
+		if size > 0 {
+			p.Payload = gather(w.bufs, r.off, int(size), p)
+		}
+		r.off += size
+		r.psn = r.psn.Next()
+		n++
+		if first && (w.wr.Opcode == WRRDMAWrite || w.wr.Opcode == WRRDMAWriteWithImm) {
+			q.env.Counters.RDMASends.Add(1)
+		}
+		if last {
+			if w.length == 0 {
+				r.off = 0
+				// A zero-length message is one packet; mark it sent by
+				// advancing past it in transmit.
+				return n
+			}
+			break
+		}
+	}
+	return n
+}
+
+// dataOpcode returns the RC opcode (UC adds 0x20) of a SEND or WRITE packet
+// by its place in the message.
+func dataOpcode(op WROpcode, first, last bool) wire.Opcode {
+	type key struct {
+		op          WROpcode
+		first, last bool
+	}
+	switch (key{op, first, last}) {
+	case key{WRSend, true, true}:
+		return wire.RCSendOnly
+	case key{WRSendWithImm, true, true}:
+		return wire.RCSendOnlyImm
+	case key{WRSendWithInv, true, true}:
+		return wire.RCSendOnlyInv
+	case key{WRRDMAWrite, true, true}:
+		return wire.RCWriteOnly
+	case key{WRRDMAWriteWithImm, true, true}:
+		return wire.RCWriteOnlyImm
+	}
+	write := op == WRRDMAWrite || op == WRRDMAWriteWithImm
+	switch {
+	case first && write:
+		return wire.RCWriteFirst
+	case first:
+		return wire.RCSendFirst
+	case !last && write:
+		return wire.RCWriteMiddle
+	case !last:
+		return wire.RCSendMiddle
+	}
+	switch op {
+	case WRSendWithImm:
+		return wire.RCSendLastImm
+	case WRSendWithInv:
+		return wire.RCSendLastInv
+	case WRRDMAWrite:
+		return wire.RCWriteLast
+	case WRRDMAWriteWithImm:
+		return wire.RCWriteLastImm
+	}
+	return wire.RCSendLast
+}

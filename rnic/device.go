@@ -1,0 +1,353 @@
+package rnic
+
+import (
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/goroce/goroce/mr"
+	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/rnic/link"
+	"github.com/goroce/goroce/rnic/udplink"
+)
+
+// Config describes a device to open.
+type Config struct {
+	// Addr is the device's IP address and UDP port. The port defaults to
+	// 4791; several devices on one host use distinct loopback addresses.
+	Addr netip.AddrPort
+	// Link carries the packets. Nil opens a UDP socket on Addr (udplink).
+	Link link.Link
+	// MTU is the port's active MTU: 256, 512, 1024, 2048 or 4096 (default).
+	MTU int
+	// Workers is the number of transport goroutines; QPs are spread over
+	// them by QPN. Default 1.
+	Workers int
+	// StrictICRC accepts an IPv4 packet only if its ICRC verifies with
+	// IPv4 Identification 0, as every goroce sender produces. Off, an
+	// ICRC that fails with ID 0 is checked by solving for the ID (see
+	// wire.SolveIPv4ID), which Linux rxe's packets need; that check keeps
+	// 16 of the CRC's 32 bits.
+	StrictICRC bool
+	// PeerMemory allows registering device (simulated GPU) memory, as
+	// nvidia_peermem does.
+	PeerMemory bool
+	// Logger receives diagnostics; nil means silent.
+	Logger *zap.Logger
+	// Trace, if set, receives one line per packet sent and received and
+	// per QP event (state changes, retransmissions, completions).
+	Trace io.Writer
+}
+
+// Device is a software RDMA NIC: one address, one port, any number of QPs.
+// All its methods are safe for concurrent use.
+type Device struct {
+	cfg      Config
+	link     link.Link
+	caps     link.Caps
+	local    netip.AddrPort
+	mem      *mr.Table
+	counters qp.Counters
+	dev      DeviceCounters
+	limits   qp.Limits
+	log      *zap.Logger
+	tracer   *tracer
+	workers  []*worker
+	sendMu   sync.Mutex // one WriteBatch at a time
+
+	mu   sync.Mutex
+	qps  map[uint32]*QP
+	view atomic.Pointer[map[uint32]*QP] // copy-on-write snapshot for the receive path
+
+	events  chan qp.Event
+	closing chan struct{}
+	closed  atomic.Bool
+	wg      sync.WaitGroup
+}
+
+// DeviceCounters are counted by the device below the QPs.
+type DeviceCounters struct {
+	ICRCErr       atomic.Uint64 // packets whose ICRC did not verify (dropped)
+	ICRCIDSolved  atomic.Uint64 // IPv4 packets accepted after solving for their ID
+	Malformed     atomic.Uint64 // datagrams that are not well-formed RoCEv2 (dropped)
+	UnknownQP     atomic.Uint64 // packets for a QPN the device does not have (dropped)
+	CNPs          atomic.Uint64 // CNPs received
+	EventsDropped atomic.Uint64 // async events lost because nobody read them
+	SendErrors    atomic.Uint64 // link send failures
+	SentBytes     atomic.Uint64
+	RcvdBytes     atomic.Uint64
+	LinkSentPkts  atomic.Uint64
+	LinkRcvdPkts  atomic.Uint64
+}
+
+// Errors of the device API.
+var (
+	ErrClosed      = errors.New("rnic: device closed")
+	ErrInvalidArg  = errors.New("rnic: invalid argument")
+	ErrTooManyQPs  = errors.New("rnic: QP limit reached")
+	ErrWrongDevice = errors.New("rnic: object belongs to another device")
+)
+
+// Device limits, after Linux rxe (rxe_param.h).
+const (
+	MaxQP       = 0x10000
+	MaxQPWR     = 0x4000
+	MaxSGE      = 32
+	MaxInline   = 400
+	MaxRdAtomic = 128
+	MaxMsgSize  = 1 << 31
+	MaxCQE      = 1 << 22
+)
+
+// Open creates a device. The caller must Close it.
+func Open(cfg Config) (*Device, error) {
+	if !cfg.Addr.Addr().IsValid() {
+		return nil, fmt.Errorf("%w: Config.Addr %v is not an IP address", ErrInvalidArg, cfg.Addr)
+	}
+	if cfg.Addr.Port() == 0 && cfg.Link == nil {
+		cfg.Addr = netip.AddrPortFrom(cfg.Addr.Addr(), link.RoCEv2Port)
+	}
+	if cfg.MTU == 0 {
+		cfg.MTU = 4096
+	}
+	mtu := qp.MTUFromBytes(cfg.MTU)
+	if mtu == 0 {
+		return nil, fmt.Errorf("%w: MTU %d (want 256, 512, 1024, 2048 or 4096)", ErrInvalidArg, cfg.MTU)
+	}
+	if cfg.Workers <= 0 {
+		cfg.Workers = 1
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = zap.NewNop()
+	}
+	mem, err := mr.NewTable(mr.Limits{PeerMemory: cfg.PeerMemory})
+	if err != nil {
+		return nil, err
+	}
+	l := cfg.Link
+	if l == nil {
+		ul, err := udplink.Open(udplink.Config{Local: cfg.Addr, Logger: log})
+		if err != nil {
+			return nil, err
+		}
+		l = ul
+	}
+	d := &Device{
+		cfg: cfg, link: l, caps: l.Caps(), local: l.LocalAddr(), mem: mem, log: log,
+		qps: make(map[uint32]*QP), events: make(chan qp.Event, 256), closing: make(chan struct{}),
+	}
+	d.limits = qp.Limits{MaxMTU: mtu, MaxRdAtomic: MaxRdAtomic, MaxSendWR: MaxQPWR, MaxSGE: MaxSGE,
+		MaxInline: MaxInline, MaxMsgSize: MaxMsgSize, IPv4: d.local.Addr().Unmap().Is4()}
+	if cfg.Trace != nil {
+		d.tracer = newTracer(cfg.Trace, d.local)
+	}
+	empty := map[uint32]*QP{}
+	d.view.Store(&empty)
+	for i := 0; i < cfg.Workers; i++ {
+		d.workers = append(d.workers, newWorker(d))
+	}
+	for _, w := range d.workers {
+		d.wg.Add(1)
+		go w.run()
+	}
+	d.wg.Add(1)
+	go d.receive()
+	log.Debug("device open", zap.Stringer("addr", d.local), zap.Int("mtu", cfg.MTU))
+	return d, nil
+}
+
+// Close stops the device: its goroutines end and its link closes. QPs are
+// not flushed; their WRs never complete.
+func (d *Device) Close() error {
+	if d.closed.Swap(true) {
+		return nil
+	}
+	close(d.closing)
+	err := d.link.Close()
+	d.wg.Wait()
+	return err
+}
+
+// Addr returns the device's IP address and UDP port.
+func (d *Device) Addr() netip.AddrPort { return d.local }
+
+// GID returns the device's GID at index 0: its IPv6 address, or for IPv4
+// the IPv4-mapped IPv6 address (::ffff:a.b.c.d), as in rxe's GID table.
+func (d *Device) GID() netip.Addr {
+	a := d.local.Addr()
+	if a.Is4() {
+		return netip.AddrFrom16(a.As16())
+	}
+	return a
+}
+
+// Mem returns the device's memory-registration table.
+func (d *Device) Mem() *mr.Table { return d.mem }
+
+// AllocPD allocates a protection domain (ibv_alloc_pd).
+func (d *Device) AllocPD() (*mr.PD, error) { return d.mem.AllocPD() }
+
+// CreateCQ creates a completion queue of cqe entries (ibv_create_cq).
+func (d *Device) CreateCQ(cqe int) (*qp.CQ, error) {
+	if cqe > MaxCQE {
+		return nil, fmt.Errorf("%w: cqe %d exceeds max_cqe %d", ErrInvalidArg, cqe, MaxCQE)
+	}
+	return qp.NewCQ(cqe)
+}
+
+// CreateSRQ creates a shared receive queue (ibv_create_srq). The limit
+// event arrives on Events.
+func (d *Device) CreateSRQ(pd *mr.PD, attr qp.SRQAttr) (*qp.SRQ, error) {
+	if pd == nil || pd.Table() != d.mem {
+		return nil, fmt.Errorf("%w: PD", ErrWrongDevice)
+	}
+	var srq *qp.SRQ
+	srq, err := qp.NewSRQ(attr, func() { d.event(qp.Event{Type: qp.EventSRQLimitReached, SRQ: srq}) })
+	return srq, err
+}
+
+// Events delivers asynchronous events (ibv_get_async_event).
+func (d *Device) Events() <-chan qp.Event { return d.events }
+
+func (d *Device) event(ev qp.Event) {
+	select {
+	case d.events <- ev:
+	default:
+		d.dev.EventsDropped.Add(1)
+	}
+}
+
+// QP is a queue pair of the device.
+type QP struct {
+	*qp.QP
+	d     *Device
+	w     *worker
+	env   qp.Env
+	ready bool // in the worker's ready list (guarded by the worker's mutex)
+}
+
+// CreateQP creates a queue pair in the RESET state (ibv_create_qp). Its QPN
+// is drawn at random: predictable QPNs make packet injection easy.
+func (d *Device) CreateQP(pd *mr.PD, ia *qp.InitAttr) (*QP, error) {
+	if d.closed.Load() {
+		return nil, ErrClosed
+	}
+	if pd == nil || pd.Table() != d.mem {
+		return nil, fmt.Errorf("%w: PD", ErrWrongDevice)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if len(d.qps) >= MaxQP {
+		return nil, fmt.Errorf("%w: %d QPs (max_qp)", ErrTooManyQPs, MaxQP)
+	}
+	var qpn uint32
+	for {
+		var b [4]byte
+		rand.Read(b[:])
+		qpn = binary.BigEndian.Uint32(b[:]) & 0xFFFFFF
+		if _, taken := d.qps[qpn]; qpn > 1 && !taken {
+			break
+		}
+	}
+	q := &QP{d: d, w: d.workers[int(qpn)%len(d.workers)]}
+	q.env = qp.Env{Mem: d.mem, Counters: &d.counters, Limits: d.limits, Local: d.local.Addr().Unmap(),
+		Doorbell: func(*qp.QP) { q.w.ring(q) }, Event: d.event}
+	if d.tracer != nil {
+		q.env.Tracer = d.tracer
+	}
+	inner, err := qp.New(qpn, pd, ia, &q.env)
+	if err != nil {
+		return nil, err
+	}
+	if err := pd.Hold(); err != nil {
+		return nil, err
+	}
+	q.QP = inner
+	d.qps[qpn] = q
+	d.publish()
+	q.w.add(q)
+	return q, nil
+}
+
+// publish replaces the receive path's QP snapshot. Called with mu held.
+func (d *Device) publish() {
+	m := make(map[uint32]*QP, len(d.qps))
+	for k, v := range d.qps {
+		m[k] = v
+	}
+	d.view.Store(&m)
+}
+
+// Modify changes the QP's attributes and state (ibv_modify_qp); mask bits
+// are libibverbs' IBV_QP_* values.
+func (q *QP) Modify(attr *qp.Attr, mask qp.AttrMask) error {
+	err := q.QP.Modify(attr, mask, time.Now())
+	q.w.ring(q)
+	return err
+}
+
+// Destroy removes the QP from the device (ibv_destroy_qp). Outstanding WRs
+// are discarded.
+func (q *QP) Destroy() error {
+	d := q.d
+	d.mu.Lock()
+	if _, ok := d.qps[q.QPN()]; !ok {
+		d.mu.Unlock()
+		return fmt.Errorf("%w: QP %#x already destroyed", ErrInvalidArg, q.QPN())
+	}
+	delete(d.qps, q.QPN())
+	d.publish()
+	d.mu.Unlock()
+	q.w.remove(q)
+	return q.PD().Release()
+}
+
+// Counters returns the device's counters, named as `rdma statistic` shows
+// rxe's, in a stable order.
+func (d *Device) Counters() []Counter {
+	c, v := &d.counters, &d.dev
+	return []Counter{
+		{"sent_pkts", c.SentPkts.Load()}, {"rcvd_pkts", c.RcvdPkts.Load()},
+		{"duplicate_request", c.DuplicateRequest.Load()}, {"out_of_seq_request", c.OutOfSeqRequest.Load()},
+		{"rcvd_rnr_err", c.RcvdRNRErr.Load()}, {"send_rnr_err", c.SendRNRErr.Load()},
+		{"rcvd_seq_err", c.RcvdSeqErr.Load()}, {"ack_deferred", c.AckDeferred.Load()},
+		{"retry_exceeded_err", c.RetryExceededErr.Load()}, {"retry_rnr_exceeded_err", c.RetryRNRExceededErr.Load()},
+		{"completer_retry_err", c.CompleterRetryErr.Load()}, {"send_err", c.SendErr.Load()},
+		{"rdma_sends", c.RDMASends.Load()}, {"rdma_recvs", c.RDMARecvs.Load()},
+		{"sent_seq_err", c.SentSeqErr.Load()}, {"local_ack_timeouts", c.Timeouts.Load()},
+		{"retransmitted_pkts", c.RetransmittedPkts.Load()}, {"rem_access_err", c.RemAccessErr.Load()},
+		{"rem_inv_req_err", c.RemInvReqErr.Load()}, {"uc_dropped_msgs", c.UCDroppedMessages.Load()},
+		{"drop_bad_source", c.DroppedBadSource.Load()}, {"drop_bad_state", c.DroppedBadState.Load()},
+		{"drop_bad_qkey", c.DroppedBadQKey.Load()}, {"drop_unexpected", c.DroppedUnexpected.Load()},
+		{"icrc_err", v.ICRCErr.Load()}, {"icrc_ipv4_id_solved", v.ICRCIDSolved.Load()},
+		{"malformed", v.Malformed.Load()}, {"unknown_qpn", v.UnknownQP.Load()},
+		{"cnp_received", v.CNPs.Load()}, {"link_sent_pkts", v.LinkSentPkts.Load()},
+		{"link_rcvd_pkts", v.LinkRcvdPkts.Load()}, {"sent_bytes", v.SentBytes.Load()},
+		{"rcvd_bytes", v.RcvdBytes.Load()}, {"link_send_err", v.SendErrors.Load()},
+	}
+}
+
+// Counter is one named counter value.
+type Counter struct {
+	Name  string
+	Value uint64
+}
+
+// Counter returns the value of the named counter (0 if unknown).
+func (d *Device) Counter(name string) uint64 {
+	for _, c := range d.Counters() {
+		if c.Name == name {
+			return c.Value
+		}
+	}
+	return 0
+}

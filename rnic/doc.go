@@ -1,0 +1,21 @@
+// Package rnic is the software RDMA NIC: a Device that a Go program opens
+// like an RDMA device, registers memory with, and moves data through with
+// queue pairs, speaking RoCEv2 on the wire.
+//
+//	app ──PostSend/PostRecv──► qp (requester, responder, completer) ──► CQ ──Poll──► app
+//	                                 ▲                     │
+//	              receive goroutine: │ parse, ICRC, QPN    │ worker goroutines: transmit,
+//	              ReadBatch ─────────┘                     ▼ timers, ICRC, WriteBatch
+//	                                      link (udplink: UDP socket; simlink: simulated)
+//
+// Where it sits: rnic owns the goroutines, sockets and time; the protocol
+// lives in package qp, memory protection in mr, packet formats in wire.
+// The verbs map onto it as: ibv_open_device → Open, ibv_alloc_pd →
+// AllocPD, ibv_reg_mr → PD.RegMR, ibv_create_cq → CreateCQ, ibv_create_qp →
+// CreateQP, ibv_modify_qp → QP.Modify, ibv_post_send → QP.PostSend,
+// ibv_post_recv → QP.PostRecv, ibv_poll_cq → CQ.Poll, ibv_get_async_event →
+// Events, `rdma statistic` → Counters.
+//
+// ICRC: every received packet is checked; see Config.StrictICRC for what
+// is verified of IPv4 packets whose Identification a UDP socket cannot see.
+package rnic

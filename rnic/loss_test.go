@@ -1,0 +1,101 @@
+package rnic
+
+import (
+	"bytes"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/rnic/simlink"
+)
+
+// lossyNetwork returns a simulated network that drops, duplicates, reorders
+// and corrupts the given fraction of packets (each impairment separately).
+func lossyNetwork(seed uint64, p float64) simlink.Config {
+	return simlink.Config{Seed: seed, Impairments: []simlink.Impairment{
+		{Action: simlink.Drop, Probability: p},
+		{Action: simlink.Duplicate, Probability: p},
+		{Action: simlink.Reorder, Probability: p, Delay: 30 * time.Microsecond},
+		{Action: simlink.Corrupt, Probability: p},
+	}}
+}
+
+// randomSize draws a message size log-uniformly from 1 B to max.
+func randomSize(r *rand.Rand, max int) int {
+	return int(math.Exp(r.Float64() * math.Log(float64(max))))
+}
+
+// runLossy sends n SENDs of random sizes from a to b and checks that each
+// arrives exactly once, in order, byte-exact. The receiver checks each
+// message against the seed it was filled from.
+func runLossy(t *testing.T, loss float64, n, maxSize int) {
+	synctest.Test(t, func(t *testing.T) {
+		const slot = 1 << 20
+		a, b, network := newPair(t, pairConfig{bufSize: 4 * slot, net: lossyNetwork(7, loss),
+			port:    simlink.PortConfig{Uplink: simlink.Wire{Rate: 10 * simlink.Gbps, Latency: 2 * time.Microsecond}},
+			timeout: 8, retry: 7, rnrRetry: 7})
+		r := rand.New(rand.NewPCG(1, uint64(loss*1e6)))
+		sizes := make([]int, n)
+		for i := range sizes {
+			sizes[i] = randomSize(r, maxSize)
+		}
+		const depth = 2 // messages in flight, each with its own slot on both sides
+		posted, done := 0, 0
+		post := func(i int) {
+			s := (i % depth) * slot
+			fill(a.buf[s:s+sizes[i]], byte(i))
+			if err := b.qp.PostRecv(&qp.RecvWR{WRID: uint64(i), SGL: []qp.SGE{b.sge(2*slot+s, slot)}}); err != nil {
+				t.Fatal(err)
+			}
+			if err := a.qp.PostSend(&qp.SendWR{WRID: uint64(i), Opcode: qp.WRSend, Flags: qp.SendSignaled,
+				SGL: []qp.SGE{a.sge(s, sizes[i])}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for ; posted < depth && posted < n; posted++ {
+			post(posted)
+		}
+		var bytesOK int
+		for done < n {
+			wc := b.poll(t)
+			if wc.Status != qp.WCSuccess || wc.WRID != uint64(done) || int(wc.ByteLen) != sizes[done] {
+				t.Fatalf("message %d: receive completion %+v (size %d); counters %v", done, wc, sizes[done], b.dev.Counters())
+			}
+			s := 2*slot + (done%depth)*slot
+			want := make([]byte, sizes[done])
+			fill(want, byte(done))
+			if !bytes.Equal(b.buf[s:s+sizes[done]], want) {
+				t.Fatalf("message %d: payload differs", done)
+			}
+			if swc := a.poll(t); swc.Status != qp.WCSuccess || swc.WRID != uint64(done) {
+				t.Fatalf("message %d: send completion %+v", done, swc)
+			}
+			bytesOK += sizes[done]
+			done++
+			if posted < n {
+				post(posted)
+				posted++
+			}
+		}
+		st := network.Stats()
+		t.Logf("loss %.1f%%: %d messages, %d bytes verified; impairments: dropped %d, duplicated %d, reordered %d, corrupted %d; "+
+			"sender: retransmitted %d pkts, %d go-back-N, %d timeouts; receiver: %d dup, %d out-of-seq, %d bad ICRC",
+			loss*100, n, bytesOK, st.Egress.ImpairDrops, st.Egress.Duplicated, st.Egress.Reordered, st.Egress.Corrupted,
+			a.dev.Counter("retransmitted_pkts"), a.dev.Counter("completer_retry_err"), a.dev.Counter("local_ack_timeouts"),
+			b.dev.Counter("duplicate_request"), b.dev.Counter("out_of_seq_request"), b.dev.Counter("icrc_err")+a.dev.Counter("icrc_err"))
+	})
+}
+
+func TestRCGoBackNUnderLoss(t *testing.T) {
+	n := 2000
+	if testing.Short() {
+		n = 300
+	}
+	for _, loss := range []float64{0.01, 0.10} {
+		t.Run(fmt.Sprintf("loss=%g", loss), func(t *testing.T) { runLossy(t, loss, n, 1<<20) })
+	}
+}

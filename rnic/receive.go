@@ -1,0 +1,109 @@
+package rnic
+
+import (
+	"errors"
+	"time"
+
+	"github.com/goroce/goroce/rnic/link"
+	"github.com/goroce/goroce/wire"
+)
+
+// rxBatch is how many datagrams one ReadBatch may return.
+const rxBatch = 64
+
+// receive is the device's receive loop: read a batch, check each datagram
+// (well-formed, ICRC), hand it to its QP, and ring the workers of the QPs
+// that got packets so they send what the packets called for.
+func (d *Device) receive() {
+	defer d.wg.Done()
+	pkts := make([]link.Packet, rxBatch)
+	bufs := make([][]byte, rxBatch)
+	for i := range bufs {
+		bufs[i] = make([]byte, 65536)
+	}
+	touched := make([]*QP, 0, rxBatch)
+	for {
+		for i := range pkts {
+			pkts[i] = link.Packet{Buf: bufs[i]}
+		}
+		n, err := d.link.ReadBatch(pkts)
+		if err != nil {
+			if errors.Is(err, link.ErrClosed) || d.closed.Load() {
+				return
+			}
+			d.log.Sugar().Warnf("receive: %v", err)
+			continue
+		}
+		now := time.Now()
+		view := *d.view.Load()
+		touched = touched[:0]
+		for i := range pkts[:n] {
+			if q := d.deliver(now, &pkts[i], view); q != nil && !containsQP(touched, q) {
+				touched = append(touched, q)
+			}
+		}
+		for _, q := range touched {
+			q.w.ring(q)
+		}
+	}
+}
+
+// deliver checks one datagram and gives it to its QP, which it returns.
+func (d *Device) deliver(now time.Time, lp *link.Packet, view map[uint32]*QP) *QP {
+	d.dev.LinkRcvdPkts.Add(1)
+	d.dev.RcvdBytes.Add(uint64(len(lp.Buf)))
+	p, err := wire.Parse(lp.Buf)
+	if err != nil {
+		d.dev.Malformed.Add(1)
+		return nil
+	}
+	if !d.verifyICRC(lp) {
+		d.dev.ICRCErr.Add(1)
+		if d.tracer != nil {
+			d.tracer.note(now, "drop: bad ICRC from "+lp.Addr.String())
+		}
+		return nil
+	}
+	if d.tracer != nil {
+		d.tracer.packet(now, false, lp.Addr, d.local, lp.Buf, nil, nil)
+	}
+	if p.Opcode() == wire.CNPOpcode {
+		d.dev.CNPs.Add(1)
+		return nil // the reaction point arrives with DCQCN
+	}
+	q := view[p.BTH().DestQP()]
+	if q == nil {
+		d.dev.UnknownQP.Add(1)
+		return nil
+	}
+	q.Receive(now, p, lp.Addr, lp.TOS, nil)
+	return q
+}
+
+// verifyICRC checks the packet's ICRC. IPv6 and goroce's own IPv4 packets
+// (Identification 0) verify in full; other IPv4 packets verify only by
+// solving for the Identification the socket did not show, unless the device
+// is strict.
+func (d *Device) verifyICRC(lp *link.Packet) bool {
+	e := wire.Endpoints{Src: lp.Addr, Dst: d.local}
+	if e.Verify(lp.Buf) {
+		return true
+	}
+	if d.cfg.StrictICRC || !lp.Addr.Addr().Unmap().Is4() {
+		return false
+	}
+	if _, ok := e.SolveIPv4ID(lp.Buf); ok {
+		d.dev.ICRCIDSolved.Add(1)
+		return true
+	}
+	return false
+}
+
+func containsQP(qs []*QP, q *QP) bool {
+	for _, x := range qs {
+		if x == q {
+			return true
+		}
+	}
+	return false
+}

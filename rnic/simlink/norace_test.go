@@ -1,0 +1,5 @@
+//go:build !race
+
+package simlink
+
+const raceEnabled = false
