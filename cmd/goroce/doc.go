@@ -1,0 +1,17 @@
+// Command goroce is the one command-line tool of goroce, a software RDMA NIC
+// that speaks RoCEv2. Each task is a subcommand:
+//
+//	goroce pcap [-json] FILE...   decode the RoCEv2 packets of pcap/pcapng captures
+//	                              and verify their ICRC
+//	goroce help [COMMAND]         list the commands, or show one command's flags
+//
+// More subcommands (pingpong, perf, nccl-perf, run, dcqcn, demo, stat, topo)
+// join the table in main.go, each in a file named after it. Every
+// subcommand parses its own flags with package flag (-name and --name both
+// work) and exits 0 on success, 1 when it ran and found a problem, and 2 on
+// a usage error or an input it could not read.
+//
+// Where it sits: at the top of the stack; it uses the public packages
+// (wire, wire/pcap, and later rnic and nccl) and nothing else of goroce's
+// internals.
+package main

@@ -1,0 +1,49 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestHelp(t *testing.T) {
+	for _, args := range [][]string{{"help"}, {"-h"}, {"--help"}} {
+		code, out, _ := goroce(t, args...)
+		if code != exitOK || !strings.Contains(out, "usage: goroce COMMAND") {
+			t.Errorf("goroce %v: exit %d\n%s", args, code, out)
+		}
+		for _, c := range commands {
+			if !strings.Contains(out, "  "+c.name+" ") || !strings.Contains(out, c.summary) {
+				t.Errorf("goroce %v does not list %s", args, c.name)
+			}
+		}
+	}
+}
+
+func TestNoCommand(t *testing.T) {
+	code, out, errOut := goroce(t)
+	if code != exitUsage || out != "" || !strings.Contains(errOut, "commands:") {
+		t.Errorf("exit %d\nstdout: %s\nstderr: %s", code, out, errOut)
+	}
+}
+
+func TestUnknownCommand(t *testing.T) {
+	code, _, errOut := goroce(t, "pingpnog")
+	if code != exitUsage || !strings.Contains(errOut, `unknown command "pingpnog"`) {
+		t.Errorf("exit %d, stderr %s", code, errOut)
+	}
+	code, _, errOut = goroce(t, "help", "pingpnog")
+	if code != exitUsage || !strings.Contains(errOut, `unknown command "pingpnog"`) {
+		t.Errorf("help: exit %d, stderr %s", code, errOut)
+	}
+}
+
+// TestCommandsHaveFlagsHelp: every command answers -h with its usage on
+// stdout and status 0, so `goroce CMD -h` works for commands added later.
+func TestCommandsHaveFlagsHelp(t *testing.T) {
+	for _, c := range commands {
+		code, out, errOut := goroce(t, c.name, "-h")
+		if code != exitOK || !strings.HasPrefix(out, "usage: goroce "+c.name) || errOut != "" {
+			t.Errorf("goroce %s -h: exit %d\nstdout: %s\nstderr: %s", c.name, code, out, errOut)
+		}
+	}
+}
