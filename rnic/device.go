@@ -107,6 +107,9 @@ const (
 	MaxCQE      = 1 << 22
 )
 
+// closeDrainTimeout bounds how long Close waits for a busy worker.
+const closeDrainTimeout = 100 * time.Millisecond
+
 // Open creates a device. The caller must Close it.
 func Open(cfg Config) (*Device, error) {
 	if !cfg.Addr.Addr().IsValid() {
@@ -165,11 +168,20 @@ func Open(cfg Config) (*Device, error) {
 	return d, nil
 }
 
-// Close stops the device: its goroutines end and its link closes. QPs are
-// not flushed; their WRs never complete.
+// Close stops the device: each worker first sends what its QPs still owe
+// (ACKs and responses already queued), then the goroutines end and the link
+// closes. WRs still outstanding never complete.
 func (d *Device) Close() error {
 	if d.closed.Swap(true) {
 		return nil
+	}
+	for _, w := range d.workers {
+		done := make(chan struct{})
+		select {
+		case w.drain <- done:
+			<-done
+		case <-time.After(closeDrainTimeout):
+		}
 	}
 	close(d.closing)
 	err := d.link.Close()

@@ -21,24 +21,25 @@ import (
 type worker struct {
 	d        *Device
 	doorbell chan struct{}
+	drain    chan chan struct{} // Close asks for a last transmit
 
 	mu    sync.Mutex // guards ready and qps
 	ready []*QP
 	qps   map[*QP]struct{}
 
 	// Owned by the worker goroutine.
-	out    *qp.Outbox
-	pkts   []link.Packet
-	tails  [][8]byte
-	timer  *time.Timer
-	batch  []*QP
-	lastTx time.Time
+	out   *qp.Outbox
+	pkts  []link.Packet
+	tails [][8]byte
+	timer *time.Timer
+	batch []*QP // QPs ready this turn
+	all   []*QP // snapshot of qps
 }
 
 const outboxSize = 64
 
 func newWorker(d *Device) *worker {
-	w := &worker{d: d, doorbell: make(chan struct{}, 1), qps: make(map[*QP]struct{}),
+	w := &worker{d: d, doorbell: make(chan struct{}, 1), drain: make(chan chan struct{}), qps: make(map[*QP]struct{}),
 		out: qp.NewOutbox(outboxSize, d.cfg.MTU), pkts: make([]link.Packet, outboxSize),
 		tails: make([][8]byte, outboxSize)}
 	w.timer = time.NewTimer(time.Hour)
@@ -88,6 +89,15 @@ func (w *worker) run() {
 		select {
 		case <-w.doorbell:
 		case <-w.timer.C:
+		case done := <-w.drain:
+			// Send what the QPs still owe their peers (the ACK of a
+			// message just received, say) before the device goes.
+			for _, q := range w.snapshot() {
+				w.ring(q)
+			}
+			w.transmit(time.Now())
+			close(done)
+			continue
 		case <-w.d.closing:
 			return
 		}
@@ -100,18 +110,25 @@ func (w *worker) run() {
 
 // advance runs the timers that are due and marks their QPs ready.
 func (w *worker) advance(now time.Time) {
-	w.mu.Lock()
-	w.batch = w.batch[:0]
-	for q := range w.qps {
+	for _, q := range w.snapshot() {
 		if dl := q.Deadline(); !dl.IsZero() && !now.Before(dl) {
-			w.batch = append(w.batch, q)
+			q.Advance(now)
+			w.ring(q)
 		}
 	}
-	w.mu.Unlock()
-	for _, q := range w.batch {
-		q.Advance(now)
-		w.ring(q)
+}
+
+// snapshot returns the worker's QPs. Lock order: a QP's lock may be held
+// when it rings the doorbell (which takes w.mu), so nothing calls into a QP
+// while holding w.mu.
+func (w *worker) snapshot() []*QP {
+	w.mu.Lock()
+	w.all = w.all[:0]
+	for q := range w.qps {
+		w.all = append(w.all, q)
 	}
+	w.mu.Unlock()
+	return w.all
 }
 
 // transmit lets ready QPs fill the outbox, round robin, and flushes it.
@@ -190,13 +207,11 @@ func (w *worker) flush(now time.Time) {
 // arm sets the timer to the earliest QP deadline.
 func (w *worker) arm(now time.Time) {
 	var next time.Time
-	w.mu.Lock()
-	for q := range w.qps {
+	for _, q := range w.snapshot() {
 		if dl := q.Deadline(); !dl.IsZero() && (next.IsZero() || dl.Before(next)) {
 			next = dl
 		}
 	}
-	w.mu.Unlock()
 	w.timer.Stop()
 	if !next.IsZero() {
 		w.timer.Reset(max(next.Sub(now), 0))

@@ -3,15 +3,18 @@
 //
 //	goroce pcap [-json] FILE...   decode the RoCEv2 packets of pcap/pcapng captures
 //	                              and verify their ICRC
+//	goroce pingpong [flags] [HOST]
+//	                              ibv_rc_pingpong over a goroce device: server without
+//	                              HOST, client with it; same flags and side channel
 //	goroce help [COMMAND]         list the commands, or show one command's flags
 //
-// More subcommands (pingpong, perf, nccl-perf, run, dcqcn, demo, stat, topo)
+// More subcommands (perf, nccl-perf, run, dcqcn, demo, stat, topo)
 // join the table in main.go, each in a file named after it. Every
 // subcommand parses its own flags with package flag (-name and --name both
 // work) and exits 0 on success, 1 when it ran and found a problem, and 2 on
 // a usage error or an input it could not read.
 //
 // Where it sits: at the top of the stack; it uses the public packages
-// (wire, wire/pcap, and later rnic and nccl) and nothing else of goroce's
+// (wire, wire/pcap, rnic, qp, mr, and later nccl) and nothing else of goroce's
 // internals.
 package main
