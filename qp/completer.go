@@ -233,17 +233,28 @@ func (c *completer) expectedResponse(w *sendWQE) wire.PSN {
 	return w.firstPSN.Add(int32(w.readDone / mtu))
 }
 
-func (c *completer) onReadResponse(now time.Time, p wire.Packet, psn wire.PSN) {
+// responseHead handles what a READ response or ATOMIC ACK with PSN psn
+// says about earlier WQEs (responses come in order: everything before it is
+// acknowledged) and returns the WQE it must answer, the head of the send
+// queue, or nil if processing stops here.
+func (c *completer) responseHead(now time.Time, psn wire.PSN) *sendWQE {
 	q := c.q
-	// Responses come in order: everything before this READ is acknowledged.
 	if !c.ackThrough(now, psn.Add(-1)) {
-		return
+		return nil
 	}
 	if q.retired.Load() == q.posted.Load() {
 		q.env.Counters.DroppedUnexpected.Add(1)
+		return nil
+	}
+	return q.head()
+}
+
+func (c *completer) onReadResponse(now time.Time, p wire.Packet, psn wire.PSN) {
+	q := c.q
+	w := c.responseHead(now, psn)
+	if w == nil {
 		return
 	}
-	w := q.head()
 	if w.wr.Opcode != WRRDMARead || w.npkts == 0 {
 		c.failAt(now, q.retired.Load(), WCBadRespErr, EventQPFatal, "read response for a WQE that is not a READ")
 		return
@@ -280,14 +291,10 @@ func (c *completer) onReadResponse(now time.Time, p wire.Packet, psn wire.PSN) {
 
 func (c *completer) onAtomicAck(now time.Time, p wire.Packet, psn wire.PSN) {
 	q := c.q
-	if !c.ackThrough(now, psn.Add(-1)) {
+	w := c.responseHead(now, psn)
+	if w == nil {
 		return
 	}
-	if q.retired.Load() == q.posted.Load() {
-		q.env.Counters.DroppedUnexpected.Add(1)
-		return
-	}
-	w := q.head()
 	if !w.needsResponse() || w.wr.Opcode == WRRDMARead || w.firstPSN != psn {
 		c.failAt(now, q.retired.Load(), WCBadRespErr, EventQPFatal, "atomic ACK for a WQE that is not an atomic")
 		return
