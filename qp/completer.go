@@ -307,35 +307,34 @@ func (c *completer) onAtomicAck(now time.Time, p wire.Packet, psn wire.PSN) {
 	q.complete(now, w, WCSuccess, false)
 }
 
-// rewind makes the requester resend from psn (go-back-N).
+// rewind makes the requester resend from psn (go-back-N): it resumes at
+// the WQE that holds psn (at the right byte offset), or after every WQE
+// if all of them lie before psn. WQEs wholly before psn stay as they are:
+// they wait for their ACK (or, READs and atomics, their responses).
 func (c *completer) rewind(now time.Time, psn wire.PSN, retransmit bool) {
 	q := c.q
 	r := &q.req
 	mtu := uint64(q.attr.PathMTU.Bytes())
 	old := r.psn
+	r.cur, r.psn, r.off = q.retired.Load(), psn, 0
 	r.rdAtomic, r.noAck = 0, 0
-	for i := q.retired.Load(); i < q.posted.Load(); i++ {
+	for i := r.cur; i < q.posted.Load(); i++ {
 		w := &q.sq[i%uint64(len(q.sq))]
 		if w.local() {
 			continue
 		}
-		if w.npkts == 0 || psn.Diff(w.lastPSN) <= 0 {
-			r.cur, r.psn = i, psn
-			r.off = 0
-			if w.npkts != 0 && psn.Diff(w.firstPSN) > 0 {
-				r.off = uint64(psn.Diff(w.firstPSN)) * mtu
+		if w.npkts != 0 && psn.Diff(w.lastPSN) > 0 {
+			// Wholly sent before psn.
+			if w.needsResponse() {
+				r.rdAtomic++
 			}
-			if w.npkts == 0 {
-				r.psn = psn
-			}
-			break
+			r.cur = i + 1
+			continue
 		}
-		if w.needsResponse() {
-			r.rdAtomic++
+		if w.npkts != 0 && psn.Diff(w.firstPSN) > 0 {
+			r.off = uint64(psn.Diff(w.firstPSN)) * mtu
 		}
-		r.cur = i + 1
-		r.psn = w.lastPSN.Next()
-		r.off = 0
+		break
 	}
 	if retransmit {
 		q.env.Counters.CompleterRetryErr.Add(1)
