@@ -3,6 +3,9 @@ package rnic
 import (
 	"context"
 	"net/netip"
+	"slices"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -33,7 +36,13 @@ type pairConfig struct {
 	timeout  uint8
 	retry    uint8
 	rnrRetry uint8
-	access   mr.Access
+	access   mr.Access // the MRs' remote access, and the QPs' unless qpAccess is set
+	qpAccess mr.Access // the QPs' access flags, if not access
+	// minRNRTimer is the responder's RNR NAK timer code; 0 means 1 (10 µs).
+	minRNRTimer uint8
+	cqDepth     int    // default 4096
+	maxSendWR   uint32 // default 1024
+	qkey        uint32 // UD: the QPs' Q_Key, default 0x11111111
 }
 
 // newPair opens two devices on a simulated network and connects an RC (or
@@ -57,7 +66,7 @@ func newPair(t *testing.T, pc pairConfig) (a, b *end, network *simlink.Network) 
 	}
 	network = simlink.NewNetwork(pc.net)
 	t.Cleanup(func() { network.Close() })
-	addrs := []netip.AddrPort{netip.MustParseAddrPort("10.0.0.1:4791"), netip.MustParseAddrPort("10.0.0.2:4791")}
+	addrs := []netip.AddrPort{addrA, addrB}
 	ends := make([]*end, 2)
 	for i, addr := range addrs {
 		port, err := network.Attach(addr, pc.port)
@@ -69,42 +78,73 @@ func newPair(t *testing.T, pc pairConfig) (a, b *end, network *simlink.Network) 
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { dev.Close() })
-		pd, err := dev.AllocPD()
-		if err != nil {
-			t.Fatal(err)
-		}
-		cq, err := dev.CreateCQ(4096)
-		if err != nil {
-			t.Fatal(err)
-		}
-		q, err := dev.CreateQP(pd, &qp.InitAttr{Type: pc.typ, SendCQ: cq, RecvCQ: cq,
-			Cap: qp.Cap{MaxSendWR: 1024, MaxRecvWR: 1024, MaxSendSGE: 4, MaxRecvSGE: 4, MaxInlineData: 64}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		buf := make([]byte, pc.bufSize)
-		m, err := pd.RegMR(buf, pc.access|mr.AccessLocalWrite)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ends[i] = &end{dev: dev, pd: pd, cq: cq, qp: q, buf: buf, mr: m, wcs: make([]qp.WC, 64)}
+		ends[i] = newEnd(t, dev, pc)
 	}
-	connect(t, ends[0], ends[1], pc)
-	connect(t, ends[1], ends[0], pc)
+	if pc.typ == qp.UD {
+		connectUD(t, ends[0], pc)
+		connectUD(t, ends[1], pc)
+	} else {
+		connect(t, ends[0], ends[1], pc)
+		connect(t, ends[1], ends[0], pc)
+	}
 	return ends[0], ends[1], network
+}
+
+// The simulated devices' addresses: a is 10.0.0.1, b is 10.0.0.2.
+var (
+	addrA = netip.MustParseAddrPort("10.0.0.1:4791")
+	addrB = netip.MustParseAddrPort("10.0.0.2:4791")
+)
+
+// newEnd creates a PD, a CQ (for sends and receives), a QP in RESET and a
+// registered buffer on dev.
+func newEnd(t *testing.T, dev *Device, pc pairConfig) *end {
+	t.Helper()
+	if pc.cqDepth == 0 {
+		pc.cqDepth = 4096
+	}
+	if pc.maxSendWR == 0 {
+		pc.maxSendWR = 1024
+	}
+	pd, err := dev.AllocPD()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cq, err := dev.CreateCQ(pc.cqDepth)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := dev.CreateQP(pd, &qp.InitAttr{Type: pc.typ, SendCQ: cq, RecvCQ: cq,
+		Cap: qp.Cap{MaxSendWR: pc.maxSendWR, MaxRecvWR: 1024, MaxSendSGE: 4, MaxRecvSGE: 4, MaxInlineData: 64}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, pc.bufSize)
+	m, err := pd.RegMR(buf, pc.access|mr.AccessLocalWrite)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &end{dev: dev, pd: pd, cq: cq, qp: q, buf: buf, mr: m, wcs: make([]qp.WC, 64)}
 }
 
 // connect moves e's QP through INIT, RTR and RTS towards peer.
 func connect(t *testing.T, e, peer *end, pc pairConfig) {
 	t.Helper()
 	mtu := qp.MTUFromBytes(pc.mtu)
+	access := pc.access
+	if pc.qpAccess != 0 {
+		access = pc.qpAccess
+	}
+	if pc.minRNRTimer == 0 {
+		pc.minRNRTimer = 1
+	}
 	steps := []struct {
 		attr qp.Attr
 		mask qp.AttrMask
 	}{
-		{qp.Attr{State: qp.StateInit, AccessFlags: pc.access, PortNum: 1}, qp.AttrState | qp.AttrPKeyIndex | qp.AttrPort | qp.AttrAccessFlags},
-		{qp.Attr{State: qp.StateRTR, AH: qp.AH{GID: peer.dev.GID()}, PathMTU: mtu, DestQPN: peer.qp.QPN(),
-			RQPSN: 0xFFFFF0, MaxDestRdAtomic: 16, MinRNRTimer: 1},
+		{qp.Attr{State: qp.StateInit, AccessFlags: access, PortNum: 1}, qp.AttrState | qp.AttrPKeyIndex | qp.AttrPort | qp.AttrAccessFlags},
+		{qp.Attr{State: qp.StateRTR, AH: qp.AH{GID: peer.dev.GID(), Port: peer.dev.Addr().Port()}, PathMTU: mtu,
+			DestQPN: peer.qp.QPN(), RQPSN: 0xFFFFF0, MaxDestRdAtomic: 16, MinRNRTimer: pc.minRNRTimer},
 			qp.AttrState | qp.AttrAV | qp.AttrPathMTU | qp.AttrDestQPN | qp.AttrRQPSN},
 		{qp.Attr{State: qp.StateRTS, SQPSN: 0xFFFFF0, Timeout: pc.timeout, RetryCnt: pc.retry, RNRRetry: pc.rnrRetry, MaxRdAtomic: 16},
 			qp.AttrState | qp.AttrSQPSN},
@@ -119,6 +159,27 @@ func connect(t *testing.T, e, peer *end, pc pairConfig) {
 		}
 	}
 	_ = wire.PSN(0)
+}
+
+// connectUD moves e's UD QP through INIT, RTR and RTS.
+func connectUD(t *testing.T, e *end, pc pairConfig) {
+	t.Helper()
+	if pc.qkey == 0 {
+		pc.qkey = 0x11111111
+	}
+	steps := []struct {
+		attr qp.Attr
+		mask qp.AttrMask
+	}{
+		{qp.Attr{State: qp.StateInit, QKey: pc.qkey, PortNum: 1}, qp.AttrState | qp.AttrPKeyIndex | qp.AttrPort | qp.AttrQKey},
+		{qp.Attr{State: qp.StateRTR}, qp.AttrState},
+		{qp.Attr{State: qp.StateRTS, SQPSN: 0x100}, qp.AttrState | qp.AttrSQPSN},
+	}
+	for _, s := range steps {
+		if err := e.qp.Modify(&s.attr, s.mask); err != nil {
+			t.Fatalf("modify UD QP to %v: %v", s.attr.State, err)
+		}
+	}
 }
 
 // poll waits for one completion.
@@ -136,7 +197,135 @@ func (e *end) poll(t *testing.T) qp.WC {
 	}
 }
 
+// pollFor waits up to d (virtual time in a bubble) for one completion.
+func (e *end) pollFor(t *testing.T, d time.Duration) (qp.WC, bool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	for {
+		if n := e.cq.Poll(e.wcs[:1]); n == 1 {
+			return e.wcs[0], true
+		}
+		if err := e.cq.Wait(ctx); err != nil {
+			return qp.WC{}, false
+		}
+	}
+}
+
 // sge returns an SGE for n bytes at offset off of e's buffer.
 func (e *end) sge(off, n int) qp.SGE {
 	return qp.SGE{Addr: e.mr.Addr() + uint64(off), Length: uint32(n), LKey: e.mr.LKey()}
+}
+
+// postSend posts wr on e's QP and fails the test if PostSend refuses it.
+func (e *end) postSend(t *testing.T, wr qp.SendWR) {
+	t.Helper()
+	if err := e.qp.PostSend(&wr); err != nil {
+		t.Fatalf("PostSend wr_id %d: %v", wr.WRID, err)
+	}
+}
+
+// postRecv posts a receive of n bytes at offset off of e's buffer.
+func (e *end) postRecv(t *testing.T, wrID uint64, off, n int) {
+	t.Helper()
+	if err := e.qp.PostRecv(&qp.RecvWR{WRID: wrID, SGL: []qp.SGE{e.sge(off, n)}}); err != nil {
+		t.Fatalf("PostRecv wr_id %d: %v", wrID, err)
+	}
+}
+
+// expect polls one completion and checks its wr_id and status.
+func (e *end) expect(t *testing.T, wrID uint64, status qp.WCStatus) qp.WC {
+	t.Helper()
+	wc := e.poll(t)
+	if wc.WRID != wrID || wc.Status != status {
+		t.Fatalf("completion wr_id %d status %q (%+v), want wr_id %d status %q",
+			wc.WRID, wc.Status, wc, wrID, status)
+	}
+	return wc
+}
+
+// events returns the async events e's device has reported and not yet
+// been read. Call it after synctest.Wait, when the device is idle.
+func (e *end) events() []qp.Event {
+	var evs []qp.Event
+	for {
+		select {
+		case ev := <-e.dev.Events():
+			evs = append(evs, ev)
+		default:
+			return evs
+		}
+	}
+}
+
+// hasEvent reports whether evs holds an event of type typ about q (a QP or
+// a CQ).
+func hasEvent(evs []qp.Event, typ qp.EventType, q any) bool {
+	for _, ev := range evs {
+		if ev.Type == typ && (ev.QP == q || ev.CQ == q) {
+			return true
+		}
+	}
+	return false
+}
+
+// tap records the packets that reach the simulated switch, in arrival
+// order. Put its rule first in the network's impairments; it impairs
+// nothing.
+type tap struct {
+	mu   sync.Mutex
+	pkts []tapped
+}
+
+// tapped is one packet the tap saw.
+type tapped struct {
+	at     time.Time
+	src    netip.AddrPort
+	opcode wire.Opcode
+	psn    wire.PSN
+}
+
+func (tp *tap) rule() simlink.Impairment {
+	return simlink.Impairment{Action: simlink.Drop, Match: func(p *simlink.Packet) bool {
+		if len(p.Data) >= wire.BTHLen {
+			bth := wire.BTH(p.Data)
+			tp.mu.Lock()
+			tp.pkts = append(tp.pkts, tapped{time.Now(), p.Src, bth.Opcode(), bth.PSN()})
+			tp.mu.Unlock()
+		}
+		return false
+	}}
+}
+
+// index returns the position of the first packet with one of the opcodes,
+// or -1.
+func (tp *tap) index(ops ...wire.Opcode) int {
+	tp.mu.Lock()
+	defer tp.mu.Unlock()
+	for i, p := range tp.pkts {
+		if slices.Contains(ops, p.opcode) {
+			return i
+		}
+	}
+	return -1
+}
+
+// lastIndex returns the position of the last packet with one of the
+// opcodes, or -1.
+func (tp *tap) lastIndex(ops ...wire.Opcode) int {
+	tp.mu.Lock()
+	defer tp.mu.Unlock()
+	for i := len(tp.pkts) - 1; i >= 0; i-- {
+		if slices.Contains(ops, tp.pkts[i].opcode) {
+			return i
+		}
+	}
+	return -1
+}
+
+// dropFrom returns a rule that drops every packet from src while cut is set.
+func dropFrom(src netip.AddrPort, cut *atomic.Bool) simlink.Impairment {
+	return simlink.Impairment{Action: simlink.Drop, Match: func(p *simlink.Packet) bool {
+		return cut.Load() && p.Src == src
+	}}
 }
