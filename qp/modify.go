@@ -39,7 +39,9 @@ var transitions = func() (t [StateErr + 1][StateErr + 1]struct {
 	for _, typ := range []Type{RC, UC, UD} {
 		for from := StateReset; from <= StateErr; from++ {
 			set(from, StateReset, typ, 0, 0)
-			set(from, StateErr, typ, 0, 0)
+			if from != StateReset { // the kernel has no RESET → ERR
+				set(from, StateErr, typ, 0, 0)
+			}
 		}
 	}
 	// RESET → INIT
@@ -74,7 +76,7 @@ var transitions = func() (t [StateErr + 1][StateErr + 1]struct {
 	}
 	set(StateSQD, StateSQD, RC, 0, AttrAV|AttrAltPath|AttrAccessFlags|AttrPathMigState|AttrTimeout|AttrRetryCnt|
 		AttrRNRRetry|AttrMaxQPRdAtomic|AttrMaxDestRdAtomic|AttrMinRNRTimer|AttrPKeyIndex|AttrPort)
-	set(StateSQD, StateSQD, UC, 0, AttrAV|AttrAltPath|AttrAccessFlags|AttrPathMigState|AttrPKeyIndex|AttrPort)
+	set(StateSQD, StateSQD, UC, 0, AttrAV|AttrAltPath|AttrAccessFlags|AttrPathMigState|AttrPKeyIndex)
 	set(StateSQD, StateSQD, UD, 0, AttrPKeyIndex|AttrQKey)
 	return t
 }()
@@ -101,7 +103,7 @@ func checkModify(typ Type, cur State, attr *Attr, mask AttrMask, limits *Limits)
 	if missing := e.req[typ] &^ given; missing != 0 {
 		return 0, fmt.Errorf("%w: %v → %v on a %v QP needs %v", ErrMissingAttr, cur, next, typ, missing)
 	}
-	if extra := given &^ (e.req[typ] | e.opt[typ] | AttrCurState); extra != 0 {
+	if extra := given &^ (e.req[typ] | e.opt[typ]); extra != 0 {
 		return 0, fmt.Errorf("%w: %v in %v → %v on a %v QP", ErrExtraAttr, extra, cur, next, typ)
 	}
 	return next, checkValues(attr, mask, limits)

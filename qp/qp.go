@@ -71,8 +71,8 @@ type QP struct {
 	req  requester
 	comp completer
 	resp responder
-	// flushed is set once the WQEs of an ERR QP have been flushed; WRs
-	// posted later are flushed as they arrive.
+	// errPending is set on entering ERR until the first flush; WRs posted
+	// later are flushed as they arrive (see needsFlush).
 	errPending bool
 }
 
@@ -114,6 +114,11 @@ func New(qpn uint32, pd *mr.PD, ia *InitAttr, env *Env) (*QP, error) {
 	}
 	q.attr.Cap = cap
 	q.attr.PathMTU = MTU1024
+	if ia.Type == UD {
+		// UD has no path MTU attribute: its datagrams may fill the port's
+		// active MTU, as in rxe.
+		q.attr.PathMTU = l.MaxMTU
+	}
 	q.attr.PortNum = 1
 	q.resp.init(q)
 	return q, nil
@@ -372,7 +377,7 @@ func (q *QP) Receive(now time.Time, p wire.Packet, src netip.AddrPort, tos uint8
 func (q *QP) Transmit(now time.Time, out *Outbox, budget int) int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if q.errPending {
+	if q.needsFlush() {
 		q.flush(now)
 	}
 	q.resp.transmit(now, out)
@@ -391,10 +396,15 @@ func (q *QP) Advance(now time.Time) {
 	}
 }
 
-// Deadline returns when the QP next needs Advance, or the zero time.
+// Deadline returns when the QP next needs Advance, or the zero time. Only
+// RTS and SQD run timers: a QP that left them (to ERR) has none, whatever
+// its completer had armed.
 func (q *QP) Deadline() time.Time {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	if s := q.State(); s != StateRTS && s != StateSQD {
+		return time.Time{}
+	}
 	return q.comp.deadline()
 }
 
@@ -402,7 +412,7 @@ func (q *QP) Deadline() time.Time {
 func (q *QP) HasWork() bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if q.errPending || q.resp.hasWork() {
+	if q.needsFlush() || q.resp.hasWork() {
 		return true
 	}
 	s := q.State()
@@ -422,8 +432,16 @@ func (q *QP) fail(now time.Time, ev EventType, why string) {
 	}
 }
 
+// needsFlush reports whether the QP holds WRs to flush: it has just entered
+// ERR, or WRs were posted to it in ERR. Called with mu held.
+func (q *QP) needsFlush() bool {
+	return q.errPending || q.State() == StateErr &&
+		(q.retired.Load() < q.posted.Load() || q.srq == nil && q.rq.len() > 0)
+}
+
 // flush completes every outstanding send and receive WR with WRFlushErr.
 func (q *QP) flush(now time.Time) {
+	entering := q.errPending
 	q.errPending = false
 	posted := q.posted.Load()
 	for i := q.retired.Load(); i < posted; i++ {
@@ -434,7 +452,7 @@ func (q *QP) flush(now time.Time) {
 		q.rq.drain(func(id uint64) {
 			q.pushWC(now, q.recvCQ, &WC{WRID: id, Status: WCWRFlushErr, Opcode: WCRecv, QPNum: q.qpn}, false)
 		})
-	} else if q.env.Event != nil {
+	} else if entering && q.env.Event != nil {
 		q.env.Event(Event{Type: EventQPLastWQEReached, QP: q})
 	}
 }

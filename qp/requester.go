@@ -141,9 +141,13 @@ func (r *requester) emit(now time.Time, w *sendWQE, out *Outbox, limit int) int 
 		dst, destQP = w.wr.AH.Addr(), w.wr.RemoteQPN
 	}
 	h := wire.Headers{BTH: wire.BTHFields{PKey: wire.DefaultPKey, DestQP: destQP}}
+	// The RC opcode plus base is the packet's opcode (see dataOpcode).
 	base := wire.Opcode(0)
-	if q.typ == UC {
-		base = wire.UCSendFirst
+	switch q.typ {
+	case UC:
+		base = wire.UCSendFirst - wire.RCSendFirst
+	case UD:
+		base = wire.UDSendOnly - wire.RCSendOnly // a UD message is one SEND_ONLY packet
 	}
 	switch w.wr.Opcode {
 	case WRRDMARead:

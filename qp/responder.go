@@ -34,7 +34,7 @@ type responder struct {
 	psn wire.PSN // expected PSN
 	msn uint32   // completed requests (the AETH's MSN)
 
-	nakSent bool // a sequence NAK went out; drop until psn arrives
+	nakSent bool // a sequence or RNR NAK went out; drop silently until psn arrives
 	dropMsg bool // UC: drop until the next FIRST/ONLY
 
 	// The message in progress (FIRST seen, LAST not yet).
@@ -71,6 +71,9 @@ type response struct {
 	data  []byte
 	first bool
 	orig  uint64 // atomic: original value
+	// replay answers a duplicate request: it holds no responder resource
+	// (max_dest_rd_atomic counts the requests, not their repetitions).
+	replay bool
 }
 
 // resource remembers an executed READ or atomic (responder resources,
@@ -238,6 +241,9 @@ func (r *responder) send(now time.Time, p wire.Packet, psn wire.PSN, src netip.A
 			q.env.Counters.SendRNRErr.Add(1)
 			q.trace(now, "psn %v: no receive WQE posted: RNR NAK", psn)
 			r.ack(psn, wire.RNRNAK(q.attr.MinRNRTimer), false)
+			// One NAK per gap: the rest of the message is dropped without
+			// a sequence NAK, which would cost the requester a retry.
+			r.nakSent = true
 			return
 		}
 		if err := r.resolveRecv(); err != nil {
@@ -333,6 +339,7 @@ func (r *responder) write(now time.Time, p wire.Packet, psn wire.PSN, src netip.
 		// packet is refused as a SEND would be, data and all.
 		q.env.Counters.SendRNRErr.Add(1)
 		r.ack(psn, wire.RNRNAK(q.attr.MinRNRTimer), false)
+		r.nakSent = true
 		return
 	}
 	scatter(r.dst, r.msgLen, payload)
@@ -377,10 +384,12 @@ func (r *responder) read(now time.Time, p wire.Packet, psn wire.PSN) {
 	r.queue = append(r.queue, response{kind: respRead, psn: psn, msn: r.msn, data: buf, first: true})
 }
 
+// pendingReads counts the responder resources in use: READs and atomics
+// executed whose responses are still queued.
 func (r *responder) pendingReads() int {
 	n := 0
 	for i := range r.queue {
-		if r.queue[i].kind != respAck {
+		if r.queue[i].kind != respAck && !r.queue[i].replay {
 			n++
 		}
 	}
@@ -444,7 +453,7 @@ func (r *responder) duplicate(now time.Time, p wire.Packet, psn wire.PSN) {
 				return // the key went away since: drop, the requester times out
 			}
 			q.trace(now, "duplicate READ psn %v: respond again", psn)
-			r.queue = append(r.queue, response{kind: respRead, psn: psn, msn: r.msn, data: buf, first: psn == h.first})
+			r.queue = append(r.queue, response{kind: respRead, psn: psn, msn: r.msn, data: buf, first: psn == h.first, replay: true})
 			return
 		}
 	case wire.OpCompareSwap, wire.OpFetchAdd:
@@ -452,7 +461,7 @@ func (r *responder) duplicate(now time.Time, p wire.Packet, psn wire.PSN) {
 			h := &r.history[i]
 			if h.valid && !h.read && h.first == psn {
 				q.trace(now, "duplicate atomic psn %v: replay the saved result", psn)
-				r.queue = append(r.queue, response{kind: respAtomic, psn: psn, msn: r.msn, orig: h.orig})
+				r.queue = append(r.queue, response{kind: respAtomic, psn: psn, msn: r.msn, orig: h.orig, replay: true})
 				return
 			}
 		}
@@ -656,7 +665,7 @@ func (r *responder) receiveUD(now time.Time, p wire.Packet, src netip.AddrPort) 
 		return
 	}
 	var grh [GRHLen]byte
-	writeGRH(grh[:], src, q, len(payload))
+	writeGRH(grh[:], src, q, p.Opcode(), len(payload))
 	scatter(r.dst, 0, grh[:])
 	scatter(r.dst, GRHLen, payload)
 	wc := WC{Opcode: WCRecv, ByteLen: uint32(GRHLen + len(payload)), Flags: WCWithGRH, SrcQP: deth.SrcQP()}
@@ -667,9 +676,10 @@ func (r *responder) receiveUD(now time.Time, p wire.Packet, src netip.AddrPort) 
 	r.finishRecv(now, &wc, src, p.BTH().SE())
 }
 
-// writeGRH fills the 40-byte GRH area of a UD receive as Linux rxe does.
-func writeGRH(b []byte, src netip.AddrPort, q *QP, n int) {
-	udpLen := wire.UDPHeaderLen + wire.PacketLen(wire.UDSendOnly, n)
+// writeGRH fills the 40-byte GRH area of a UD receive of an op packet with
+// n payload bytes, as Linux rxe does.
+func writeGRH(b []byte, src netip.AddrPort, q *QP, op wire.Opcode, n int) {
+	udpLen := wire.UDPHeaderLen + wire.PacketLen(op, n)
 	if src.Addr().Unmap().Is4() {
 		wire.PutIPv4Header(b[20:], wire.IPv4Fields{Src: src.Addr().Unmap(), Dst: q.localAddr(), TTL: 64, PayloadLen: udpLen})
 		return

@@ -35,7 +35,7 @@ func (t Type) String() string {
 //	        Modify                Modify               Modify
 //	RESET ─────────► INIT ─────────────► RTR ─────────────► RTS ◄──► SQD
 //	  ▲                                                      │
-//	  │ any state ──► ERR (fatal error, or Modify)            │ send error (UC/UD)
+//	  │ any state but RESET ──► ERR (fatal error, or Modify)  │ send error (UC/UD)
 //	  └──── any state (Modify to RESET)                      ▼
 //	                                                        SQE
 type State uint8

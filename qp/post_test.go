@@ -1,0 +1,145 @@
+package qp_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/goroce/goroce/qp"
+)
+
+// TestPostInWrongStates checks where PostSend and PostRecv are allowed, as
+// in verbs: receives from INIT on, sends from RTS on (in ERR they are
+// accepted and flushed).
+func TestPostInWrongStates(t *testing.T) {
+	for _, c := range []struct {
+		state          qp.State
+		sendOK, recvOK bool
+	}{
+		{qp.StateReset, false, false},
+		{qp.StateInit, false, true},
+		{qp.StateRTR, false, true},
+		{qp.StateRTS, true, true},
+		{qp.StateSQD, true, true},
+		{qp.StateErr, true, true},
+	} {
+		t.Run(c.state.String(), func(t *testing.T) {
+			f := newFixture(t, qp.RC, 4, 4)
+			bring(t, f.qp, c.state)
+			err := f.qp.PostSend(&qp.SendWR{WRID: 1, Opcode: qp.WRSend, SGL: []qp.SGE{f.sge(0, 16)}})
+			switch {
+			case c.sendOK && err != nil:
+				t.Errorf("PostSend in %v: %v", c.state, err)
+			case !c.sendOK && (!errors.Is(err, qp.ErrInvalidState) || !strings.Contains(err.Error(), c.state.String())):
+				t.Errorf("PostSend in %v: err = %v, want ErrInvalidState naming the state", c.state, err)
+			}
+			err = f.qp.PostRecv(&qp.RecvWR{WRID: 2, SGL: []qp.SGE{f.sge(0, 16)}})
+			switch {
+			case c.recvOK && err != nil:
+				t.Errorf("PostRecv in %v: %v", c.state, err)
+			case !c.recvOK && (!errors.Is(err, qp.ErrInvalidState) || !strings.Contains(err.Error(), c.state.String())):
+				t.Errorf("PostRecv in %v: err = %v, want ErrInvalidState naming the state", c.state, err)
+			}
+		})
+	}
+}
+
+// TestPostQueueFull fills both work queues: the WR after the last one that
+// fits fails with ErrQueueFull and a message naming the limit.
+func TestPostQueueFull(t *testing.T) {
+	f := newFixture(t, qp.RC, 4, 3)
+	bring(t, f.qp, qp.StateRTS)
+	// Nothing runs the engines here, so posted WRs stay outstanding.
+	for i := range 4 {
+		if err := f.qp.PostSend(&qp.SendWR{WRID: uint64(i), Opcode: qp.WRSend, SGL: []qp.SGE{f.sge(0, 8)}}); err != nil {
+			t.Fatalf("send WR %d: %v", i, err)
+		}
+	}
+	err := f.qp.PostSend(&qp.SendWR{WRID: 4, Opcode: qp.WRSend, SGL: []qp.SGE{f.sge(0, 8)}})
+	if !errors.Is(err, qp.ErrQueueFull) || !strings.Contains(err.Error(), "max_send_wr is 4") {
+		t.Fatalf("fifth send WR: err = %v, want ErrQueueFull naming max_send_wr", err)
+	}
+	for i := range 3 {
+		if err := f.qp.PostRecv(&qp.RecvWR{WRID: uint64(i), SGL: []qp.SGE{f.sge(0, 8)}}); err != nil {
+			t.Fatalf("receive WR %d: %v", i, err)
+		}
+	}
+	err = f.qp.PostRecv(&qp.RecvWR{WRID: 3, SGL: []qp.SGE{f.sge(0, 8)}})
+	if !errors.Is(err, qp.ErrQueueFull) || !strings.Contains(err.Error(), "max_recv_wr is 3") {
+		t.Fatalf("fourth receive WR: err = %v, want ErrQueueFull naming max_recv_wr", err)
+	}
+}
+
+// TestPostSendRejects checks the work requests PostSend refuses outright,
+// and that a refused WR takes no slot of the send queue.
+func TestPostSendRejects(t *testing.T) {
+	fixtures := map[qp.Type]*fixture{}
+	for _, typ := range []qp.Type{qp.RC, qp.UC, qp.UD} {
+		fixtures[typ] = newFixture(t, typ, 2, 2)
+		bring(t, fixtures[typ].qp, qp.StateRTS)
+	}
+	f := fixtures[qp.RC]
+	ah := &qp.AH{GID: peerGID}
+	for _, c := range []struct {
+		name string
+		typ  qp.Type
+		wr   qp.SendWR
+		want error
+	}{
+		{"three SGEs, max_send_sge 2", qp.RC, qp.SendWR{Opcode: qp.WRSend, SGL: []qp.SGE{f.sge(0, 1), f.sge(1, 1), f.sge(2, 1)}}, qp.ErrTooManySGE},
+		{"message over max_msg_sz", qp.RC, qp.SendWR{Opcode: qp.WRSend, SGL: []qp.SGE{f.sge(0, 1<<20), f.sge(0, 1)}}, qp.ErrInvalidWR},
+		{"inline over max_inline_data", qp.RC, qp.SendWR{Opcode: qp.WRSend, Flags: qp.SendInline, SGL: []qp.SGE{f.sge(0, 33)}}, qp.ErrInvalidWR},
+		{"atomic of 4 bytes", qp.RC, qp.SendWR{Opcode: qp.WRAtomicFetchAndAdd, SGL: []qp.SGE{f.sge(0, 4)}, RemoteAddr: 64}, qp.ErrInvalidWR},
+		{"atomic at an unaligned address", qp.RC, qp.SendWR{Opcode: qp.WRAtomicCmpAndSwp, SGL: []qp.SGE{f.sge(0, 8)}, RemoteAddr: 65}, qp.ErrInvalidWR},
+		{"BIND_MW", qp.RC, qp.SendWR{Opcode: qp.WRBindMW}, qp.ErrInvalidWR},
+		{"unknown opcode", qp.RC, qp.SendWR{Opcode: 42}, qp.ErrInvalidWR},
+		{"READ on UC", qp.UC, qp.SendWR{Opcode: qp.WRRDMARead, SGL: []qp.SGE{f.sge(0, 8)}}, qp.ErrInvalidWR},
+		{"atomic on UC", qp.UC, qp.SendWR{Opcode: qp.WRAtomicFetchAndAdd, SGL: []qp.SGE{f.sge(0, 8)}}, qp.ErrInvalidWR},
+		{"WRITE on UD", qp.UD, qp.SendWR{Opcode: qp.WRRDMAWrite, AH: ah, SGL: []qp.SGE{f.sge(0, 8)}}, qp.ErrInvalidWR},
+		{"UD without an address handle", qp.UD, qp.SendWR{Opcode: qp.WRSend, SGL: []qp.SGE{f.sge(0, 8)}}, qp.ErrInvalidWR},
+		{"UD over the MTU", qp.UD, qp.SendWR{Opcode: qp.WRSend, AH: ah, SGL: []qp.SGE{f.sge(0, 1025)}}, qp.ErrInvalidWR},
+	} {
+		if err := fixtures[c.typ].qp.PostSend(&c.wr); !errors.Is(err, c.want) {
+			t.Errorf("%s: err = %v, want %v", c.name, err, c.want)
+		}
+	}
+	for typ, f := range fixtures {
+		for i := range 2 {
+			wr := qp.SendWR{WRID: uint64(i), Opcode: qp.WRSend, SGL: []qp.SGE{f.sge(0, 8)}}
+			if typ == qp.UD {
+				wr.AH = ah
+			}
+			if err := f.qp.PostSend(&wr); err != nil {
+				t.Errorf("%v: a refused WR took a send-queue slot: %v", typ, err)
+			}
+		}
+	}
+	// A UD message of exactly the MTU is fine.
+	u := newFixture(t, qp.UD, 1, 1)
+	bring(t, u.qp, qp.StateRTS)
+	if err := u.qp.PostSend(&qp.SendWR{Opcode: qp.WRSend, AH: ah, SGL: []qp.SGE{u.sge(0, 1024)}}); err != nil {
+		t.Errorf("UD message of 1024 bytes at MTU 1024: %v", err)
+	}
+}
+
+// TestPostRecvOnSRQQP checks that a QP taking its receives from an SRQ
+// refuses its own.
+func TestPostRecvOnSRQQP(t *testing.T) {
+	f := newFixture(t, qp.RC, 1, 1)
+	srq, err := qp.NewSRQ(qp.SRQAttr{MaxWR: 4, MaxSGE: 1}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := qp.New(0x77, f.pd, &qp.InitAttr{Type: qp.RC, SendCQ: f.cq, RecvCQ: f.cq, SRQ: srq,
+		Cap: qp.Cap{MaxSendWR: 1}}, &qp.Env{Mem: f.mem, Counters: new(qp.Counters), Limits: testLimits})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bring(t, q, qp.StateInit)
+	if err := q.PostRecv(&qp.RecvWR{SGL: []qp.SGE{f.sge(0, 8)}}); !errors.Is(err, qp.ErrInvalidWR) {
+		t.Fatalf("PostRecv on a QP with an SRQ: err = %v, want ErrInvalidWR", err)
+	}
+	if err := srq.PostRecv(&qp.RecvWR{SGL: []qp.SGE{f.sge(0, 8)}}); err != nil || srq.Len() != 1 {
+		t.Fatalf("SRQ PostRecv: %v, %d posted", err, srq.Len())
+	}
+}
