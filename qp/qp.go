@@ -27,9 +27,14 @@ type Env struct {
 	Mem      *mr.Table
 	Counters *Counters
 	Limits   Limits
-	// Doorbell is called by PostSend and PostRecv after queuing work, and
-	// by the QP when it needs its worker to run; it must not block.
+	// Doorbell is called by the QP, possibly with its lock held, when it
+	// needs its worker to run; it must not block and must not call back
+	// into the QP.
 	Doorbell func(*QP)
+	// Post is called by PostSend and PostRecv after queuing work, with no
+	// lock held: the device may transmit right away in the caller's
+	// goroutine (an inline doorbell). Nil means Doorbell.
+	Post func(*QP)
 	// Event reports an asynchronous event (may be nil).
 	Event func(Event)
 	// Tracer, if set, is told what the QP does.
@@ -262,8 +267,8 @@ func (q *QP) PostRecv(wr *RecvWR) error {
 	if err := q.rq.post(wr); err != nil {
 		return err
 	}
-	if q.State() == StateErr && q.env.Doorbell != nil {
-		q.env.Doorbell(q) // flush it
+	if q.State() == StateErr {
+		q.post() // flush it
 	}
 	return nil
 }
@@ -293,10 +298,18 @@ func (q *QP) PostSend(wr *SendWR) error {
 	}
 	q.posted.Store(posted + 1)
 	q.postMu.Unlock()
-	if q.env.Doorbell != nil {
+	q.post()
+	return nil
+}
+
+// post tells the device that work was queued (no lock held).
+func (q *QP) post() {
+	switch {
+	case q.env.Post != nil:
+		q.env.Post(q)
+	case q.env.Doorbell != nil:
 		q.env.Doorbell(q)
 	}
-	return nil
 }
 
 func (q *QP) checkSendWR(wr *SendWR) error {

@@ -61,7 +61,8 @@ type Device struct {
 	log      *zap.Logger
 	tracer   *tracer
 	workers  []*worker
-	sendMu   sync.Mutex // one WriteBatch at a time
+	sendMu   sync.Mutex // packets are built and sent under it, in order
+	senders  sync.Pool  // *sender, for goroutines that post work
 
 	mu   sync.Mutex
 	qps  map[uint32]*QP
@@ -186,6 +187,11 @@ func (d *Device) Close() error {
 	close(d.closing)
 	err := d.link.Close()
 	d.wg.Wait()
+	d.mu.Lock()
+	for _, q := range d.qps {
+		q.timer.Stop()
+	}
+	d.mu.Unlock()
 	return err
 }
 
@@ -245,6 +251,36 @@ type QP struct {
 	w     *worker
 	env   qp.Env
 	ready bool // in the worker's ready list (guarded by the worker's mutex)
+
+	// The QP's timer rings its worker when its next deadline (a local ACK
+	// timeout or the end of an RNR wait) is due. rearm only ever moves it
+	// earlier; a timer that fires early finds nothing due and is re-armed.
+	timerMu sync.Mutex
+	timer   *time.Timer
+	timerAt time.Time // when the timer fires; zero if stopped or fired
+}
+
+// rearm makes sure the QP's timer fires no later than its deadline. Called
+// after anything that may have set one, with no QP lock held.
+func (q *QP) rearm() {
+	dl := q.Deadline()
+	if dl.IsZero() {
+		return
+	}
+	q.timerMu.Lock()
+	if q.timerAt.IsZero() || dl.Before(q.timerAt) {
+		q.timerAt = dl
+		q.timer.Reset(time.Until(dl))
+	}
+	q.timerMu.Unlock()
+}
+
+// fired runs when the QP's timer expires.
+func (q *QP) fired() {
+	q.timerMu.Lock()
+	q.timerAt = time.Time{}
+	q.timerMu.Unlock()
+	q.w.ring(q)
 }
 
 // CreateQP creates a queue pair in the RESET state (ibv_create_qp). Its QPN
@@ -271,8 +307,10 @@ func (d *Device) CreateQP(pd *mr.PD, ia *qp.InitAttr) (*QP, error) {
 		}
 	}
 	q := &QP{d: d, w: d.workers[int(qpn)%len(d.workers)]}
+	q.timer = time.AfterFunc(time.Hour, q.fired)
+	q.timer.Stop()
 	q.env = qp.Env{Mem: d.mem, Counters: &d.counters, Limits: d.limits, Local: d.local.Addr().Unmap(),
-		Doorbell: func(*qp.QP) { q.w.ring(q) }, Event: d.event}
+		Doorbell: func(*qp.QP) { q.w.ring(q) }, Post: func(*qp.QP) { d.post(q) }, Event: d.event}
 	if d.tracer != nil {
 		q.env.Tracer = d.tracer
 	}
@@ -288,6 +326,20 @@ func (d *Device) CreateQP(pd *mr.PD, ia *qp.InitAttr) (*QP, error) {
 	d.publish()
 	q.w.add(q)
 	return q, nil
+}
+
+// post sends what q may send right away, in the goroutine that posted the
+// work (an inline doorbell): no hand-off to a worker on the latency path.
+func (d *Device) post(q *QP) {
+	if d.closed.Load() {
+		return
+	}
+	s, _ := d.senders.Get().(*sender)
+	if s == nil {
+		s = newSender(d)
+	}
+	s.send(time.Now(), q)
+	d.senders.Put(s)
 }
 
 // publish replaces the receive path's QP snapshot. Called with mu held.

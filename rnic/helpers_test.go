@@ -47,7 +47,7 @@ type pairConfig struct {
 
 // newPair opens two devices on a simulated network and connects an RC (or
 // UC) QP on each to the other. Everything is closed at the end of the test.
-func newPair(t *testing.T, pc pairConfig) (a, b *end, network *simlink.Network) {
+func newPair(t testing.TB, pc pairConfig) (a, b *end, network *simlink.Network) {
 	t.Helper()
 	if pc.typ == 0 {
 		pc.typ = qp.RC
@@ -98,7 +98,7 @@ var (
 
 // newEnd creates a PD, a CQ (for sends and receives), a QP in RESET and a
 // registered buffer on dev.
-func newEnd(t *testing.T, dev *Device, pc pairConfig) *end {
+func newEnd(t testing.TB, dev *Device, pc pairConfig) *end {
 	t.Helper()
 	if pc.cqDepth == 0 {
 		pc.cqDepth = 4096
@@ -128,7 +128,7 @@ func newEnd(t *testing.T, dev *Device, pc pairConfig) *end {
 }
 
 // connect moves e's QP through INIT, RTR and RTS towards peer.
-func connect(t *testing.T, e, peer *end, pc pairConfig) {
+func connect(t testing.TB, e, peer *end, pc pairConfig) {
 	t.Helper()
 	mtu := qp.MTUFromBytes(pc.mtu)
 	access := pc.access
@@ -162,7 +162,7 @@ func connect(t *testing.T, e, peer *end, pc pairConfig) {
 }
 
 // connectUD moves e's UD QP through INIT, RTR and RTS.
-func connectUD(t *testing.T, e *end, pc pairConfig) {
+func connectUD(t testing.TB, e *end, pc pairConfig) {
 	t.Helper()
 	if pc.qkey == 0 {
 		pc.qkey = 0x11111111
@@ -183,7 +183,7 @@ func connectUD(t *testing.T, e *end, pc pairConfig) {
 }
 
 // poll waits for one completion.
-func (e *end) poll(t *testing.T) qp.WC {
+func (e *end) poll(t testing.TB) qp.WC {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -198,7 +198,7 @@ func (e *end) poll(t *testing.T) qp.WC {
 }
 
 // pollFor waits up to d (virtual time in a bubble) for one completion.
-func (e *end) pollFor(t *testing.T, d time.Duration) (qp.WC, bool) {
+func (e *end) pollFor(t testing.TB, d time.Duration) (qp.WC, bool) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
@@ -218,7 +218,7 @@ func (e *end) sge(off, n int) qp.SGE {
 }
 
 // postSend posts wr on e's QP and fails the test if PostSend refuses it.
-func (e *end) postSend(t *testing.T, wr qp.SendWR) {
+func (e *end) postSend(t testing.TB, wr qp.SendWR) {
 	t.Helper()
 	if err := e.qp.PostSend(&wr); err != nil {
 		t.Fatalf("PostSend wr_id %d: %v", wr.WRID, err)
@@ -226,7 +226,7 @@ func (e *end) postSend(t *testing.T, wr qp.SendWR) {
 }
 
 // postRecv posts a receive of n bytes at offset off of e's buffer.
-func (e *end) postRecv(t *testing.T, wrID uint64, off, n int) {
+func (e *end) postRecv(t testing.TB, wrID uint64, off, n int) {
 	t.Helper()
 	if err := e.qp.PostRecv(&qp.RecvWR{WRID: wrID, SGL: []qp.SGE{e.sge(off, n)}}); err != nil {
 		t.Fatalf("PostRecv wr_id %d: %v", wrID, err)
@@ -234,7 +234,7 @@ func (e *end) postRecv(t *testing.T, wrID uint64, off, n int) {
 }
 
 // expect polls one completion and checks its wr_id and status.
-func (e *end) expect(t *testing.T, wrID uint64, status qp.WCStatus) qp.WC {
+func (e *end) expect(t testing.TB, wrID uint64, status qp.WCStatus) qp.WC {
 	t.Helper()
 	wc := e.poll(t)
 	if wc.WRID != wrID || wc.Status != status {

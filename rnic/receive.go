@@ -12,8 +12,8 @@ import (
 const rxBatch = 64
 
 // receive is the device's receive loop: read a batch, check each datagram
-// (well-formed, ICRC), hand it to its QP, and ring the workers of the QPs
-// that got packets so they send what the packets called for.
+// (well-formed, ICRC), hand it to its QP, then send what the QPs that got
+// packets now have to send.
 func (d *Device) receive() {
 	defer d.wg.Done()
 	pkts := make([]link.Packet, rxBatch)
@@ -22,6 +22,7 @@ func (d *Device) receive() {
 		bufs[i] = make([]byte, 65536)
 	}
 	touched := make([]*QP, 0, rxBatch)
+	snd := newSender(d)
 	for {
 		for i := range pkts {
 			pkts[i] = link.Packet{Buf: bufs[i]}
@@ -42,8 +43,19 @@ func (d *Device) receive() {
 				touched = append(touched, q)
 			}
 		}
-		for _, q := range touched {
-			q.w.ring(q)
+		// Send what the packets called for (ACKs, NAKs, read responses,
+		// requests an ACK let through the window) from here, without
+		// waking a worker.
+		if len(touched) > 0 {
+			d.sendMu.Lock()
+			for _, q := range touched {
+				snd.transmit(now, q)
+			}
+			snd.flush(now)
+			d.sendMu.Unlock()
+			for _, q := range touched {
+				q.rearm()
+			}
 		}
 	}
 }

@@ -10,14 +10,18 @@ import (
 	"github.com/goroce/goroce/wire"
 )
 
-// worker runs the transport of a set of QPs: it sends what their requesters
-// and responders produce and runs their timers. One goroutine per worker,
-// one owner loop:
+// worker runs the transport of a set of QPs in one goroutine, one owner
+// loop:
 //
-//	wait for: doorbell (work posted, packets arrived) | timer | close
-//	run due timers (Advance)
-//	while QPs are ready: Transmit into the outbox; flush it to the link
-//	arm the timer for the earliest deadline
+//	wait for: doorbell (a QP is ready: work that could not be sent inline,
+//	          a timer that fired, a state change) | drain | close
+//	for each ready QP: run its timers if due (Advance), let it transmit
+//	flush the outbox to the link; re-arm the QPs' timers
+//
+// Most packets never pass through a worker: PostSend transmits inline in
+// the posting goroutine and the receive loop sends what received packets
+// call for. Each QP has its own runtime timer (see QP.rearm) that rings its
+// worker when a retransmission or RNR deadline is due.
 type worker struct {
 	d        *Device
 	doorbell chan struct{}
@@ -28,23 +32,13 @@ type worker struct {
 	qps   map[*QP]struct{}
 
 	// Owned by the worker goroutine.
-	out   *qp.Outbox
-	pkts  []link.Packet
-	tails [][8]byte
-	timer *time.Timer
+	snd   *sender
 	batch []*QP // QPs ready this turn
-	all   []*QP // snapshot of qps
 }
 
-const outboxSize = 64
-
 func newWorker(d *Device) *worker {
-	w := &worker{d: d, doorbell: make(chan struct{}, 1), drain: make(chan chan struct{}), qps: make(map[*QP]struct{}),
-		out: qp.NewOutbox(outboxSize, d.cfg.MTU), pkts: make([]link.Packet, outboxSize),
-		tails: make([][8]byte, outboxSize)}
-	w.timer = time.NewTimer(time.Hour)
-	w.timer.Stop()
-	return w
+	return &worker{d: d, doorbell: make(chan struct{}, 1), drain: make(chan chan struct{}), qps: make(map[*QP]struct{}),
+		snd: newSender(d)}
 }
 
 func (w *worker) add(q *QP) {
@@ -64,9 +58,12 @@ func (w *worker) remove(q *QP) {
 	}
 	q.ready = false
 	w.mu.Unlock()
+	q.timer.Stop()
 }
 
-// ring marks q ready and wakes the worker. It never blocks.
+// ring marks q ready and wakes the worker. It never blocks. Lock order: a
+// QP's lock may be held when it rings, so nothing calls into a QP while
+// holding w.mu.
 func (w *worker) ring(q *QP) {
 	w.mu.Lock()
 	if !q.ready {
@@ -84,55 +81,33 @@ func (w *worker) ring(q *QP) {
 
 func (w *worker) run() {
 	defer w.d.wg.Done()
-	defer w.timer.Stop()
 	for {
 		select {
 		case <-w.doorbell:
-		case <-w.timer.C:
 		case done := <-w.drain:
 			// Send what the QPs still owe their peers (the ACK of a
 			// message just received, say) before the device goes.
-			for _, q := range w.snapshot() {
-				w.ring(q)
+			w.mu.Lock()
+			for q := range w.qps {
+				if !q.ready {
+					q.ready = true
+					w.ready = append(w.ready, q)
+				}
 			}
-			w.transmit(time.Now())
+			w.mu.Unlock()
+			w.serve(time.Now())
 			close(done)
 			continue
 		case <-w.d.closing:
 			return
 		}
-		now := time.Now()
-		w.advance(now)
-		w.transmit(now)
-		w.arm(time.Now())
+		w.serve(time.Now())
 	}
 }
 
-// advance runs the timers that are due and marks their QPs ready.
-func (w *worker) advance(now time.Time) {
-	for _, q := range w.snapshot() {
-		if dl := q.Deadline(); !dl.IsZero() && !now.Before(dl) {
-			q.Advance(now)
-			w.ring(q)
-		}
-	}
-}
-
-// snapshot returns the worker's QPs. Lock order: a QP's lock may be held
-// when it rings the doorbell (which takes w.mu), so nothing calls into a QP
-// while holding w.mu.
-func (w *worker) snapshot() []*QP {
-	w.mu.Lock()
-	w.all = w.all[:0]
-	for q := range w.qps {
-		w.all = append(w.all, q)
-	}
-	w.mu.Unlock()
-	return w.all
-}
-
-// transmit lets ready QPs fill the outbox, round robin, and flushes it.
-func (w *worker) transmit(now time.Time) {
+// serve runs the ready QPs' due timers and lets them send, round robin,
+// until none is ready.
+func (w *worker) serve(now time.Time) {
 	for {
 		w.mu.Lock()
 		w.batch = append(w.batch[:0], w.ready...)
@@ -145,75 +120,94 @@ func (w *worker) transmit(now time.Time) {
 			return
 		}
 		for _, q := range w.batch {
-			for {
-				q.Transmit(now, w.out, w.out.Room())
-				if w.out.Room() > 0 {
-					break
-				}
-				w.flush(now)
-			}
-			if q.HasWork() && w.out.Room() == 0 {
-				w.ring(q)
+			if dl := q.Deadline(); !dl.IsZero() && !now.Before(dl) {
+				q.Advance(now)
 			}
 		}
-		w.flush(now)
-		// QPs that still have work rang the doorbell again (their window
-		// opened on an ACK, or their outbox share ran out); loop for them
-		// only if they did.
-		select {
-		case <-w.doorbell:
-		default:
-			return
+		w.d.sendMu.Lock()
+		for _, q := range w.batch {
+			w.snd.transmit(now, q)
 		}
+		w.snd.flush(now)
+		w.d.sendMu.Unlock()
+		for _, q := range w.batch {
+			q.rearm()
+		}
+		now = time.Now()
 	}
 }
 
-// flush adds pad and ICRC to the outbox's packets and sends them.
-func (w *worker) flush(now time.Time) {
-	out := w.out.Packets()
+// sender builds packets from QPs into an outbox and sends them: the worker
+// has one, the receive loop has one, and goroutines that post work borrow
+// one from the device's pool. Building and sending happen under the
+// device's sendMu, so the packets of a QP reach the link in the order they
+// were built. Lock order: sendMu, then a QP's lock.
+type sender struct {
+	d     *Device
+	out   *qp.Outbox
+	pkts  []link.Packet
+	tails [][8]byte
+}
+
+const outboxSize = 64
+
+func newSender(d *Device) *sender {
+	return &sender{d: d, out: qp.NewOutbox(outboxSize, d.cfg.MTU), pkts: make([]link.Packet, outboxSize),
+		tails: make([][8]byte, outboxSize)}
+}
+
+// transmit lets q fill the outbox, flushing whenever it is full, until q
+// has nothing more it may send now. Called with sendMu held.
+func (s *sender) transmit(now time.Time, q *QP) {
+	for {
+		q.Transmit(now, s.out, s.out.Room())
+		if s.out.Room() > 0 {
+			return
+		}
+		s.flush(now)
+	}
+}
+
+// send transmits what q may send now and flushes it.
+func (s *sender) send(now time.Time, q *QP) {
+	s.d.sendMu.Lock()
+	s.transmit(now, q)
+	s.flush(now)
+	s.d.sendMu.Unlock()
+	q.rearm()
+}
+
+// flush adds pad and ICRC to the outbox's packets and sends them. Called
+// with sendMu held.
+func (s *sender) flush(now time.Time) {
+	out := s.out.Packets()
 	if len(out) == 0 {
 		return
 	}
-	d := w.d
+	d := s.d
 	for i := range out {
 		p := &out[i]
 		pad := wire.PadCount(len(p.Payload))
-		t := w.tails[i][:pad+wire.ICRCLen]
+		t := s.tails[i][:pad+wire.ICRCLen]
 		clear(t[:pad])
 		e := wire.Endpoints{Src: d.local, Dst: p.Dst, IPv4ID: d.caps.IPv4ID}
 		binary.LittleEndian.PutUint32(t[pad:], e.ICRC(p.Head(), p.Payload, t[:pad]))
-		w.pkts[i] = link.Packet{Buf: p.Head(), Payload: p.Payload, Tail: t, Addr: p.Dst, TOS: link.ECT0}
+		s.pkts[i] = link.Packet{Buf: p.Head(), Payload: p.Payload, Tail: t, Addr: p.Dst, TOS: link.ECT0}
 		if d.tracer != nil {
-			d.tracer.packet(now, true, d.local, p.Dst, w.pkts[i].Buf, p.Payload, t)
+			d.tracer.packet(now, true, d.local, p.Dst, s.pkts[i].Buf, p.Payload, t)
 		}
 	}
-	d.sendMu.Lock()
-	n, err := d.link.WriteBatch(w.pkts[:len(out)])
-	d.sendMu.Unlock()
+	n, err := d.link.WriteBatch(s.pkts[:len(out)])
 	if err != nil {
 		d.dev.SendErrors.Add(1)
 	}
 	d.counters.SentPkts.Add(uint64(n))
 	d.dev.LinkSentPkts.Add(uint64(n))
 	for i := range out[:n] {
-		d.dev.SentBytes.Add(uint64(w.pkts[i].Len()))
+		d.dev.SentBytes.Add(uint64(s.pkts[i].Len()))
 	}
-	for i := range w.pkts[:len(out)] {
-		w.pkts[i] = link.Packet{}
+	for i := range s.pkts[:len(out)] {
+		s.pkts[i] = link.Packet{}
 	}
-	w.out.Reset()
-}
-
-// arm sets the timer to the earliest QP deadline.
-func (w *worker) arm(now time.Time) {
-	var next time.Time
-	for _, q := range w.snapshot() {
-		if dl := q.Deadline(); !dl.IsZero() && (next.IsZero() || dl.Before(next)) {
-			next = dl
-		}
-	}
-	w.timer.Stop()
-	if !next.IsZero() {
-		w.timer.Reset(max(next.Sub(now), 0))
-	}
+	s.out.Reset()
 }
