@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/netip"
 	"testing"
+	"time"
 
 	"github.com/goroce/goroce/qp"
 	"github.com/goroce/goroce/rnic/udplink"
@@ -11,14 +12,14 @@ import (
 
 // udpPair opens two devices over real UDP on loopback and connects an RC
 // QP pair between them.
-func udpPair(b testing.TB, ips [2]string, mtu int) (x, y *end) {
+func udpPair(b testing.TB, ips [2]string, mtu int, busy time.Duration) (x, y *end) {
 	var ends [2]*end
 	for i, ip := range ips {
-		l, err := udplink.Open(udplink.Config{Local: netip.AddrPortFrom(netip.MustParseAddr(ip), 0), EphemeralPort: true})
+		l, err := udplink.Open(udplink.Config{Local: netip.AddrPortFrom(netip.MustParseAddr(ip), 0), EphemeralPort: true, BusyPoll: busy})
 		if err != nil {
 			b.Fatalf("udplink.Open(%s): %v", ip, err)
 		}
-		dev, err := Open(Config{Addr: l.LocalAddr(), Link: l, MTU: mtu})
+		dev, err := Open(Config{Addr: l.LocalAddr(), Link: l, MTU: mtu, BusyPoll: busy})
 		if err != nil {
 			l.Close()
 			b.Fatal(err)
@@ -34,9 +35,21 @@ func udpPair(b testing.TB, ips [2]string, mtu int) (x, y *end) {
 
 // BenchmarkRCSendPingPong measures the round trip of an 8-byte RC SEND
 // answered by an 8-byte SEND, over real UDP on loopback: ns/op is one
-// round trip, as ib_send_lat reports twice its t_typical.
+// round trip, as ib_send_lat reports twice its t_typical. Both devices run
+// in this process; with busy-polling that is four spinning goroutines, which
+// only pays where there are cores to spare (on 2 cores it costs ~5x).
 func BenchmarkRCSendPingPong(b *testing.B) {
-	x, y := udpPair(b, [2]string{"127.78.1.1", "127.78.1.2"}, 4096)
+	b.Run("blocking", func(b *testing.B) { sendPingPong(b, 0) })
+	b.Run("busypoll", func(b *testing.B) { sendPingPong(b, 50*time.Microsecond) })
+}
+
+func sendPingPong(b *testing.B, busy time.Duration) {
+	x, y := udpPair(b, [2]string{"127.78.1.1", "127.78.1.2"}, 4096, busy)
+	pingPong(b, x, y)
+}
+
+// pingPong bounces an 8-byte SEND between x and y b.N times.
+func pingPong(b *testing.B, x, y *end) {
 	send := func(e *end, id uint64) {
 		e.postSend(b, qp.SendWR{WRID: id, Opcode: qp.WRSend, SGL: []qp.SGE{e.sge(0, 8)}})
 	}

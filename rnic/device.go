@@ -37,6 +37,10 @@ type Config struct {
 	// wire.SolveIPv4ID), which Linux rxe's packets need; that check keeps
 	// 16 of the CRC's 32 bits.
 	StrictICRC bool
+	// BusyPoll, if positive, makes the receive loop spin on the socket and
+	// CQ.Wait spin on its queue for up to this long before parking: the
+	// latency mode. It costs a core while traffic flows. Default off.
+	BusyPoll time.Duration
 	// PeerMemory allows registering device (simulated GPU) memory, as
 	// nvidia_peermem does.
 	PeerMemory bool
@@ -139,7 +143,7 @@ func Open(cfg Config) (*Device, error) {
 	}
 	l := cfg.Link
 	if l == nil {
-		ul, err := udplink.Open(udplink.Config{Local: cfg.Addr, Logger: log})
+		ul, err := udplink.Open(udplink.Config{Local: cfg.Addr, Logger: log, BusyPoll: cfg.BusyPoll})
 		if err != nil {
 			return nil, err
 		}
@@ -219,7 +223,11 @@ func (d *Device) CreateCQ(cqe int) (*qp.CQ, error) {
 	if cqe > MaxCQE {
 		return nil, fmt.Errorf("%w: cqe %d exceeds max_cqe %d", ErrInvalidArg, cqe, MaxCQE)
 	}
-	return qp.NewCQ(cqe)
+	cq, err := qp.NewCQ(cqe)
+	if err == nil {
+		cq.SetBusyPoll(d.cfg.BusyPoll)
+	}
+	return cq, err
 }
 
 // CreateSRQ creates a shared receive queue (ibv_create_srq). The limit

@@ -6,6 +6,7 @@ import (
 	"os"
 	"sync/atomic"
 	"syscall"
+	"time"
 	"unsafe"
 
 	"golang.org/x/net/ipv4"
@@ -32,11 +33,13 @@ type mmsgReceiver struct {
 	// bound once, so that passing it to RawConn.Read allocates no closure.
 	vlen       int
 	n          int
+	busyPoll   time.Duration // spin this long on an empty socket before parking
+	spinUntil  time.Time
 	errno      syscall.Errno
 	recvmmsgFn func(fd uintptr) bool
 }
 
-func newMmsgReceiver(conn *net.UDPConn, batch int, truncated *atomic.Uint64) *mmsgReceiver {
+func newMmsgReceiver(conn *net.UDPConn, batch int, busyPoll time.Duration, truncated *atomic.Uint64) *mmsgReceiver {
 	rc, _ := conn.SyscallConn() // cannot fail for a UDPConn just opened
 	r := &mmsgReceiver{
 		rc:        rc,
@@ -45,6 +48,7 @@ func newMmsgReceiver(conn *net.UDPConn, batch int, truncated *atomic.Uint64) *mm
 		names:     make([]unix.RawSockaddrInet6, batch),
 		oob:       make([]byte, batch*oobSpace),
 		truncated: truncated,
+		busyPoll:  busyPoll,
 	}
 	for i := range r.msgs {
 		h := &r.msgs[i].Hdr
@@ -68,6 +72,9 @@ func (r *mmsgReceiver) receive(pkts []link.Packet) (int, error) {
 			h.Namelen = unix.SizeofSockaddrInet6 // the kernel writes back the length it used
 			h.SetControllen(oobSpace)
 			h.Flags = 0
+		}
+		if r.busyPoll > 0 {
+			r.spinUntil = time.Now().Add(r.busyPoll)
 		}
 		err := r.rc.Read(r.recvmmsgFn)
 		for i := range r.vlen {
@@ -115,6 +122,9 @@ func (r *mmsgReceiver) recvmmsg(fd uintptr) bool {
 		case unix.EINTR:
 			continue
 		case unix.EAGAIN:
+			if r.busyPoll > 0 && time.Now().Before(r.spinUntil) {
+				continue // busy-poll: try again rather than park
+			}
 			return false
 		}
 		r.n, r.errno = int(n), errno

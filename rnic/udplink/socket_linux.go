@@ -123,7 +123,7 @@ func afterBind(conn *net.UDPConn, cfg Config, st *socketState) error {
 // newIO returns the fastest receive and send paths the kernel offers.
 func newIO(conn *net.UDPConn, cfg Config, st *socketState, truncated *atomic.Uint64) (receiver, sender) {
 	if st.feat.mmsg {
-		return newMmsgReceiver(conn, cfg.BatchSize, truncated), newMmsgSender(conn, st.is6, cfg.BatchSize)
+		return newMmsgReceiver(conn, cfg.BatchSize, cfg.BusyPoll, truncated), newMmsgSender(conn, st.is6, cfg.BatchSize)
 	}
 	return newSingleReceiver(conn, truncated), newSingleSender(conn)
 }
