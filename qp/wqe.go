@@ -9,7 +9,8 @@ import (
 
 // sendWQE is a posted send work request and the transport's progress on it.
 type sendWQE struct {
-	wr     SendWR   // a copy; wr.SGL is not used, see sgl
+	wr     SendWR // a copy; wr.SGL is not used, see sgl; wr.AH points at ah
+	ah     AH
 	sgl    []SGE    // capacity max_send_sge, fixed at creation
 	inline []byte   // capacity max_inline_data, fixed at creation
 	bufs   [][]byte // the SGEs resolved to registered memory
@@ -24,8 +25,17 @@ type sendWQE struct {
 }
 
 func (w *sendWQE) fill(wr *SendWR, q *QP) error {
-	w.wr = *wr
-	w.wr.SGL = nil
+	// Field by field, leaving out SGL: copying the whole struct would store
+	// the caller's SGL slice in the queue and make its array escape to the
+	// heap, an allocation per PostSend.
+	w.wr = SendWR{WRID: wr.WRID, Opcode: wr.Opcode, Flags: wr.Flags, Imm: wr.Imm, RemoteAddr: wr.RemoteAddr,
+		RKey: wr.RKey, CompareAdd: wr.CompareAdd, Swap: wr.Swap, RemoteQPN: wr.RemoteQPN, RemoteQKey: wr.RemoteQKey}
+	if wr.AH != nil {
+		// A copy, for the same reason: the queue keeps no pointer of the
+		// caller's.
+		w.ah = *wr.AH
+		w.wr.AH = &w.ah
+	}
 	w.sgl = append(w.sgl[:0], wr.SGL...)
 	w.length = 0
 	for _, s := range wr.SGL {
