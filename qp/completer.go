@@ -131,7 +131,6 @@ func (c *completer) receive(now time.Time, p wire.Packet) {
 	default:
 		q.env.Counters.DroppedUnexpected.Add(1)
 	}
-	c.retireLocal(now)
 }
 
 func (c *completer) onAck(now time.Time, p wire.Packet, psn wire.PSN) {
@@ -201,11 +200,7 @@ func (c *completer) ackThrough(now time.Time, a wire.PSN) bool {
 	for q.retired.Load() < q.posted.Load() {
 		w := q.head()
 		if w.local() {
-			if q.retired.Load() >= q.req.cur {
-				break
-			}
-			c.executeLocal(now, w)
-			continue
+			break // the requester runs it next (see requester.transmit)
 		}
 		if w.npkts == 0 || a.Diff(w.lastPSN) < 0 {
 			break
@@ -365,39 +360,41 @@ func (c *completer) failAt(now time.Time, idx uint64, status WCStatus, ev EventT
 func (c *completer) completeSent(now time.Time) {
 	q := c.q
 	for q.retired.Load() < q.req.cur {
-		w := q.head()
-		if w.local() {
-			c.executeLocal(now, w)
-			continue
-		}
-		q.complete(now, w, WCSuccess, false)
+		q.complete(now, q.head(), WCSuccess, false)
 	}
 }
 
-// retireLocal executes LOCAL_INV WQEs that have reached the head.
-func (c *completer) retireLocal(now time.Time) {
+// executeLocal runs w, a LOCAL_INV or BIND_MW at the head of the send
+// queue, and completes it. LOCAL_INV invalidates the type-2 window named by
+// the WR's rkey; BIND_MW binds a type-2 window to this QP with the WR's new
+// rkey (mr.Table.BindMW2). A failure completes the WR with LocQPOpErr
+// (LOCAL_INV) or MWBindErr (BIND_MW), as rxe does, moves the QP to ERR and
+// makes executeLocal report false.
+func (c *completer) executeLocal(now time.Time, w *sendWQE) bool {
 	q := c.q
-	for q.retired.Load() < q.posted.Load() && q.retired.Load() < q.req.cur {
-		w := q.head()
-		if !w.local() {
-			return
-		}
-		c.executeLocal(now, w)
-	}
-}
-
-// executeLocal runs a LOCAL_INV at the head of the send queue.
-func (c *completer) executeLocal(now time.Time, w *sendWQE) {
-	q := c.q
+	var err error
 	status := WCSuccess
-	if err := q.env.Mem.Invalidate(w.wr.Imm, q.qpn); err != nil {
-		q.trace(now, "LOCAL_INV rkey %#x: %v", w.wr.Imm, err)
-		status = WCLocQPOpErr
+	switch w.wr.Opcode {
+	case WRLocalInv:
+		if err = q.env.Mem.Invalidate(w.wr.Imm, q.qpn); err != nil {
+			status = WCLocQPOpErr
+		}
+	case WRBindMW:
+		b := w.wr.Bind
+		_, err = q.env.Mem.BindMW2(q.pd, b.MW, b.MR, b.Addr, int(b.Length), b.Access, q.qpn, uint8(b.RKey))
+		if err != nil {
+			status = WCMWBindErr
+		}
+	}
+	if err != nil {
+		q.trace(now, "wr_id=%d %v: %v", w.wr.WRID, w.wr.Opcode, err)
 	}
 	q.complete(now, w, status, false)
 	if status != WCSuccess {
-		q.fail(now, EventQPFatal, "LOCAL_INV failed")
+		q.fail(now, EventQPFatal, w.wr.Opcode.String()+" failed")
+		return false
 	}
+	return true
 }
 
 // head returns the oldest WQE not yet retired.

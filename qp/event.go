@@ -52,4 +52,5 @@ type Event struct {
 	QP   *QP
 	CQ   *CQ
 	SRQ  *SRQ
+	Port uint8 // port events: the port number (always 1)
 }

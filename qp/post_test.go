@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/goroce/goroce/mr"
 	"github.com/goroce/goroce/qp"
 )
 
@@ -91,7 +92,7 @@ func TestPostSendRejects(t *testing.T) {
 		{"inline over max_inline_data", qp.RC, qp.SendWR{Opcode: qp.WRSend, Flags: qp.SendInline, SGL: []qp.SGE{f.sge(0, 33)}}, qp.ErrInvalidWR},
 		{"atomic of 4 bytes", qp.RC, qp.SendWR{Opcode: qp.WRAtomicFetchAndAdd, SGL: []qp.SGE{f.sge(0, 4)}, RemoteAddr: 64}, qp.ErrInvalidWR},
 		{"atomic at an unaligned address", qp.RC, qp.SendWR{Opcode: qp.WRAtomicCmpAndSwp, SGL: []qp.SGE{f.sge(0, 8)}, RemoteAddr: 65}, qp.ErrInvalidWR},
-		{"BIND_MW", qp.RC, qp.SendWR{Opcode: qp.WRBindMW}, qp.ErrInvalidWR},
+		{"BIND_MW without a window", qp.RC, qp.SendWR{Opcode: qp.WRBindMW}, qp.ErrInvalidWR},
 		{"unknown opcode", qp.RC, qp.SendWR{Opcode: 42}, qp.ErrInvalidWR},
 		{"READ on UC", qp.UC, qp.SendWR{Opcode: qp.WRRDMARead, SGL: []qp.SGE{f.sge(0, 8)}}, qp.ErrInvalidWR},
 		{"atomic on UC", qp.UC, qp.SendWR{Opcode: qp.WRAtomicFetchAndAdd, SGL: []qp.SGE{f.sge(0, 8)}}, qp.ErrInvalidWR},
@@ -141,5 +142,32 @@ func TestPostRecvOnSRQQP(t *testing.T) {
 	}
 	if err := srq.PostRecv(&qp.RecvWR{SGL: []qp.SGE{f.sge(0, 8)}}); err != nil || srq.Len() != 1 {
 		t.Fatalf("SRQ PostRecv: %v, %d posted", err, srq.Len())
+	}
+}
+
+// TestPostSendDoesNotAllocate posts SENDs, UD SENDs with an address handle
+// and BIND_MWs: PostSend copies what it needs and allocates nothing.
+func TestPostSendDoesNotAllocate(t *testing.T) {
+	const runs = 20
+	rc := newFixture(t, qp.RC, 2*(runs+1), 1)
+	bring(t, rc.qp, qp.StateRTS)
+	ud := newFixture(t, qp.UD, runs+1, 1)
+	bring(t, ud.qp, qp.StateRTS)
+	w, err := rc.pd.AllocMW(mr.MWType2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sgl := []qp.SGE{rc.sge(0, 64)}
+	send := &qp.SendWR{Opcode: qp.WRSend, SGL: sgl}
+	bind := &qp.SendWR{Opcode: qp.WRBindMW, Bind: &qp.MWBind{MW: w, RKey: mr.IncKey(w.RKey()), MR: rc.mr,
+		Addr: rc.mr.Addr(), Length: 64, Access: mr.AccessRemoteWrite}}
+	udSend := &qp.SendWR{Opcode: qp.WRSend, SGL: []qp.SGE{ud.sge(0, 64)}, AH: &qp.AH{GID: peerGID}, RemoteQPN: 9}
+	allocs := testing.AllocsPerRun(runs, func() {
+		if rc.qp.PostSend(send) != nil || rc.qp.PostSend(bind) != nil || ud.qp.PostSend(udSend) != nil {
+			t.Fatal("PostSend failed")
+		}
+	})
+	if allocs != 0 {
+		t.Fatalf("PostSend allocates %.1f times per SEND + BIND_MW + UD SEND, want 0", allocs)
 	}
 }

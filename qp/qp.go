@@ -2,6 +2,7 @@ package qp
 
 import (
 	"fmt"
+	"math"
 	"net/netip"
 	"sync"
 	"sync/atomic"
@@ -329,10 +330,10 @@ func (q *QP) checkSendWR(wr *SendWR) error {
 	ok := false
 	switch q.typ {
 	case RC:
-		ok = wr.Opcode <= WRSendWithInv && wr.Opcode != WRBindMW
+		ok = wr.Opcode <= WRSendWithInv
 	case UC:
 		ok = wr.Opcode == WRSend || wr.Opcode == WRSendWithImm || wr.Opcode == WRRDMAWrite ||
-			wr.Opcode == WRRDMAWriteWithImm || wr.Opcode == WRLocalInv
+			wr.Opcode == WRRDMAWriteWithImm || wr.Opcode == WRLocalInv || wr.Opcode == WRBindMW
 	case UD:
 		ok = wr.Opcode == WRSend || wr.Opcode == WRSendWithImm
 	}
@@ -343,6 +344,11 @@ func (q *QP) checkSendWR(wr *SendWR) error {
 		(n != 8 || len(wr.SGL) != 1 || wr.RemoteAddr%8 != 0) {
 		return fmt.Errorf("%w: atomics need one 8-byte SGE and an 8-byte aligned remote address", ErrInvalidWR)
 	}
+	if wr.Opcode == WRBindMW {
+		if err := checkBind(wr.Bind); err != nil {
+			return err
+		}
+	}
 	if q.typ == UD {
 		if wr.AH == nil {
 			return fmt.Errorf("%w: UD send without an address handle", ErrInvalidWR)
@@ -350,6 +356,25 @@ func (q *QP) checkSendWR(wr *SendWR) error {
 		if mtu := q.attr.PathMTU.Bytes(); n > uint64(mtu) {
 			return fmt.Errorf("%w: UD message of %d bytes exceeds the path MTU %d", ErrInvalidWR, n, mtu)
 		}
+	}
+	return nil
+}
+
+// checkBind checks what PostSend can of a BIND_MW's binding; the rules on
+// the MR, range and rights are checked when it executes (mr.Table.BindMW2)
+// and fail as a completion with MWBindErr.
+func checkBind(b *MWBind) error {
+	switch {
+	case b == nil || b.MW == nil:
+		return fmt.Errorf("%w: BIND_MW without a memory window (SendWR.Bind.MW)", ErrInvalidWR)
+	case b.MW.Type() != mr.MWType2:
+		return fmt.Errorf("%w: BIND_MW on a %v window; type-1 windows are bound with MW.Bind", ErrInvalidWR, b.MW.Type())
+	case b.RKey>>8 != b.MW.RKey()>>8: // the 24-bit index; the low byte is the key
+
+		return fmt.Errorf("%w: BIND_MW new rkey %#010x does not name window %#010x (want mr.IncKey(MW.RKey()))",
+			ErrInvalidWR, b.RKey, b.MW.RKey())
+	case b.Length > math.MaxInt:
+		return fmt.Errorf("%w: BIND_MW length %d is too large", ErrInvalidWR, b.Length)
 	}
 	return nil
 }

@@ -16,7 +16,8 @@ import (
 //	RDMA READ of n bytes    one READ_REQUEST that consumes ceil(n/MTU) PSNs,
 //	                        one per response packet the responder will send
 //	atomic                  one packet, one PSN
-//	LOCAL_INV, BIND_MW      no packet: executed locally, in order
+//	LOCAL_INV, BIND_MW      no packet: executed locally once every WQE
+//	                        before it has completed (see executeLocal)
 //
 // It stops when the pacer's budget or the outbox runs out, when the window
 // of unacknowledged PSNs is full, when max_rd_atomic READs/atomics are in
@@ -57,6 +58,15 @@ func (r *requester) transmit(now time.Time, out *Outbox, budget int) int {
 	for !r.paused && r.cur < posted && sent < budget && out.Room() > 0 {
 		w := &q.sq[r.cur%uint64(len(q.sq))]
 		if w.local() {
+			// LOCAL_INV and BIND_MW run at the head of the send queue:
+			// after every WQE before them has completed, before any WQE
+			// after them is sent.
+			if q.retired.Load() < r.cur {
+				break
+			}
+			if !q.comp.executeLocal(now, w) {
+				return sent
+			}
 			r.cur++
 			continue
 		}
@@ -190,10 +200,15 @@ func (r *requester) emit(now time.Time, w *sendWQE, out *Outbox, limit int) int 
 		h.BTH.Opcode = base + dataOpcode(w.wr.Opcode, first, last)
 		h.BTH.PSN = r.psn
 		h.BTH.SE = last && w.wr.Flags&SendSolicited != 0
-		r.noAck++
-		h.BTH.AckReq = last || r.noAck >= maxPktsPerAck
-		if h.BTH.AckReq {
-			r.noAck = 0
+		// Only RC asks for acknowledgements. UC and UD have none, and
+		// leave AckReq clear, as rxe does (see wire/testdata/uc_pingpong
+		// and ud_pingpong).
+		if q.typ == RC {
+			r.noAck++
+			h.BTH.AckReq = last || r.noAck >= maxPktsPerAck
+			if h.BTH.AckReq {
+				r.noAck = 0
+			}
 		}
 		if first && (w.wr.Opcode == WRRDMAWrite || w.wr.Opcode == WRRDMAWriteWithImm) {
 			h.RETH = wire.RETHFields{VA: w.wr.RemoteAddr, RKey: w.wr.RKey, DMALen: uint32(w.length)}

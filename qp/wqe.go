@@ -9,8 +9,9 @@ import (
 
 // sendWQE is a posted send work request and the transport's progress on it.
 type sendWQE struct {
-	wr     SendWR // a copy; wr.SGL is not used, see sgl; wr.AH points at ah
+	wr     SendWR // a copy; wr.SGL is not used, see sgl; wr.AH points at ah, wr.Bind at bind
 	ah     AH
+	bind   MWBind
 	sgl    []SGE    // capacity max_send_sge, fixed at creation
 	inline []byte   // capacity max_inline_data, fixed at creation
 	bufs   [][]byte // the SGEs resolved to registered memory
@@ -35,6 +36,10 @@ func (w *sendWQE) fill(wr *SendWR, q *QP) error {
 		// caller's.
 		w.ah = *wr.AH
 		w.wr.AH = &w.ah
+	}
+	if wr.Bind != nil {
+		w.bind = *wr.Bind
+		w.wr.Bind = &w.bind
 	}
 	w.sgl = append(w.sgl[:0], wr.SGL...)
 	w.length = 0

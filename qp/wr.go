@@ -1,6 +1,10 @@
 package qp
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/goroce/goroce/mr"
+)
 
 // WROpcode is the operation of a send work request, numbered as enum
 // ibv_wr_opcode.
@@ -71,6 +75,29 @@ type SendWR struct {
 	AH         *AH
 	RemoteQPN  uint32
 	RemoteQKey uint32
+	// Bind is the window binding of a BIND_MW (wr.bind_mw in verbs). Like
+	// AH it is read during PostSend and not retained.
+	Bind *MWBind
+}
+
+// MWBind is what a BIND_MW work request binds (struct ibv_mw_bind with its
+// ibv_mw_bind_info): the type-2 window MW gets the rkey RKey and exposes
+// [Addr, Addr+Length) of MR to peers with the remote rights Access.
+//
+// RKey is the window's rkey after the bind: verbs applications compute it
+// as ibv_inc_rkey(mw->rkey), here mr.IncKey(MW.RKey()). Its index must be the
+// window's; only its low byte, the key, changes. The bind runs when the WR
+// reaches the head of the send queue, after every WR posted before it has
+// completed, and before any WR posted after it is sent; it then serves only
+// the QP it was posted on. Until it has completed the new rkey must not be
+// handed to a peer, except by a SEND posted behind it on the same QP.
+type MWBind struct {
+	MW     *mr.MW
+	RKey   uint32
+	MR     *mr.MR
+	Addr   uint64
+	Length uint64
+	Access mr.Access // REMOTE_READ, REMOTE_WRITE, REMOTE_ATOMIC, ZERO_BASED
 }
 
 // RecvWR is a receive work request (struct ibv_recv_wr). The SGL slice is

@@ -169,6 +169,9 @@ func Open(cfg Config) (*Device, error) {
 	}
 	d.wg.Add(1)
 	go d.receive()
+	// The port is up as soon as its link is (rxe reports the same when the
+	// netdev is up): the first event on Events.
+	d.event(qp.Event{Type: qp.EventPortActive, Port: 1})
 	log.Debug("device open", zap.Stringer("addr", d.local), zap.Int("mtu", cfg.MTU))
 	return d, nil
 }
@@ -241,7 +244,11 @@ func (d *Device) CreateSRQ(pd *mr.PD, attr qp.SRQAttr) (*qp.SRQ, error) {
 	return srq, err
 }
 
-// Events delivers asynchronous events (ibv_get_async_event).
+// Events delivers asynchronous events (ibv_get_async_event): PORT_ACTIVE
+// once the device is open, QP errors (QP_FATAL, QP_ACCESS_ERR, QP_REQ_ERR),
+// LAST_WQE_REACHED for a QP with an SRQ that entered ERR, CQ_ERR for an
+// overrun CQ, and SRQ_LIMIT_REACHED. The channel holds 256 events; events
+// nobody reads in time are dropped and counted (DeviceCounters.EventsDropped).
 func (d *Device) Events() <-chan qp.Event { return d.events }
 
 func (d *Device) event(ev qp.Event) {

@@ -13,8 +13,11 @@
 // The verbs map onto it as: ibv_open_device → Open, ibv_alloc_pd →
 // AllocPD, ibv_reg_mr → PD.RegMR, ibv_create_cq → CreateCQ, ibv_create_qp →
 // CreateQP, ibv_modify_qp → QP.Modify, ibv_post_send → QP.PostSend,
-// ibv_post_recv → QP.PostRecv, ibv_poll_cq → CQ.Poll, ibv_get_async_event →
-// Events, `rdma statistic` → Counters.
+// ibv_post_recv → QP.PostRecv, ibv_poll_cq → CQ.Poll, ibv_create_ah →
+// CreateAH, ibv_create_srq → CreateSRQ, ibv_modify_srq → SRQ.Modify,
+// ibv_alloc_mw → PD.AllocMW, ibv_bind_mw → MW.Bind (type 1) or a BIND_MW
+// work request (type 2, SendWR.Bind), ibv_get_async_event → Events,
+// `rdma statistic` → Counters.
 //
 // ICRC: every received packet is checked; see Config.StrictICRC for what
 // is verified of IPv4 packets whose Identification a UDP socket cannot see.

@@ -329,3 +329,38 @@ func dropFrom(src netip.AddrPort, cut *atomic.Bool) simlink.Impairment {
 		return cut.Load() && p.Src == src
 	}}
 }
+
+// addPair connects one more QP pair between the devices of a and b: each
+// new end shares its device, PD, buffer and MR with a or b, and has its own
+// CQ and QP.
+func addPair(t testing.TB, a, b *end, pc pairConfig) (a2, b2 *end) {
+	t.Helper()
+	if pc.typ == 0 {
+		pc.typ = qp.RC
+	}
+	if pc.mtu == 0 {
+		pc.mtu = 1024
+	}
+	if pc.timeout == 0 {
+		pc.timeout = 14
+	}
+	if pc.access == 0 {
+		pc.access = mr.AccessLocalWrite | mr.AccessRemoteWrite | mr.AccessRemoteRead | mr.AccessRemoteAtomic
+	}
+	sibling := func(e *end) *end {
+		cq, err := e.dev.CreateCQ(4096)
+		if err != nil {
+			t.Fatal(err)
+		}
+		q, err := e.dev.CreateQP(e.pd, &qp.InitAttr{Type: pc.typ, SendCQ: cq, RecvCQ: cq,
+			Cap: qp.Cap{MaxSendWR: 1024, MaxRecvWR: 1024, MaxSendSGE: 4, MaxRecvSGE: 4}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &end{dev: e.dev, pd: e.pd, cq: cq, qp: q, buf: e.buf, mr: e.mr, wcs: make([]qp.WC, 64)}
+	}
+	a2, b2 = sibling(a), sibling(b)
+	connect(t, a2, b2, pc)
+	connect(t, b2, a2, pc)
+	return a2, b2
+}
