@@ -6,9 +6,13 @@
 //	goroce pingpong [flags] [HOST]
 //	                              ibv_rc_pingpong over a goroce device: server without
 //	                              HOST, client with it; same flags and side channel
+//	goroce perf TEST [flags] [HOST]
+//	                              perftest's send_bw, write_bw, read_bw, atomic_bw,
+//	                              send_lat, write_lat and read_lat; same flags and
+//	                              report columns, goroce's own side channel
 //	goroce help [COMMAND]         list the commands, or show one command's flags
 //
-// More subcommands (perf, nccl-perf, run, dcqcn, demo, stat, topo)
+// More subcommands (nccl-perf, run, dcqcn, demo, stat, topo)
 // join the table in main.go, each in a file named after it. Every
 // subcommand parses its own flags with package flag (-name and --name both
 // work) and exits 0 on success, 1 when it ran and found a problem, and 2 on

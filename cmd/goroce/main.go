@@ -24,6 +24,7 @@ type command struct {
 // them. Each lives in its own file, named after it.
 var commands = []command{
 	{"pcap", "decode the RoCEv2 packets of capture files and check their ICRC", runPcap},
+	{"perf", "perftest (ib_write_bw, ib_send_lat, ...) over a goroce device: bandwidth and latency", runPerf},
 	{"pingpong", "ibv_rc_pingpong over a goroce device: RC ping-pong between two processes", runPingpong},
 }
 

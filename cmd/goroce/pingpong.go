@@ -2,15 +2,12 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/netip"
-	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -89,10 +86,7 @@ func runPingpong(ctx context.Context, args []string, stdout, stderr io.Writer) i
 func parsePingpong(args []string, stdout, stderr io.Writer) (cfg pingpongConfig, code int, ok bool) {
 	fs := newFlagSet("goroce pingpong [flags] [HOST]", pingpongAbout)
 	cfg = pingpongConfig{stall: pingpongStall, dialFor: pingpongDialFor}
-	intVar := func(p *int, short, long string, value int, usage string) {
-		fs.IntVar(p, short, value, usage)
-		fs.IntVar(p, long, value, "same as -"+short)
-	}
+	intVar := func(p *int, short, long string, value int, usage string) { intFlag(fs, p, short, long, value, usage) }
 	intVar(&cfg.port, "p", "port", pingpongPort, "listen on / connect to TCP `port` (server: 0 picks a free one)")
 	intVar(&cfg.ibPort, "i", "ib-port", 1, "`port` of the device (a goroce device has only port 1)")
 	intVar(&cfg.size, "s", "size", 4096, "`size` of the message to exchange")
@@ -110,23 +104,12 @@ func parsePingpong(args []string, stdout, stderr io.Writer) (cfg pingpongConfig,
 	fs.BoolVar(&cfg.check, "c", false, "check the contents of every received message")
 	fs.BoolVar(&cfg.check, "chk", false, "same as -c")
 	fs.StringVar(&cfg.transport, "t", "rc", "transport `type`: rc (uc and ud are not supported yet)")
-	defAddr := os.Getenv("GOROCE_ADDR")
-	if defAddr == "" {
-		defAddr = "127.0.0.1"
-	}
-	addr := fs.String("addr", defAddr, "the device's IP `address`, its GID (env GOROCE_ADDR)")
+	addr := addrFlag(fs)
 
 	// getopt order: flags and the one HOST argument in any order.
-	var hosts []string
-	for rest := args; ; {
-		if code, ok := parseFlags(fs, rest, stdout, stderr); !ok {
-			return cfg, code, false
-		}
-		rest = fs.Args()
-		if len(rest) == 0 {
-			break
-		}
-		hosts, rest = append(hosts, rest[0]), rest[1:]
+	hosts, code, ok := parseWithHosts(fs, args, stdout, stderr)
+	if !ok {
+		return cfg, code, false
 	}
 	usageErr := func(format string, a ...any) (pingpongConfig, int, bool) {
 		fmt.Fprintf(stderr, "goroce pingpong: "+format+"\n", a...)
@@ -139,11 +122,11 @@ func parsePingpong(args []string, stdout, stderr io.Writer) (cfg pingpongConfig,
 	default:
 		return usageErr("one HOST at most, got %q", hosts)
 	}
-	a, err := netip.ParseAddr(*addr)
+	a, err := parseDeviceAddr(*addr)
 	if err != nil {
-		return usageErr("--addr %q is not an IP address", *addr)
+		return usageErr("%v", err)
 	}
-	cfg.addr = a.Unmap()
+	cfg.addr = a
 	switch {
 	case cfg.transport != "rc":
 		return usageErr("-t %q: only rc is supported for now (uc and ud are not implemented yet)", cfg.transport)
@@ -440,22 +423,10 @@ func (pp *ppContext) clientExchange(ctx context.Context, my ppDest) (ppDest, err
 // done), read its address, connect the QP, answer with ours and wait for
 // "done".
 func (pp *ppContext) serverExchange(ctx context.Context, my ppDest, stderr io.Writer) (ppDest, error) {
-	var lc net.ListenConfig
-	ln, err := lc.Listen(ctx, "tcp", net.JoinHostPort("", strconv.Itoa(pp.cfg.port)))
+	conn, err := acceptPeer(ctx, pp.cfg.port, "goroce pingpong", stderr)
 	if err != nil {
-		return ppDest{}, fmt.Errorf("couldn't listen to port %d: %w", pp.cfg.port, err)
+		return ppDest{}, err
 	}
-	defer ln.Close()
-	if pp.cfg.port == 0 {
-		fmt.Fprintf(stderr, "goroce pingpong: listening on port %d\n", ln.Addr().(*net.TCPAddr).Port)
-	}
-	stopLn := context.AfterFunc(ctx, func() { ln.Close() })
-	conn, err := ln.Accept()
-	stopLn()
-	if err != nil {
-		return ppDest{}, fmt.Errorf("accept() failed: %w", ctxErr(ctx, err))
-	}
-	ln.Close()
 	defer conn.Close()
 	stop := context.AfterFunc(ctx, func() { conn.Close() })
 	defer stop()
@@ -493,40 +464,6 @@ func destMsg(d ppDest) []byte {
 	msg := make([]byte, pingpongMsgLen)
 	copy(msg, d.String())
 	return msg
-}
-
-// dialRetry connects to hostPort, retrying for up to patience while the
-// connection is refused (the server may not be listening yet).
-func dialRetry(ctx context.Context, hostPort string, patience time.Duration) (net.Conn, error) {
-	ctx, cancel := context.WithTimeout(ctx, patience)
-	defer cancel()
-	var d net.Dialer
-	retry := time.NewTicker(50 * time.Millisecond)
-	defer retry.Stop()
-	var last error // the last refusal, more telling than the final timeout
-	for {
-		conn, err := d.DialContext(ctx, "tcp", hostPort)
-		if err == nil {
-			return conn, nil
-		}
-		if ne, ok := errors.AsType[net.Error](err); last == nil || !ok || !ne.Timeout() {
-			last = err
-		}
-		select {
-		case <-ctx.Done():
-			return nil, last
-		case <-retry.C:
-		}
-	}
-}
-
-// ctxErr prefers the context's error (an interrupt) to the I/O error it
-// caused by closing the socket.
-func ctxErr(ctx context.Context, err error) error {
-	if ctx.Err() != nil {
-		return ctx.Err()
-	}
-	return err
 }
 
 // errStalled reports a peer that stopped answering.
@@ -607,11 +544,3 @@ func fillPattern(b []byte) {
 // patternByte is byte i of the -c pattern: a period of 251 (prime) so no
 // two pages of the buffer look alike.
 func patternByte(i int) byte { return byte(i % 251) }
-
-// randomPSN draws a 24-bit initial PSN, as ibv_rc_pingpong does with
-// lrand48() & 0xffffff (here from crypto/rand).
-func randomPSN() wire.PSN {
-	var b [4]byte
-	rand.Read(b[:])
-	return wire.PSN(binary.BigEndian.Uint32(b[:]) & 0xFFFFFF)
-}

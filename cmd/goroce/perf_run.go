@@ -1,0 +1,167 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+
+	"github.com/goroce/goroce/qp"
+)
+
+// perf runs one side of a test and prints what perftest prints.
+func perf(ctx context.Context, cfg perfConfig, stdout, stderr io.Writer) error {
+	pc, err := newPerfContext(cfg)
+	if err != nil {
+		return err
+	}
+	defer pc.dev.Close()
+	pc.banner(stdout)
+	sc, err := pc.exchange(ctx, stderr)
+	if err != nil {
+		return err
+	}
+	defer sc.conn.Close()
+	for i, q := range pc.qps {
+		fmt.Fprintf(stdout, " local address:  %s\n", q.local.line(i))
+	}
+	for i, q := range pc.qps {
+		fmt.Fprintf(stdout, " remote address: %s\n", q.remote.line(i))
+	}
+	fmt.Fprintln(stdout, perfLine)
+
+	// The server reads the client's done line in the background from now
+	// on: with -D it ends the server's loops.
+	var done chan peerDone
+	if !cfg.client() {
+		done = make(chan peerDone, 1)
+		go func() { done <- <-sc.awaitDone(cfg.qps) }()
+	}
+	passive := !cfg.client() && (cfg.test.op == qp.WRRDMARead || cfg.test.op == qp.WRAtomicFetchAndAdd ||
+		cfg.test.op == qp.WRRDMAWrite && !cfg.test.lat)
+	if passive {
+		fmt.Fprintln(stdout, " (passive server: the client measures)")
+	} else {
+		pc.header(stdout)
+	}
+
+	var counts []int
+	if !passive {
+		for _, size := range cfg.sizes() {
+			c, err := pc.runSize(ctx, size, done, stdout)
+			if err != nil {
+				return err
+			}
+			counts = c
+		}
+		fmt.Fprintln(stdout, perfLine)
+	}
+	if cfg.client() {
+		return sc.finishClient(counts, cfg.stall)
+	}
+	d, err := pc.awaitClient(ctx, done)
+	if err != nil {
+		return err
+	}
+	if counts != nil && cfg.duration == 0 {
+		for i, n := range d.counts {
+			if n != counts[i] {
+				return fmt.Errorf("QP %d: the client completed %d operations, the server %d", i, n, counts[i])
+			}
+		}
+	}
+	if err := sc.writeLines("done"); err != nil {
+		return fmt.Errorf("couldn't send done: %w", err)
+	}
+	return nil
+}
+
+// runSize runs and reports one message size; it returns each QP's
+// operation count for the done line.
+func (pc *perfContext) runSize(ctx context.Context, size int, done chan peerDone, stdout io.Writer) ([]int, error) {
+	cfg := pc.cfg
+	if cfg.test.lat {
+		run, err := pc.latLoop(ctx, size, done)
+		if err != nil {
+			return nil, err
+		}
+		if cfg.duration > 0 {
+			reportLatDuration(stdout, size, run.iters, run.elapsed, pc.rttFactor())
+		} else {
+			reportLat(stdout, size, run.iters, latencyStats(run.starts, pc.rttFactor()))
+		}
+		return []int{run.iters}, nil
+	}
+	var run *bwRun
+	var err error
+	if cfg.client() {
+		run, err = pc.bwClient(ctx, size)
+	} else {
+		var target []int
+		if cfg.duration == 0 {
+			target = make([]int, cfg.qps)
+			for i := range target {
+				target[i] = cfg.iters
+			}
+		}
+		run, err = pc.bwServerRecv(ctx, size, target, done)
+	}
+	if err != nil {
+		return nil, err
+	}
+	run.report(stdout, cfg.gbits)
+	counts := make([]int, cfg.qps)
+	for i, q := range pc.qps {
+		counts[i] = q.completed
+		if !cfg.client() {
+			counts[i] = run.iters // per QP in iteration mode
+		}
+	}
+	return counts, nil
+}
+
+// rttFactor is 2 for the ping-pong tests, which time round trips and
+// report one way, and 1 for read_lat, whose operation is a round trip.
+func (pc *perfContext) rttFactor() int {
+	if pc.cfg.test.op == qp.WRRDMARead {
+		return 1
+	}
+	return 2
+}
+
+// banner prints perftest's test description block.
+func (pc *perfContext) banner(w io.Writer) {
+	cfg := pc.cfg
+	fmt.Fprintln(w, perfLine)
+	fmt.Fprintf(w, "                    %s\n", cfg.test.title)
+	fmt.Fprintf(w, " Number of qps   : %d\t\tTransport type : IB\n", cfg.qps)
+	fmt.Fprintf(w, " Connection type : RC\t\tUsing SRQ      : OFF\n")
+	if !cfg.test.lat {
+		fmt.Fprintf(w, " TX depth        : %d\n", cfg.txDepth)
+		fmt.Fprintf(w, " CQ Moderation   : %d\n", pc.cqMod)
+	}
+	fmt.Fprintf(w, " Mtu             : %d[B]\n", cfg.mtu)
+	fmt.Fprintf(w, " Link type       : Ethernet (goroce, RoCEv2 over UDP)\n")
+	fmt.Fprintf(w, " GID             : %s\n", pc.dev.GID())
+	if cfg.test.op == qp.WRRDMARead || cfg.test.op == qp.WRAtomicFetchAndAdd {
+		fmt.Fprintf(w, " Outstand reads  : %d\n", perfRdAtomic)
+	}
+	fmt.Fprintf(w, " Data ex. method : goroce text lines over TCP\n")
+	if cfg.duration > 0 && !cfg.test.lat {
+		fmt.Fprintln(w, " WARNING: BW peak won't be measured in this run.")
+	}
+	fmt.Fprintln(w, perfLine)
+}
+
+// header prints the result columns' header.
+func (pc *perfContext) header(w io.Writer) {
+	switch {
+	case pc.cfg.test.lat && pc.cfg.duration > 0:
+		fmt.Fprintln(w, latHeaderD)
+	case pc.cfg.test.lat:
+		fmt.Fprintln(w, latHeader)
+	case pc.cfg.gbits:
+		fmt.Fprintln(w, bwHeaderGb)
+	default:
+		fmt.Fprintln(w, bwHeaderMB)
+	}
+}
