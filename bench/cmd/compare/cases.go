@@ -1,0 +1,167 @@
+package main
+
+import (
+	"fmt"
+	"net/netip"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/goroce/goroce/bench/udpceiling"
+)
+
+var loopback = netip.MustParseAddr("127.0.0.1")
+
+// allCases lists the measurements in the order they run and print.
+func allCases(bin string, quick bool) []measurement {
+	const (
+		batched  = "udp batched 4 KiB"
+		gso      = "udp GSO/GRO"
+		rate64   = "udp batched 64 B"
+		pingBusy = "udp ping-pong busy RTT"
+		pingBlk  = "udp ping-pong blocking RTT"
+		iperf    = "iperf3 TCP 1 stream"
+	)
+	bwCeil := []string{batched, gso, iperf}
+	cs := []measurement{
+		{name: batched, unit: "GB/s", run: func() (float64, error) { return udpGBps(udpceiling.Batched, 4096) }},
+		{name: gso, unit: "GB/s", run: func() (float64, error) { return udpGBps(udpceiling.GSO, 4096) }},
+	}
+	if !quick {
+		cs = append(cs,
+			measurement{name: rate64, unit: "Mpps", run: func() (float64, error) { return udpMpps(64) }},
+			measurement{name: iperf, unit: "GB/s", run: iperf3})
+	}
+	cs = append(cs,
+		measurement{name: pingBusy, unit: "us", run: func() (float64, error) { return udpPing(udpceiling.BusyPoll) }},
+		measurement{name: pingBlk, unit: "us", run: func() (float64, error) { return udpPing(udpceiling.Blocking) }},
+	)
+	bw := func(test string, size int) measurement {
+		return measurement{name: fmt.Sprintf("goroce %s %s", test, sizeName(size)), unit: "GB/s", ceiling: bwCeil,
+			run: func() (float64, error) { return perfBW(bin, test, size) }}
+	}
+	cs = append(cs, bw("write_bw", 65536))
+	if !quick {
+		for _, test := range []string{"write_bw", "read_bw", "send_bw"} {
+			for _, size := range []int{4096, 65536, 1 << 20} {
+				if test == "write_bw" && size == 65536 {
+					continue
+				}
+				cs = append(cs, bw(test, size))
+			}
+		}
+		cs = append(cs, measurement{name: "goroce write_bw 64 B msg rate", unit: "Mpps", ceiling: []string{rate64},
+			run: func() (float64, error) { return perfRate(bin, 64) }})
+	}
+	lat := func(test string) measurement {
+		return measurement{name: "goroce " + test + " 8 B RTT", unit: "us", ceiling: []string{pingBusy, pingBlk},
+			run: func() (float64, error) { return perfRTT(bin, test) }}
+	}
+	cs = append(cs, lat("send_lat"))
+	if !quick {
+		cs = append(cs, lat("write_lat"))
+	}
+	return cs
+}
+
+func sizeName(n int) string {
+	switch {
+	case n >= 1<<20:
+		return fmt.Sprintf("%d MiB", n>>20)
+	case n >= 1<<10:
+		return fmt.Sprintf("%d KiB", n>>10)
+	}
+	return fmt.Sprintf("%d B", n)
+}
+
+func udpGBps(f func(udpceiling.Config) (udpceiling.Throughput, error), size int) (float64, error) {
+	t, err := f(udpceiling.Config{Addr: loopback, Duration: time.Second, Size: size})
+	return t.GBps, err
+}
+
+func udpMpps(size int) (float64, error) {
+	t, err := udpceiling.Batched(udpceiling.Config{Addr: loopback, Duration: time.Second, Size: size})
+	return t.Mpps, err
+}
+
+// udpPing measures the median round trip of an 8-byte UDP ping-pong whose
+// echo side runs in a second process (this command, re-executed).
+func udpPing(mode udpceiling.PingMode) (float64, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return 0, err
+	}
+	cmd := exec.Command(self, "-udp-echo", strconv.Itoa(int(mode)))
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return 0, err
+	}
+	if err := cmd.Start(); err != nil {
+		return 0, err
+	}
+	defer cmd.Wait()
+	defer cmd.Process.Kill()
+	var line string
+	if _, err := fmt.Fscanln(out, &line); err != nil {
+		return 0, fmt.Errorf("echo process gave no address: %v", err)
+	}
+	server, err := netip.ParseAddrPort(line)
+	if err != nil {
+		return 0, err
+	}
+	l, err := udpceiling.Ping(udpceiling.PingConfig{Addr: loopback, Size: 8, Mode: mode, Count: pingCount}, server)
+	return float64(l.Median.Nanoseconds()) / 1e3, err
+}
+
+const pingCount = 5000
+
+// runEcho is the echo side of udpPing: print the address, then echo.
+func runEcho(mode int) int {
+	err := udpceiling.Echo(udpceiling.PingConfig{Addr: loopback, Size: 8, Mode: udpceiling.PingMode(mode), Count: pingCount},
+		func(a netip.AddrPort) { fmt.Println(a) })
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "compare -udp-echo:", err)
+		return 1
+	}
+	return 0
+}
+
+// iperf3 runs a 2-second single-stream TCP test on loopback, if iperf3 is
+// installed.
+func iperf3() (float64, error) {
+	path, err := exec.LookPath("iperf3")
+	if err != nil {
+		return 0, fmt.Errorf("iperf3 not installed (skipped)")
+	}
+	srv := exec.Command(path, "-s", "-1", "-B", "127.0.0.1", "-p", "15201")
+	if err := srv.Start(); err != nil {
+		return 0, err
+	}
+	defer srv.Wait()
+	defer srv.Process.Kill()
+	var out []byte
+	for try := 0; try < 50; try++ { // bounded: the server needs a moment to listen
+		out, err = exec.Command(path, "-c", "127.0.0.1", "-p", "15201", "-t", "2", "-f", "m").CombinedOutput()
+		if err == nil {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("iperf3: %v: %s", err, out)
+	}
+	for _, l := range strings.Split(string(out), "\n") {
+		if strings.Contains(l, "receiver") {
+			f := strings.Fields(l)
+			for i, w := range f {
+				if w == "Mbits/sec" && i > 0 {
+					v, err := strconv.ParseFloat(f[i-1], 64)
+					return v / 8 / 1000, err
+				}
+			}
+		}
+	}
+	return 0, fmt.Errorf("no receiver line in iperf3's output")
+}

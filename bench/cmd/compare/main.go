@@ -1,0 +1,130 @@
+// Command compare measures goroce against what this machine's loopback
+// allows, in one run, and prints each goroce figure as a ratio to its
+// ceiling:
+//
+//	go run ./bench/cmd/compare              # the full table, 3 interleaved repeats
+//	go run ./bench/cmd/compare -quick       # fewer cases, 1 repeat
+//
+// goroce's figures come from `goroce perf` (built from this tree) run as two
+// processes on 127.0.0.1 and 127.0.0.2, exactly as a user runs it. The
+// ceilings are plain Go UDP between two sockets on loopback
+// (bench/udpceiling): batched sendmmsg/recvmmsg of 4096-byte datagrams, UDP
+// GSO/GRO, 64-byte packet rate, and a ping-pong between two processes,
+// blocking and busy-polling; iperf3 (single TCP stream) if it is installed.
+// Each case runs once per repeat, the repeats interleaved, and the table
+// shows min/median/max; ratios use medians. Absolute numbers on shared
+// machines swing 2-5x between runs; ratios from one run are what to compare.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+func main() {
+	repeats := flag.Int("repeats", 3, "interleaved repeats of every case")
+	quick := flag.Bool("quick", false, "a short run: the issue's headline cases only")
+	goroce := flag.String("goroce", "", "goroce binary to use (default: build ./cmd/goroce)")
+	echo := flag.Int("udp-echo", -1, "internal: be the echo side of a UDP ping-pong in this mode")
+	flag.Parse()
+	if *echo >= 0 {
+		os.Exit(runEcho(*echo))
+	}
+	if *quick && !isFlagSet("repeats") {
+		*repeats = 1
+	}
+	bin := *goroce
+	if bin == "" {
+		dir, err := os.MkdirTemp("", "goroce-compare")
+		if err != nil {
+			fatal(err)
+		}
+		defer os.RemoveAll(dir)
+		bin = filepath.Join(dir, "goroce")
+		fmt.Fprintln(os.Stderr, "compare: building ./cmd/goroce")
+		if out, err := exec.Command("go", "build", "-o", bin, "./cmd/goroce").CombinedOutput(); err != nil {
+			fatal(fmt.Errorf("go build ./cmd/goroce: %v\n%s", err, out))
+		}
+	}
+	cases := allCases(bin, *quick)
+	results := make(map[string][]float64)
+	for r := 0; r < *repeats; r++ {
+		for _, c := range cases {
+			fmt.Fprintf(os.Stderr, "compare: repeat %d/%d: %s\n", r+1, *repeats, c.name)
+			v, err := c.run()
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "compare: %s: %v\n", c.name, err)
+				continue
+			}
+			results[c.name] = append(results[c.name], v)
+		}
+	}
+	printTable(os.Stdout, cases, results, *repeats)
+}
+
+// A measurement: name, unit, how to run it once, and the ceiling it is
+// compared with (another case's name), if any.
+type measurement struct {
+	name    string
+	unit    string
+	run     func() (float64, error)
+	ceiling []string // names of cases this one is a ratio of
+	lower   bool     // lower is better (latency): the ratio is ceiling/this... shown as this/ceiling
+}
+
+func printTable(w *os.File, cases []measurement, results map[string][]float64, repeats int) {
+	med := func(name string) (float64, bool) {
+		v := results[name]
+		if len(v) == 0 {
+			return 0, false
+		}
+		s := append([]float64(nil), v...)
+		sort.Float64s(s)
+		return s[len(s)/2], true
+	}
+	fmt.Fprintf(w, "\n%-34s %-8s %30s   %s\n", "case", "unit", fmt.Sprintf("min / median / max (n=%d)", repeats), "ratio to ceiling (medians)")
+	for _, c := range cases {
+		v := results[c.name]
+		if len(v) == 0 {
+			fmt.Fprintf(w, "%-34s %-8s %30s\n", c.name, c.unit, "failed or skipped")
+			continue
+		}
+		s := append([]float64(nil), v...)
+		sort.Float64s(s)
+		cell := fmt.Sprintf("%s / %s / %s", num(s[0]), num(s[len(s)/2]), num(s[len(s)-1]))
+		var ratios []string
+		for _, ceil := range c.ceiling {
+			if cm, ok := med(ceil); ok && cm > 0 {
+				ratios = append(ratios, fmt.Sprintf("%.2fx %s", s[len(s)/2]/cm, ceil))
+			}
+		}
+		fmt.Fprintf(w, "%-34s %-8s %30s   %s\n", c.name, c.unit, cell, strings.Join(ratios, ", "))
+	}
+}
+
+func num(v float64) string {
+	switch {
+	case v >= 100:
+		return strconv.FormatFloat(v, 'f', 0, 64)
+	case v >= 1:
+		return strconv.FormatFloat(v, 'f', 2, 64)
+	}
+	return strconv.FormatFloat(v, 'f', 3, 64)
+}
+
+func isFlagSet(name string) bool {
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}
+
+func fatal(err error) {
+	fmt.Fprintln(os.Stderr, "compare:", err)
+	os.Exit(1)
+}

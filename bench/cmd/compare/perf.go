@@ -1,0 +1,135 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os/exec"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// runPerf runs `goroce perf TEST ARGS` as a server on 127.0.0.1 and a
+// client on 127.0.0.2 and returns the client's output. The server picks
+// its TCP port (-p 0) and says which on stderr.
+func runPerf(bin, test string, args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	srvArgs := append([]string{"perf", test, "--addr", "127.0.0.1", "-p", "0"}, args...)
+	srv := exec.CommandContext(ctx, bin, srvArgs...)
+	stderr, err := srv.StderrPipe()
+	if err != nil {
+		return "", err
+	}
+	var srvOut bytes.Buffer
+	srv.Stdout = &srvOut
+	if err := srv.Start(); err != nil {
+		return "", err
+	}
+	defer srv.Wait()
+	defer cancel()
+	port := ""
+	sc := bufio.NewScanner(stderr)
+	for port == "" && sc.Scan() {
+		if _, after, ok := strings.Cut(sc.Text(), "listening on port "); ok {
+			port = strings.TrimSpace(after)
+		}
+	}
+	if port == "" {
+		return "", errors.New("the perf server did not say which port it listens on")
+	}
+	go func() { // keep draining the server's stderr
+		for sc.Scan() {
+		}
+	}()
+	cliArgs := append([]string{"perf", test, "--addr", "127.0.0.2", "-p", port}, args...)
+	cliArgs = append(cliArgs, "127.0.0.1")
+	out, err := exec.CommandContext(ctx, bin, cliArgs...).CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("goroce %s: %v\n%s", strings.Join(cliArgs, " "), err, out)
+	}
+	return string(out), nil
+}
+
+// dataLine returns the fields of the first line after the column header
+// that starts with " #bytes".
+func dataLine(out string) ([]float64, error) {
+	lines := strings.Split(out, "\n")
+	for i, l := range lines {
+		if strings.HasPrefix(strings.TrimSpace(l), "#bytes") && i+1 < len(lines) {
+			var v []float64
+			for _, f := range strings.Fields(lines[i+1]) {
+				x, err := strconv.ParseFloat(f, 64)
+				if err != nil {
+					return nil, fmt.Errorf("data line %q: %v", lines[i+1], err)
+				}
+				v = append(v, x)
+			}
+			return v, nil
+		}
+	}
+	return nil, errors.New("no #bytes header in the output")
+}
+
+// iters picks an iteration count that moves about 256 MiB.
+func iters(size int) int { return min(max((256<<20)/size, 256), 50000) }
+
+// perfBW returns BW average in GB/s (perftest's MB/sec is MiB/s).
+func perfBW(bin, test string, size int) (float64, error) {
+	out, err := runPerf(bin, test, "-s", strconv.Itoa(size), "-n", strconv.Itoa(iters(size)))
+	if err != nil {
+		return 0, err
+	}
+	return parseBW(out)
+}
+
+func parseBW(out string) (float64, error) {
+	v, err := dataLine(out)
+	if err != nil {
+		return 0, err
+	}
+	if len(v) < 5 {
+		return 0, fmt.Errorf("bandwidth line has %d fields, want 5", len(v))
+	}
+	return v[3] * (1 << 20) / 1e9, nil
+}
+
+// perfRate returns the message rate of write_bw at size bytes, in Mpps.
+func perfRate(bin string, size int) (float64, error) {
+	out, err := runPerf(bin, "write_bw", "-s", strconv.Itoa(size), "-n", "100000")
+	if err != nil {
+		return 0, err
+	}
+	v, err := dataLine(out)
+	if err != nil {
+		return 0, err
+	}
+	if len(v) < 5 {
+		return 0, fmt.Errorf("bandwidth line has %d fields, want 5", len(v))
+	}
+	return v[4], nil
+}
+
+// perfRTT returns the median round trip of an 8-byte latency test in µs:
+// twice perftest's t_typical, which is half a round trip.
+func perfRTT(bin, test string) (float64, error) {
+	out, err := runPerf(bin, test, "-s", "8", "-n", "5000")
+	if err != nil {
+		return 0, err
+	}
+	return parseRTT(out)
+}
+
+func parseRTT(out string) (float64, error) {
+	v, err := dataLine(out)
+	if err != nil {
+		return 0, err
+	}
+	if len(v) < 9 {
+		return 0, fmt.Errorf("latency line has %d fields, want 9", len(v))
+	}
+	return 2 * v[4], nil
+}
