@@ -148,6 +148,12 @@ func Open(cfg Config) (*Device, error) {
 			return nil, err
 		}
 		l = ul
+		if sb := ul.SocketBuffers(); sb.Capped() {
+			log.Warn("the kernel capped the socket buffers: expect drops and retransmissions under load "+
+				"(run as root, or raise net.core.rmem_max and net.core.wmem_max)",
+				zap.Int("read_requested", sb.RequestedRead), zap.Int("read_granted", sb.Read),
+				zap.Int("write_requested", sb.RequestedWrite), zap.Int("write_granted", sb.Write))
+		}
 	}
 	d := &Device{
 		cfg: cfg, link: l, caps: l.Caps(), local: l.LocalAddr(), mem: mem, log: log,

@@ -98,7 +98,7 @@ func runLossy(t *testing.T, loss float64, n, maxSize int) {
 }
 
 func TestRCGoBackNUnderLoss(t *testing.T) {
-	n := 2000
+	n := 10000 // the issue asks for 10,000 messages per loss rate
 	if testing.Short() {
 		n = 300
 	}
