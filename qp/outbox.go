@@ -85,3 +85,11 @@ func (p *OutPacket) bounceBuf(n int) []byte {
 	}
 	return p.bounce[:n]
 }
+
+// AddCNP adds a RoCEv2 congestion notification packet for the flow whose
+// sender is QP destQPN at dst, on behalf of local QP qpn. It reports false
+// if the outbox is full.
+func (o *Outbox) AddCNP(dst netip.AddrPort, destQPN, qpn uint32) bool {
+	h := wire.Headers{BTH: wire.BTHFields{Opcode: wire.CNPOpcode, PKey: wire.DefaultPKey, BECN: true, DestQP: destQPN}}
+	return o.add(&h, 0, dst, qpn) != nil
+}

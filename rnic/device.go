@@ -13,6 +13,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/goroce/goroce/dcqcn"
 	"github.com/goroce/goroce/mr"
 	"github.com/goroce/goroce/qp"
 	"github.com/goroce/goroce/rnic/link"
@@ -41,6 +42,8 @@ type Config struct {
 	// CQ.Wait spin on its queue for up to this long before parking: the
 	// latency mode. It costs a core while traffic flows. Default off.
 	BusyPoll time.Duration
+	// DCQCN configures congestion control; on by default.
+	DCQCN DCQCNConfig
 	// PeerMemory allows registering device (simulated GPU) memory, as
 	// nvidia_peermem does.
 	PeerMemory bool
@@ -80,17 +83,21 @@ type Device struct {
 
 // DeviceCounters are counted by the device below the QPs.
 type DeviceCounters struct {
-	ICRCErr       atomic.Uint64 // packets whose ICRC did not verify (dropped)
-	ICRCIDSolved  atomic.Uint64 // IPv4 packets accepted after solving for their ID
-	Malformed     atomic.Uint64 // datagrams that are not well-formed RoCEv2 (dropped)
-	UnknownQP     atomic.Uint64 // packets for a QPN the device does not have (dropped)
-	CNPs          atomic.Uint64 // CNPs received
-	EventsDropped atomic.Uint64 // async events lost because nobody read them
-	SendErrors    atomic.Uint64 // link send failures
-	SentBytes     atomic.Uint64
-	RcvdBytes     atomic.Uint64
-	LinkSentPkts  atomic.Uint64
-	LinkRcvdPkts  atomic.Uint64
+	ICRCErr        atomic.Uint64 // packets whose ICRC did not verify (dropped)
+	ICRCIDSolved   atomic.Uint64 // IPv4 packets accepted after solving for their ID
+	Malformed      atomic.Uint64 // datagrams that are not well-formed RoCEv2 (dropped)
+	UnknownQP      atomic.Uint64 // packets for a QPN the device does not have (dropped)
+	CNPs           atomic.Uint64 // CNPs received
+	CNPsHandled    atomic.Uint64 // CNPs fed to a QP's reaction point
+	CNPsSent       atomic.Uint64 // CNPs sent by notification points
+	ECNMarked      atomic.Uint64 // packets received with ECN CE
+	RateReductions atomic.Uint64 // DCQCN rate cuts
+	EventsDropped  atomic.Uint64 // async events lost because nobody read them
+	SendErrors     atomic.Uint64 // link send failures
+	SentBytes      atomic.Uint64
+	RcvdBytes      atomic.Uint64
+	LinkSentPkts   atomic.Uint64
+	LinkRcvdPkts   atomic.Uint64
 }
 
 // Errors of the device API.
@@ -132,6 +139,15 @@ func Open(cfg Config) (*Device, error) {
 	}
 	if cfg.Workers <= 0 {
 		cfg.Workers = 1
+	}
+	if cfg.DCQCN.Params == (dcqcn.Params{}) {
+		cfg.DCQCN.Params = dcqcn.PresetMLX5()
+	}
+	if cfg.DCQCN.LineRate == 0 {
+		cfg.DCQCN.LineRate = 100 * dcqcn.Gbps
+	}
+	if err := cfg.DCQCN.Params.Validate(); err != nil {
+		return nil, fmt.Errorf("%w: DCQCN parameters: %v", ErrInvalidArg, err)
 	}
 	log := cfg.Logger
 	if log == nil {
@@ -276,6 +292,8 @@ type QP struct {
 	// The QP's timer rings its worker when its next deadline (a local ACK
 	// timeout or the end of an RNR wait) is due. rearm only ever moves it
 	// earlier; a timer that fires early finds nothing due and is re-armed.
+	cc *congestion // DCQCN; nil for UD QPs and when disabled
+
 	timerMu sync.Mutex
 	timer   *time.Timer
 	timerAt time.Time // when the timer fires; zero if stopped or fired
@@ -285,6 +303,11 @@ type QP struct {
 // after anything that may have set one, with no QP lock held.
 func (q *QP) rearm() {
 	dl := q.Deadline()
+	if q.cc != nil {
+		if c := q.cc.deadline(); !c.IsZero() && (dl.IsZero() || c.Before(dl)) {
+			dl = c
+		}
+	}
 	if dl.IsZero() {
 		return
 	}
@@ -338,6 +361,14 @@ func (d *Device) CreateQP(pd *mr.PD, ia *qp.InitAttr) (*QP, error) {
 	inner, err := qp.New(qpn, pd, ia, &q.env)
 	if err != nil {
 		return nil, err
+	}
+	if ia.Type != qp.UD && !d.cfg.DCQCN.Disable {
+		if q.cc, err = newCongestion(d, time.Now()); err != nil {
+			return nil, err
+		}
+		if d.tracer != nil {
+			q.cc.rp.SetTracer(func(ev dcqcn.Event) { d.tracer.QPEvent(ev.At, qpn, "DCQCN "+ev.String()) })
+		}
 	}
 	if err := pd.Hold(); err != nil {
 		return nil, err
@@ -415,7 +446,8 @@ func (d *Device) Counters() []Counter {
 		{"drop_bad_qkey", c.DroppedBadQKey.Load()}, {"drop_unexpected", c.DroppedUnexpected.Load()},
 		{"icrc_err", v.ICRCErr.Load()}, {"icrc_ipv4_id_solved", v.ICRCIDSolved.Load()},
 		{"malformed", v.Malformed.Load()}, {"unknown_qpn", v.UnknownQP.Load()},
-		{"cnp_received", v.CNPs.Load()}, {"link_sent_pkts", v.LinkSentPkts.Load()},
+		{"cnp_received", v.CNPs.Load()}, {"cnp_handled", v.CNPsHandled.Load()}, {"cnp_sent", v.CNPsSent.Load()},
+		{"ecn_marked_packets", v.ECNMarked.Load()}, {"rate_reductions", v.RateReductions.Load()}, {"link_sent_pkts", v.LinkSentPkts.Load()},
 		{"link_rcvd_pkts", v.LinkRcvdPkts.Load()}, {"sent_bytes", v.SentBytes.Load()},
 		{"rcvd_bytes", v.RcvdBytes.Load()}, {"link_send_err", v.SendErrors.Load()},
 	}

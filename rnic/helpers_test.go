@@ -43,6 +43,7 @@ type pairConfig struct {
 	cqDepth     int    // default 4096
 	maxSendWR   uint32 // default 1024
 	qkey        uint32 // UD: the QPs' Q_Key, default 0x11111111
+	dcqcn       DCQCNConfig
 }
 
 // newPair opens two devices on a simulated network and connects an RC (or
@@ -73,7 +74,7 @@ func newPair(t testing.TB, pc pairConfig) (a, b *end, network *simlink.Network) 
 		if err != nil {
 			t.Fatal(err)
 		}
-		dev, err := Open(Config{Addr: addr, Link: port, MTU: pc.mtu, StrictICRC: true})
+		dev, err := Open(Config{Addr: addr, Link: port, MTU: pc.mtu, StrictICRC: true, DCQCN: pc.dcqcn})
 		if err != nil {
 			t.Fatal(err)
 		}

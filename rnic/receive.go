@@ -2,6 +2,7 @@ package rnic
 
 import (
 	"errors"
+	"net/netip"
 	"time"
 
 	"github.com/goroce/goroce/rnic/link"
@@ -22,6 +23,7 @@ func (d *Device) receive() {
 		bufs[i] = make([]byte, 65536)
 	}
 	touched := make([]*QP, 0, rxBatch)
+	cnps := make([]cnpTo, 0, rxBatch)
 	snd := newSender(d)
 	for {
 		for i := range pkts {
@@ -37,10 +39,14 @@ func (d *Device) receive() {
 		}
 		now := time.Now()
 		view := *d.view.Load()
-		touched = touched[:0]
+		touched, cnps = touched[:0], cnps[:0]
 		for i := range pkts[:n] {
-			if q := d.deliver(now, &pkts[i], view); q != nil && !containsQP(touched, q) {
+			q, cnp := d.deliver(now, &pkts[i], view)
+			if q != nil && !containsQP(touched, q) {
 				touched = append(touched, q)
+			}
+			if cnp {
+				cnps = append(cnps, cnpTo{q: q, addr: pkts[i].Addr})
 			}
 		}
 		// Send what the packets called for (ACKs, NAKs, read responses,
@@ -48,6 +54,13 @@ func (d *Device) receive() {
 		// waking a worker.
 		if len(touched) > 0 {
 			d.sendMu.Lock()
+			for _, c := range cnps {
+				if snd.out.Room() == 0 {
+					snd.flush(now)
+				}
+				snd.out.AddCNP(c.addr, c.q.Query().DestQPN, c.q.QPN())
+				d.dev.CNPsSent.Add(1)
+			}
 			for _, q := range touched {
 				snd.transmit(now, q)
 			}
@@ -60,36 +73,57 @@ func (d *Device) receive() {
 	}
 }
 
+// cnpTo is a CNP to send: for the flow that q receives from addr.
+type cnpTo struct {
+	q    *QP
+	addr netip.AddrPort
+}
+
 // deliver checks one datagram and gives it to its QP, which it returns.
-func (d *Device) deliver(now time.Time, lp *link.Packet, view map[uint32]*QP) *QP {
+// It also reports whether the packet carried an ECN CE mark that the QP's
+// notification point answers with a CNP.
+func (d *Device) deliver(now time.Time, lp *link.Packet, view map[uint32]*QP) (q *QP, cnp bool) {
 	d.dev.LinkRcvdPkts.Add(1)
 	d.dev.RcvdBytes.Add(uint64(len(lp.Buf)))
 	p, err := wire.Parse(lp.Buf)
 	if err != nil {
 		d.dev.Malformed.Add(1)
-		return nil
+		return nil, false
 	}
 	if !d.verifyICRC(lp) {
 		d.dev.ICRCErr.Add(1)
 		if d.tracer != nil {
 			d.tracer.note(now, "drop: bad ICRC from "+lp.Addr.String())
 		}
-		return nil
+		return nil, false
 	}
 	if d.tracer != nil {
 		d.tracer.packet(now, false, lp.Addr, d.local, lp.Buf, nil, nil)
 	}
-	if p.Opcode() == wire.CNPOpcode {
-		d.dev.CNPs.Add(1)
-		return nil // the reaction point arrives with DCQCN
-	}
-	q := view[p.BTH().DestQP()]
+	q = view[p.BTH().DestQP()]
 	if q == nil {
 		d.dev.UnknownQP.Add(1)
-		return nil
+		return nil, false
+	}
+	if p.Opcode() == wire.CNPOpcode {
+		// Our flow to the CNP's sender crossed a congested queue.
+		d.dev.CNPs.Add(1)
+		// Only the connected peer may slow a QP down: a CNP from any other
+		// address is counted and ignored.
+		if ah := q.Query().AH; q.cc != nil && lp.Addr == ah.Addr() {
+			d.dev.CNPsHandled.Add(1)
+			if q.cc.onCNP(now) {
+				d.dev.RateReductions.Add(1)
+			}
+		}
+		return q, false
 	}
 	q.Receive(now, p, lp.Addr, lp.TOS, nil)
-	return q
+	if lp.TOS&link.CE == link.CE && p.Info().Request {
+		d.dev.ECNMarked.Add(1)
+		cnp = q.cc != nil && q.cc.onCE(now)
+	}
+	return q, cnp
 }
 
 // verifyICRC checks the packet's ICRC. IPv6 and goroce's own IPv4 packets

@@ -123,6 +123,9 @@ func (w *worker) serve(now time.Time) {
 			if dl := q.Deadline(); !dl.IsZero() && !now.Before(dl) {
 				q.Advance(now)
 			}
+			if q.cc != nil {
+				q.cc.advance(now)
+			}
 		}
 		w.d.sendMu.Lock()
 		for _, q := range w.batch {
@@ -160,7 +163,15 @@ func newSender(d *Device) *sender {
 // has nothing more it may send now. Called with sendMu held.
 func (s *sender) transmit(now time.Time, q *QP) {
 	for {
-		q.Transmit(now, s.out, s.out.Room())
+		budget := s.out.Room()
+		if q.cc != nil {
+			budget = q.cc.budget(now, budget) // DCQCN: the pacer's say
+		}
+		before := s.out.Len()
+		q.Transmit(now, s.out, budget)
+		if q.cc != nil {
+			q.cc.sent(now, s.out.Packets()[before:])
+		}
 		if s.out.Room() > 0 {
 			return
 		}
