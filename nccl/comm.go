@@ -1,0 +1,338 @@
+package nccl
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/goroce/goroce/nccl/sched"
+	"github.com/goroce/goroce/nccl/transport"
+	"github.com/goroce/goroce/rnic"
+)
+
+// Defaults of Options.
+const (
+	DefaultTimeout       = 5 * time.Second
+	DefaultTreeThreshold = 64 << 10
+	DefaultSliceBytes    = 256 << 10
+)
+
+// Options tune a communicator. The zero value is usable.
+type Options struct {
+	// Timeout bounds how long an operation waits without any of its
+	// transfers completing before it fails naming the peer it waits for.
+	// Default DefaultTimeout.
+	Timeout time.Duration
+	// Algo forces the AllReduce algorithm; AlgoAuto (default) reads
+	// NCCL_ALGO at init and otherwise chooses by size.
+	Algo Algo
+	// TreeThreshold: AlgoAuto uses recursive doubling for AllReduce up to
+	// this many bytes and the ring above. Default DefaultTreeThreshold.
+	TreeThreshold int
+	// SliceBytes is the pipelining unit of Broadcast and Reduce. Default
+	// DefaultSliceBytes.
+	SliceBytes int
+	// Logger receives diagnostics. Nil: built from NCCL_DEBUG and
+	// NCCL_DEBUG_FILE (silent if unset).
+	Logger *zap.Logger
+
+	// Used by CommInitRank only.
+
+	// Addr is this rank's RNIC address (GOROCE_ADDR); default
+	// 127.0.0.(10+rank).
+	Addr string
+	// BootstrapTimeout bounds the rendezvous. Default 30 s.
+	BootstrapTimeout time.Duration
+	// Slots and SlotSize shape each connection's receive FIFO (NCCL's
+	// NCCL_STEPS and buffer size). Defaults from package ib.
+	Slots, SlotSize int
+	// MTU of the device and QPs. Default 4096.
+	MTU int
+	// Device, if set, is the RNIC to use (for example one on a simulated
+	// network); the communicator does not close it. Otherwise
+	// CommInitRank opens one and closes it in Destroy/Abort.
+	Device *rnic.Device
+}
+
+func (o *Options) defaults() {
+	if o.Timeout <= 0 {
+		o.Timeout = DefaultTimeout
+	}
+	if o.TreeThreshold <= 0 {
+		o.TreeThreshold = DefaultTreeThreshold
+	}
+	if o.SliceBytes <= 0 {
+		o.SliceBytes = DefaultSliceBytes
+	}
+}
+
+// Comm is a communicator: this rank's membership in a group of ranks that
+// run collectives together. Calls that enqueue work (the collectives,
+// Send, Recv, GroupStart, GroupEnd) must come from one goroutine at a time
+// and in the same order on every rank; Abort may be called from anywhere.
+type Comm struct {
+	rank, size int
+	opts       Options
+	log        *zap.Logger
+	exec       executor
+
+	ctx    context.Context // cancelled by Abort and Destroy
+	cancel context.CancelCauseFunc
+	tasks  chan *task
+	done   chan struct{} // closed when the stream goroutine ends
+
+	// The caller's goroutine only.
+	seq   uint64
+	group int     // GroupStart nesting depth
+	held  []*task // operations issued inside the group, run at GroupEnd
+
+	closeOnce sync.Once
+	closers   []func() error // run by Destroy/Abort after the stream stops
+
+	mu     sync.Mutex
+	broken error // first failure; later operations fail with ErrBroken
+}
+
+// NewComm makes a communicator over an already connected transport. It is
+// how tests run every rank in one process (transport.NewMemFabric), and how
+// CommInitRank finishes.
+func NewComm(t transport.Transport, opts Options) (*Comm, error) {
+	if t == nil || t.Size() < 1 || t.Rank() < 0 || t.Rank() >= t.Size() {
+		return nil, fmt.Errorf("%w: transport", ErrInvalidArgument)
+	}
+	opts.defaults()
+	if opts.Logger == nil {
+		l, err := LoggerFromEnv()
+		if err != nil {
+			return nil, err
+		}
+		opts.Logger = l
+	}
+	if opts.Algo == AlgoAuto {
+		a, err := ParseAlgo(getenv("NCCL_ALGO"))
+		if err != nil {
+			return nil, err
+		}
+		opts.Algo = a
+	}
+	c := &Comm{rank: t.Rank(), size: t.Size(), opts: opts,
+		log:   opts.Logger.With(zap.Int("rank", t.Rank()), zap.Int("nranks", t.Size())),
+		exec:  executor{t: t, timeout: opts.Timeout},
+		tasks: make(chan *task, 1024), done: make(chan struct{})}
+	c.ctx, c.cancel = context.WithCancelCause(context.Background())
+	c.closers = append(c.closers, t.Close)
+	go c.stream()
+	c.log.Info("comm ready", zap.Stringer("algo", opts.Algo), zap.Duration("timeout", opts.Timeout))
+	return c, nil
+}
+
+// Rank returns this rank (ncclCommUserRank).
+func (c *Comm) Rank() int { return c.rank }
+
+// Size returns the number of ranks (ncclCommCount).
+func (c *Comm) Size() int { return c.size }
+
+// Request is an operation handed to the communicator's stream. Its methods
+// are safe for concurrent use.
+type Request struct {
+	op   string
+	seq  uint64
+	done chan struct{}
+	err  error
+}
+
+// Wait blocks until the operation completes (or ctx is done) and returns
+// its error.
+func (r *Request) Wait(ctx context.Context) error {
+	select {
+	case <-r.done:
+		return r.err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Done is closed when the operation has completed.
+func (r *Request) Done() <-chan struct{} { return r.done }
+
+// Err returns the operation's error once it has completed, nil before
+// (ncclCommGetAsyncError, per operation).
+func (r *Request) Err() error {
+	select {
+	case <-r.done:
+		return r.err
+	default:
+		return nil
+	}
+}
+
+// Seq is the operation's sequence number on the communicator.
+func (r *Request) Seq() uint64 { return r.seq }
+
+// task is one unit of work of the stream: a plan per step, run in order.
+type task struct {
+	req   *Request
+	steps []step
+}
+
+// step is one schedule with its buffers and what to do after it.
+type step struct {
+	plan   *sched.Plan
+	bufs   [][]byte // by sched.Buf; index Scratch is filled by the executor
+	dt     DataType
+	op     Op
+	divide []byte // Avg: divide these bytes by the number of ranks afterwards
+	before func() // runs first (e.g. a private copy of the input)
+}
+
+func (c *Comm) newRequest(op string) *Request {
+	c.seq++
+	return &Request{op: op, seq: c.seq, done: make(chan struct{})}
+}
+
+// failed returns a completed request carrying err.
+func (c *Comm) failed(op string, err error) *Request {
+	r := c.newRequest(op)
+	r.err = &OpError{Op: op, Seq: r.seq, Rank: c.rank, Peer: -1, Err: err}
+	close(r.done)
+	return r
+}
+
+// submit hands t to the stream, or keeps it for GroupEnd.
+func (c *Comm) submit(t *task) *Request {
+	if c.group > 0 {
+		c.held = append(c.held, t)
+		return t.req
+	}
+	c.enqueue(t)
+	return t.req
+}
+
+func (c *Comm) enqueue(t *task) {
+	if err := context.Cause(c.ctx); err != nil {
+		t.req.err = &OpError{Op: t.req.op, Seq: t.req.seq, Rank: c.rank, Peer: -1, Err: err}
+		close(t.req.done)
+		return
+	}
+	select {
+	case c.tasks <- t:
+	case <-c.ctx.Done():
+		t.req.err = &OpError{Op: t.req.op, Seq: t.req.seq, Rank: c.rank, Peer: -1, Err: context.Cause(c.ctx)}
+		close(t.req.done)
+	}
+}
+
+// stream runs tasks one after the other until the communicator stops.
+func (c *Comm) stream() {
+	defer close(c.done)
+	for {
+		select {
+		case t := <-c.tasks:
+			c.execute(t)
+		case <-c.ctx.Done():
+			// Fail what is still queued.
+			for {
+				select {
+				case t := <-c.tasks:
+					t.req.err = &OpError{Op: t.req.op, Seq: t.req.seq, Rank: c.rank, Peer: -1, Err: context.Cause(c.ctx)}
+					close(t.req.done)
+				default:
+					return
+				}
+			}
+		}
+	}
+}
+
+func (c *Comm) execute(t *task) {
+	defer close(t.req.done)
+	if cause := context.Cause(c.ctx); cause != nil {
+		t.req.err = &OpError{Op: t.req.op, Seq: t.req.seq, Rank: c.rank, Peer: -1, Err: cause}
+		return
+	}
+	c.mu.Lock()
+	broken := c.broken
+	c.mu.Unlock()
+	if broken != nil {
+		t.req.err = &OpError{Op: t.req.op, Seq: t.req.seq, Rank: c.rank, Peer: -1, Err: fmt.Errorf("%w: %v", ErrBroken, broken)}
+		return
+	}
+	start := time.Now()
+	for _, s := range t.steps {
+		if s.before != nil {
+			s.before()
+		}
+		peer, err := c.exec.run(c.ctx, s.plan, s.bufs, s.dt.Size(), s.dt, s.op)
+		if err == nil && s.divide != nil {
+			err = divide(s.divide, s.dt, c.size)
+		}
+		if err != nil {
+			if cause := context.Cause(c.ctx); cause != nil {
+				err = cause
+			}
+			oe := &OpError{Op: t.req.op, Seq: t.req.seq, Rank: c.rank, Peer: peer, Err: err}
+			t.req.err = oe
+			c.mu.Lock()
+			if c.broken == nil {
+				c.broken = oe
+			}
+			c.mu.Unlock()
+			c.log.Warn("operation failed", zap.Error(oe))
+			return
+		}
+	}
+	if ce := c.log.Check(zap.DebugLevel, "operation done"); ce != nil {
+		ce.Write(zap.String("op", t.req.op), zap.Uint64("seq", t.req.seq), zap.Duration("took", time.Since(start)))
+	}
+}
+
+// Abort stops the communicator at once (ncclCommAbort): pending and queued
+// operations fail with ErrAborted, connections close. Safe to call from
+// any goroutine, more than once.
+func (c *Comm) Abort() error {
+	c.cancel(ErrAborted)
+	return c.shutdown()
+}
+
+// Destroy waits for the queued operations to finish (each bounded by
+// Options.Timeout), then releases the communicator (ncclCommDestroy).
+// Later operations fail with ErrDestroyed.
+func (c *Comm) Destroy() error {
+	done := make(chan struct{})
+	c.enqueueBarrierTask(done)
+	<-done
+	c.cancel(ErrDestroyed)
+	return c.shutdown()
+}
+
+// enqueueBarrierTask queues a no-op that closes done when the stream has
+// drained everything before it (or the communicator has stopped).
+func (c *Comm) enqueueBarrierTask(done chan struct{}) {
+	r := &Request{op: "Destroy", done: make(chan struct{})}
+	c.enqueue(&task{req: r})
+	go func() {
+		select {
+		case <-r.done:
+		case <-c.done:
+		}
+		close(done)
+	}()
+}
+
+func (c *Comm) shutdown() error {
+	var err error
+	c.closeOnce.Do(func() {
+		// The context is cancelled: the running operation returns from
+		// its wait and the stream exits; then the connections close.
+		<-c.done
+		for _, f := range c.closers {
+			err = errors.Join(err, f())
+		}
+		c.log.Info("comm closed")
+	})
+	return err
+}

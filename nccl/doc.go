@@ -1,0 +1,33 @@
+// Package nccl is goroce's collective communication library, shaped like
+// NVIDIA's NCCL: a communicator (Comm) of n ranks, created from a unique ID
+// (GetUniqueID, CommInitRank) or from launcher environment variables
+// (CommInitFromEnv), runs AllReduce, Broadcast, Reduce, AllGather,
+// ReduceScatter, AlltoAll, Gather, Scatter and grouped Send/Recv over
+// goroce RDMA devices.
+//
+// Where it sits: the top of the stack, below only the command line. The
+// layers inside it, bottom up:
+//
+//	nccl/reduce     element types, ops and the reduce kernels
+//	nccl/sched      schedules as data: per rank, phases of send/recv/reduce steps
+//	nccl/transport  the transport interface (isend/irecv/test) and an in-memory fabric
+//	nccl/transport/ib  RC QPs, RDMA WRITE WITH IMM into registered slots, credits
+//	nccl/bootstrap  the TCP rendezvous that exchanges connection details
+//	nccl            Comm: argument checks, algorithm choice, the stream that runs
+//	                schedules over the transport, timeouts, errors, logging
+//
+// Streams. Each Comm runs its operations one after the other on its own
+// goroutine, as a CUDA stream runs NCCL kernels: every call returns a
+// *Request at once; Wait on it (or on a later one) to know the result.
+// Every rank must issue the same collectives in the same order.
+//
+// Failures. An operation fails, never hangs: if a peer's connection
+// breaks, or no transfer of the operation completes for Options.Timeout,
+// the Request ends with an *OpError naming the operation, its sequence
+// number and the peer. After a failure the communicator is broken: later
+// operations fail at once with ErrBroken. Abort fails everything pending.
+//
+// Bit-identical results: each reduced element is computed by one rank in a
+// fixed order (ring) or by partners with commutative kernels (recursive
+// doubling), then copied, so every rank holds the same bits.
+package nccl

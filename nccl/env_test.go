@@ -1,0 +1,118 @@
+package nccl
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestReadEnv(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		env  map[string]string
+		want Env
+	}{
+		{"torchrun", map[string]string{"RANK": "3", "WORLD_SIZE": "4", "LOCAL_RANK": "1", "MASTER_ADDR": "127.0.0.5", "MASTER_PORT": "1234"},
+			Env{Rank: 3, Size: 4, LocalRank: 1, Root: "127.0.0.5:1234", Launcher: "torchrun"}},
+		{"openmpi", map[string]string{"OMPI_COMM_WORLD_RANK": "0", "OMPI_COMM_WORLD_SIZE": "2", "OMPI_COMM_WORLD_LOCAL_RANK": "0"},
+			Env{Rank: 0, Size: 2, Root: "127.0.0.1:29500", Launcher: "openmpi"}},
+		{"slurm", map[string]string{"SLURM_PROCID": "5", "SLURM_NTASKS": "8", "SLURM_LOCALID": "1", "NCCL_COMM_ID": "[::1]:999"},
+			Env{Rank: 5, Size: 8, LocalRank: 1, Root: "[::1]:999", Launcher: "slurm"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			setEnv(t, c.env)
+			got, err := ReadEnv()
+			if err != nil || got != c.want {
+				t.Errorf("got %+v, %v; want %+v", got, err, c.want)
+			}
+		})
+	}
+	t.Run("none", func(t *testing.T) {
+		setEnv(t, nil)
+		if _, err := ReadEnv(); !errors.Is(err, ErrNoEnv) {
+			t.Errorf("%v, want ErrNoEnv", err)
+		}
+	})
+	t.Run("rank out of range", func(t *testing.T) {
+		setEnv(t, map[string]string{"RANK": "4", "WORLD_SIZE": "4"})
+		if _, err := ReadEnv(); !errors.Is(err, ErrInvalidArgument) {
+			t.Errorf("%v, want ErrInvalidArgument", err)
+		}
+	})
+}
+
+// setEnv replaces getenv with a lookup in env for the test.
+func setEnv(t *testing.T, env map[string]string) {
+	old := getenv
+	getenv = func(k string) string { return env[k] }
+	t.Cleanup(func() { getenv = old })
+}
+
+func TestDeviceAddr(t *testing.T) {
+	setEnv(t, nil)
+	if a, err := deviceAddr("", 3); err != nil || a.String() != "127.0.0.13:4791" {
+		t.Errorf("default for rank 3: %v %v", a, err)
+	}
+	if a, err := deviceAddr("127.9.9.9", 0); err != nil || a.String() != "127.9.9.9:4791" {
+		t.Errorf("explicit: %v %v", a, err)
+	}
+	setEnv(t, map[string]string{"GOROCE_ADDR": "127.1.2.3:5000"})
+	if a, err := deviceAddr("", 0); err != nil || a.String() != "127.1.2.3:5000" {
+		t.Errorf("GOROCE_ADDR: %v %v", a, err)
+	}
+	if _, err := deviceAddr("nonsense", 0); !errors.Is(err, ErrInvalidArgument) {
+		t.Errorf("bad address: %v", err)
+	}
+}
+
+func TestUniqueIDRoundTrip(t *testing.T) {
+	id, err := makeID(77, "127.0.0.1:4242")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, a, err := id.parts()
+	if err != nil || m != 77 || a != "127.0.0.1:4242" || id.String() != a {
+		t.Errorf("%v %q %v", m, a, err)
+	}
+	if _, _, err := (UniqueID{}).parts(); !errors.Is(err, ErrInvalidArgument) {
+		t.Errorf("zero ID: %v", err)
+	}
+}
+
+func TestParseAlgo(t *testing.T) {
+	for s, want := range map[string]Algo{"": AlgoAuto, "Ring": AlgoRing, "tree": AlgoTree, " RING ": AlgoRing} {
+		if got, err := ParseAlgo(s); err != nil || got != want {
+			t.Errorf("%q: %v %v", s, got, err)
+		}
+	}
+	if _, err := ParseAlgo("CollNet"); !errors.Is(err, ErrInvalidArgument) {
+		t.Errorf("CollNet: %v", err)
+	}
+}
+
+// NCCL_DEBUG=INFO with NCCL_DEBUG_FILE=…%p writes the version line and the
+// communicator's INFO lines to the named file; WARN does not log INFO.
+func TestDebugEnv(t *testing.T) {
+	dir := t.TempDir()
+	setEnv(t, map[string]string{"NCCL_DEBUG": "INFO", "NCCL_DEBUG_FILE": filepath.Join(dir, "nccl.%p.log")})
+	f := NewMemFabricForTest(1)
+	c, err := NewComm(f, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Destroy()
+	name := filepath.Join(dir, "nccl."+itoa(os.Getpid())+".log")
+	b, err := os.ReadFile(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := string(b); !strings.Contains(s, "NCCL version") || !strings.Contains(s, "comm ready") {
+		t.Errorf("log file holds %q", s)
+	}
+	setEnv(t, map[string]string{"NCCL_DEBUG": "bogus"})
+	if _, err := LoggerFromEnv(); !errors.Is(err, ErrInvalidArgument) {
+		t.Errorf("NCCL_DEBUG=bogus: %v", err)
+	}
+}

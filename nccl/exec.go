@@ -1,0 +1,156 @@
+package nccl
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/goroce/goroce/nccl/reduce"
+	"github.com/goroce/goroce/nccl/sched"
+	"github.com/goroce/goroce/nccl/transport"
+)
+
+// executor runs schedules over a transport: the device side of the stream.
+// Not safe for concurrent use; the stream goroutine owns it.
+type executor struct {
+	t       transport.Transport
+	timeout time.Duration
+	scratch []byte // sched.Scratch, grown as needed
+	staging []byte // incoming data of RecvReduce steps, grown as needed
+	reqs    []transport.Request
+}
+
+// run executes plan. bufs holds the buffer of each sched.Buf (Input,
+// Output, then any extra ones); bufs[sched.Scratch] is filled in here.
+// Region offsets are in elements of esz bytes.
+func (e *executor) run(ctx context.Context, plan *sched.Plan, bufs [][]byte, esz int, dt DataType, op Op) (peer int, err error) {
+	if need := plan.ScratchLen * esz; len(e.scratch) < need {
+		e.scratch = make([]byte, need)
+	}
+	bufs[sched.Scratch] = e.scratch[:plan.ScratchLen*esz]
+	bytesOf := func(r sched.Region) ([]byte, error) {
+		if int(r.Buf) >= len(bufs) || r.Off < 0 || r.Len < 0 || r.End()*esz > len(bufs[r.Buf]) {
+			return nil, fmt.Errorf("%w: %v outside its %d-byte buffer", ErrInvalidArgument, r, len(bufs[r.Buf]))
+		}
+		return bufs[r.Buf][r.Off*esz : r.End()*esz], nil
+	}
+	for _, ph := range plan.Phases {
+		e.reqs = e.reqs[:0]
+		staged := 0
+		for _, s := range ph {
+			if s.Kind == sched.RecvReduce {
+				staged += s.Dst.Len * esz
+			}
+		}
+		if len(e.staging) < staged {
+			e.staging = make([]byte, staged)
+		}
+		staging := e.staging
+		var incoming [][]byte
+		for _, s := range ph {
+			var (
+				req transport.Request
+				err error
+			)
+			switch s.Kind {
+			case sched.Copy:
+				src, err1 := bytesOf(s.Src)
+				dst, err2 := bytesOf(s.Dst)
+				if err := errors.Join(err1, err2); err != nil {
+					return -1, err
+				}
+				copy(dst, src)
+				continue
+			case sched.Send:
+				src, err1 := bytesOf(s.Src)
+				if err1 != nil {
+					return s.Peer, err1
+				}
+				req, err = e.t.Isend(s.Peer, src)
+			case sched.Recv:
+				dst, err1 := bytesOf(s.Dst)
+				if err1 != nil {
+					return s.Peer, err1
+				}
+				req, err = e.t.Irecv(s.Peer, dst)
+			case sched.RecvReduce:
+				n := s.Dst.Len * esz
+				in := staging[:n:n]
+				staging = staging[n:]
+				incoming = append(incoming, in)
+				req, err = e.t.Irecv(s.Peer, in)
+			}
+			if err != nil {
+				return s.Peer, err
+			}
+			e.reqs = append(e.reqs, req)
+		}
+		if peer, err := e.wait(ctx); err != nil {
+			return peer, err
+		}
+		for _, s := range ph {
+			if s.Kind != sched.RecvReduce {
+				continue
+			}
+			src, err1 := bytesOf(s.Src)
+			dst, err2 := bytesOf(s.Dst)
+			if err := errors.Join(err1, err2); err != nil {
+				return -1, err
+			}
+			// dst = src op incoming, computed in the staging buffer so
+			// that src may be dst.
+			in := incoming[0]
+			incoming = incoming[1:]
+			if err := reduce.Apply(in, src, dt, op); err != nil {
+				return -1, err
+			}
+			copy(dst, in)
+		}
+	}
+	return -1, nil
+}
+
+// wait drives the transport until every request of the phase completes.
+// It fails with ErrTimeout, naming a peer still outstanding, if none
+// completes for e.timeout.
+func (e *executor) wait(ctx context.Context) (peer int, err error) {
+	last := time.Now()
+	left := len(e.reqs)
+	done := make([]bool, len(e.reqs))
+	for {
+		if err := e.t.Progress(); err != nil {
+			return -1, err
+		}
+		for i, r := range e.reqs {
+			if done[i] {
+				continue
+			}
+			ok, err := r.Test()
+			if err != nil {
+				return r.Peer(), err
+			}
+			if ok {
+				done[i] = true
+				left--
+				last = time.Now()
+			}
+		}
+		if left == 0 {
+			return -1, nil
+		}
+		wctx, cancel := context.WithDeadline(ctx, last.Add(e.timeout))
+		err := e.t.Wait(wctx)
+		cancel()
+		if ctx.Err() != nil {
+			return -1, context.Cause(ctx)
+		}
+		if err != nil && time.Since(last) >= e.timeout {
+			for i, r := range e.reqs {
+				if !done[i] {
+					return r.Peer(), fmt.Errorf("%w: nothing completed for %v", ErrTimeout, e.timeout)
+				}
+			}
+		}
+	}
+}

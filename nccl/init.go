@@ -1,0 +1,286 @@
+package nccl
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"net"
+	"net/netip"
+	"strconv"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/goroce/goroce/nccl/bootstrap"
+	"github.com/goroce/goroce/nccl/transport/ib"
+	"github.com/goroce/goroce/rnic"
+)
+
+// UniqueIDBytes is the size of a UniqueID, NCCL_UNIQUE_ID_BYTES.
+const UniqueIDBytes = 128
+
+// UniqueID names one rendezvous: the root's TCP address and a random
+// magic that tells its ranks from strangers. Rank 0 makes it with
+// GetUniqueID and ships it to the other ranks (any way it likes: it is
+// plain bytes).
+type UniqueID [UniqueIDBytes]byte
+
+// DefaultBootstrapTimeout bounds the rendezvous when Options does not.
+const DefaultBootstrapTimeout = 30 * time.Second
+
+func makeID(magic uint64, addr string) (UniqueID, error) {
+	var id UniqueID
+	if len(addr) > UniqueIDBytes-10 {
+		return id, fmt.Errorf("%w: root address %q too long for a unique ID", ErrInvalidArgument, addr)
+	}
+	binary.BigEndian.PutUint64(id[0:], magic)
+	binary.BigEndian.PutUint16(id[8:], uint16(len(addr)))
+	copy(id[10:], addr)
+	return id, nil
+}
+
+func (id UniqueID) parts() (magic uint64, addr string, err error) {
+	n := int(binary.BigEndian.Uint16(id[8:]))
+	if n == 0 || n > UniqueIDBytes-10 {
+		return 0, "", fmt.Errorf("%w: not a unique ID", ErrInvalidArgument)
+	}
+	return binary.BigEndian.Uint64(id[0:]), string(id[10 : 10+n]), nil
+}
+
+// String returns the root address the ID points at.
+func (id UniqueID) String() string {
+	_, addr, err := id.parts()
+	if err != nil {
+		return "invalid"
+	}
+	return addr
+}
+
+// listeners holds the sockets GetUniqueID opened, for rank 0's
+// CommInitRank in the same process (so the port cannot be lost to a race).
+var listeners sync.Map // magic → net.Listener
+
+// GetUniqueID opens the bootstrap root's listening socket (at NCCL_COMM_ID,
+// host:port, if set; otherwise an ephemeral port on 127.0.0.1) and returns
+// the ID naming it (ncclGetUniqueId). Call it in the process of rank 0.
+func GetUniqueID() (UniqueID, error) {
+	addr := getenv("NCCL_COMM_ID")
+	if addr == "" {
+		addr = "127.0.0.1:0"
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return UniqueID{}, fmt.Errorf("nccl: bootstrap listen: %w", err)
+	}
+	var b [8]byte
+	rand.Read(b[:])
+	magic := binary.BigEndian.Uint64(b[:])
+	id, err := makeID(magic, ln.Addr().String())
+	if err != nil {
+		ln.Close()
+		return id, err
+	}
+	listeners.Store(magic, ln)
+	return id, nil
+}
+
+// CommInitRank creates rank's member of a communicator of nranks ranks
+// (ncclCommInitRank). Every rank calls it with the same ID. Rank 0 runs the
+// bootstrap root. Each rank opens a goroce device (Options.Device, or a
+// new one at Options.Addr / GOROCE_ADDR / 127.0.0.(10+rank)), creates an RC
+// QP and receive slots per peer, swaps their details through the
+// bootstrap, connects, and meets the others at a barrier. Fails within
+// Options.BootstrapTimeout naming the ranks that did not show up.
+func CommInitRank(ctx context.Context, nranks int, id UniqueID, rank int, opts Options) (*Comm, error) {
+	if nranks < 1 || rank < 0 || rank >= nranks {
+		return nil, fmt.Errorf("%w: rank %d of %d", ErrInvalidArgument, rank, nranks)
+	}
+	magic, rootAddr, err := id.parts()
+	if err != nil {
+		return nil, err
+	}
+	if opts.BootstrapTimeout <= 0 {
+		opts.BootstrapTimeout = DefaultBootstrapTimeout
+	}
+	if opts.Logger == nil {
+		if opts.Logger, err = LoggerFromEnv(); err != nil {
+			return nil, err
+		}
+	}
+	log := opts.Logger.With(zap.Int("rank", rank), zap.Int("nranks", nranks))
+	var cleanup []func() error
+	fail := func(err error) (*Comm, error) {
+		for i := len(cleanup) - 1; i >= 0; i-- {
+			cleanup[i]()
+		}
+		log.Warn("init failed", zap.Error(err))
+		return nil, fmt.Errorf("nccl: CommInitRank rank %d of %d: %w", rank, nranks, err)
+	}
+
+	var root *bootstrap.Root
+	if rank == 0 {
+		var ln net.Listener
+		if v, ok := listeners.LoadAndDelete(magic); ok {
+			ln = v.(net.Listener)
+		} else if ln, err = net.Listen("tcp", rootAddr); err != nil {
+			return fail(fmt.Errorf("bootstrap root: %w", err))
+		}
+		root = bootstrap.StartRoot(ln, nranks, magic, opts.BootstrapTimeout)
+		cleanup = append(cleanup, func() error { root.Close(); return nil })
+	}
+	boot, err := bootstrap.Connect(ctx, rootAddr, rank, nranks, magic, opts.BootstrapTimeout)
+	if err != nil {
+		return fail(err)
+	}
+	cleanup = append(cleanup, boot.Close)
+
+	dev := opts.Device
+	if dev == nil {
+		addr, err := deviceAddr(opts.Addr, rank)
+		if err != nil {
+			return fail(err)
+		}
+		if dev, err = rnic.Open(rnic.Config{Addr: addr, MTU: opts.MTU, Logger: opts.Logger}); err != nil {
+			return fail(fmt.Errorf("opening the RNIC at %v: %w", addr, err))
+		}
+		cleanup = append(cleanup, dev.Close)
+	}
+	tr, err := ib.New(ib.Config{Device: dev, Rank: rank, Size: nranks, Slots: opts.Slots, SlotSize: opts.SlotSize, MTU: opts.MTU})
+	if err != nil {
+		return fail(err)
+	}
+	cleanup = append(cleanup, tr.Close)
+	infos, err := boot.AllGather(ctx, tr.LocalInfo())
+	if err != nil {
+		return fail(err)
+	}
+	if err := tr.Connect(infos); err != nil {
+		return fail(err)
+	}
+	// Nobody writes before every QP is ready to receive.
+	if err := boot.Barrier(ctx); err != nil {
+		return fail(err)
+	}
+	boot.Close()
+	if root != nil {
+		if err := root.Wait(ctx); err != nil {
+			return fail(err)
+		}
+	}
+	c, err := NewComm(tr, opts)
+	if err != nil {
+		return fail(err)
+	}
+	if opts.Device == nil {
+		c.closers = append(c.closers, dev.Close)
+	}
+	log.Info("init done", zap.String("root", rootAddr), zap.Stringer("rnic", dev.Addr()))
+	return c, nil
+}
+
+// deviceAddr picks the RNIC address: explicit, GOROCE_ADDR, or
+// 127.0.0.(10+rank), port 4791 unless given.
+func deviceAddr(explicit string, rank int) (netip.AddrPort, error) {
+	s := explicit
+	if s == "" {
+		s = getenv("GOROCE_ADDR")
+	}
+	if s == "" {
+		if rank > 245 {
+			return netip.AddrPort{}, fmt.Errorf("%w: no default loopback address for rank %d; set GOROCE_ADDR", ErrInvalidArgument, rank)
+		}
+		return netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 0, 0, byte(10 + rank)}), 4791), nil
+	}
+	if ap, err := netip.ParseAddrPort(s); err == nil {
+		return ap, nil
+	}
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		return netip.AddrPort{}, fmt.Errorf("%w: RNIC address %q", ErrInvalidArgument, s)
+	}
+	return netip.AddrPortFrom(a, 4791), nil
+}
+
+// Env is what CommInitFromEnv read from the launcher's environment.
+type Env struct {
+	Rank, Size, LocalRank int
+	Root                  string // host:port of the bootstrap root
+	Launcher              string // "torchrun", "openmpi", "slurm"
+}
+
+// ErrNoEnv: none of the launcher variables are set.
+var ErrNoEnv = errors.New("nccl: no launcher environment (RANK/WORLD_SIZE, OMPI_COMM_WORLD_RANK/SIZE or SLURM_PROCID/SLURM_NTASKS)")
+
+// ReadEnv reads the rank, size and root address the way the usual
+// launchers publish them: torchrun (RANK, WORLD_SIZE, LOCAL_RANK,
+// MASTER_ADDR, MASTER_PORT), Open MPI (OMPI_COMM_WORLD_RANK,
+// OMPI_COMM_WORLD_SIZE, OMPI_COMM_WORLD_LOCAL_RANK) and Slurm
+// (SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID), in that order of
+// preference. The root is NCCL_COMM_ID if set, else MASTER_ADDR:MASTER_PORT
+// (defaults 127.0.0.1 and 29500).
+func ReadEnv() (Env, error) {
+	var e Env
+	for _, l := range []struct{ name, rank, size, local string }{
+		{"torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK"},
+		{"openmpi", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK"},
+		{"slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID"},
+	} {
+		if getenv(l.rank) == "" {
+			continue
+		}
+		var err error
+		if e.Rank, err = strconv.Atoi(getenv(l.rank)); err != nil {
+			return e, fmt.Errorf("%w: %s=%q", ErrInvalidArgument, l.rank, getenv(l.rank))
+		}
+		if e.Size, err = strconv.Atoi(getenv(l.size)); err != nil {
+			return e, fmt.Errorf("%w: %s=%q", ErrInvalidArgument, l.size, getenv(l.size))
+		}
+		if s := getenv(l.local); s != "" {
+			if e.LocalRank, err = strconv.Atoi(s); err != nil {
+				return e, fmt.Errorf("%w: %s=%q", ErrInvalidArgument, l.local, s)
+			}
+		}
+		e.Launcher = l.name
+		break
+	}
+	if e.Launcher == "" {
+		return e, ErrNoEnv
+	}
+	if e.Size < 1 || e.Rank < 0 || e.Rank >= e.Size {
+		return e, fmt.Errorf("%w: rank %d of %d from %s", ErrInvalidArgument, e.Rank, e.Size, e.Launcher)
+	}
+	e.Root = getenv("NCCL_COMM_ID")
+	if e.Root == "" {
+		host, port := getenv("MASTER_ADDR"), getenv("MASTER_PORT")
+		if host == "" {
+			host = "127.0.0.1"
+		}
+		if port == "" {
+			port = "29500"
+		}
+		e.Root = net.JoinHostPort(host, port)
+	}
+	return e, nil
+}
+
+// CommInitFromEnv creates this process's communicator from the launcher's
+// environment (see ReadEnv): every rank derives the same unique ID from
+// the root address and the world size, and rank 0 serves the rendezvous
+// there.
+func CommInitFromEnv(ctx context.Context, opts Options) (*Comm, error) {
+	e, err := ReadEnv()
+	if err != nil {
+		return nil, err
+	}
+	h := fnv.New64a()
+	fmt.Fprintf(h, "%s/%d", e.Root, e.Size)
+	id, err := makeID(h.Sum64(), e.Root)
+	if err != nil {
+		return nil, err
+	}
+	return CommInitRank(ctx, e.Size, id, e.Rank, opts)
+}

@@ -1,0 +1,206 @@
+package ib
+
+import (
+	"fmt"
+
+	"github.com/goroce/goroce/mr"
+	"github.com/goroce/goroce/nccl/transport"
+	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/rnic"
+)
+
+// conn is the connection to one peer.
+type conn struct {
+	t    *Transport
+	peer int
+	qp   *rnic.QP
+	psn  uint32
+	err  error // set once the connection has failed
+
+	// Slots the peer writes into, and the staging copies of the slots we
+	// write into the peer's.
+	recvMR, sendMR *mr.MR
+	remoteAddr     uint64
+	remoteKey      uint32
+
+	// Sender side.
+	credits   int
+	sendSlot  int    // next slot index to write
+	slotBusy  []bool // staging slot's WRITE not yet completed
+	sq        int    // send WRs outstanding
+	sqDepth   int
+	sends     []*sendReq // oldest first; done ones dropped from the front
+	creditOwe int        // slots consumed, credits not yet returned
+
+	// Receiver side.
+	arrived  []int // lengths of fragments arrived and not consumed, oldest first
+	recvSlot int   // next slot to consume
+	recvs    []*recvReq
+}
+
+type sendReq struct {
+	c                    *conn
+	data                 []byte
+	frags, posted, acked int
+	done                 bool
+	err                  error
+}
+
+func (r *sendReq) Test() (bool, error) { return r.done || r.err != nil, r.err }
+func (r *sendReq) Peer() int           { return r.c.peer }
+
+type recvReq struct {
+	c          *conn
+	buf        []byte
+	frags, got int
+	off        int
+	done       bool
+	err        error
+}
+
+func (r *recvReq) Test() (bool, error) { return r.done || r.err != nil, r.err }
+func (r *recvReq) Peer() int           { return r.c.peer }
+
+// complete handles one work completion.
+func (t *Transport) complete(wc *qp.WC) {
+	c := t.byQPN[wc.QPNum]
+	if c == nil {
+		return
+	}
+	if wc.Status != qp.WCSuccess {
+		c.fail(fmt.Errorf("%w: %v (%s)", ErrWC, wc.Status, kindOf(wc.WRID)))
+		return
+	}
+	switch wc.WRID & (0xFF << 56) {
+	case wrRecv:
+		if c.err == nil {
+			if err := c.qp.PostRecv(&qp.RecvWR{WRID: wrRecv}); err != nil {
+				c.fail(err)
+				return
+			}
+		}
+		if wc.Imm&immCredit != 0 {
+			k := int(wc.Imm &^ immCredit)
+			if c.credits+k > t.cfg.Slots {
+				c.fail(fmt.Errorf("%w: %d credits returned, %d held of %d", ErrProtocol, k, c.credits, t.cfg.Slots))
+				return
+			}
+			c.credits += k
+			return
+		}
+		if int(wc.Imm) > t.cfg.SlotSize || wc.ByteLen != wc.Imm || len(c.arrived) >= t.cfg.Slots {
+			c.fail(fmt.Errorf("%w: fragment of %d bytes (imm %d), %d slots full", ErrProtocol, wc.ByteLen, wc.Imm, len(c.arrived)))
+			return
+		}
+		c.arrived = append(c.arrived, int(wc.Imm))
+	case wrData:
+		c.sq--
+		c.slotBusy[wc.WRID&0xFFFF] = false
+		for _, r := range c.sends {
+			if r.acked < r.posted {
+				r.acked++
+				r.done = r.acked == r.frags
+				break
+			}
+		}
+		for len(c.sends) > 0 && c.sends[0].done {
+			c.sends = c.sends[1:]
+		}
+	case wrCredit:
+		c.sq--
+	}
+}
+
+func kindOf(wrid uint64) string {
+	switch wrid & (0xFF << 56) {
+	case wrRecv:
+		return "receive"
+	case wrData:
+		return "data WRITE"
+	case wrCredit:
+		return "credit WRITE"
+	}
+	return "unknown WR"
+}
+
+// fail marks the connection dead: every pending request gets err.
+func (c *conn) fail(err error) {
+	if c.err != nil {
+		return
+	}
+	c.err = &transport.PeerError{Peer: c.peer, Err: err}
+	for _, r := range c.sends {
+		r.err = c.err
+	}
+	for _, r := range c.recvs {
+		r.err = c.err
+	}
+	c.sends, c.recvs = nil, nil
+}
+
+// pump consumes arrived fragments into posted receives, returns credits,
+// and writes the next fragments of posted sends while credits last.
+func (c *conn) pump() {
+	if c.err != nil {
+		return
+	}
+	t := c.t
+	slot := t.cfg.SlotSize
+	for len(c.recvs) > 0 && len(c.arrived) > 0 {
+		r := c.recvs[0]
+		n := c.arrived[0]
+		if want := min(slot, len(r.buf)-r.off); n != want {
+			c.fail(fmt.Errorf("%w: fragment %d of a %d-byte receive holds %d bytes, want %d",
+				transport.ErrLength, r.got, len(r.buf), n, want))
+			return
+		}
+		copy(r.buf[r.off:r.off+n], c.recvMR.Bytes()[c.recvSlot*slot:])
+		r.off += n
+		r.got++
+		c.arrived = c.arrived[1:]
+		c.recvSlot = (c.recvSlot + 1) % t.cfg.Slots
+		c.creditOwe++
+		if r.got == r.frags {
+			r.done = true
+			c.recvs = c.recvs[1:]
+		}
+	}
+	if c.creditOwe > 0 && c.sq < c.sqDepth {
+		err := c.qp.PostSend(&qp.SendWR{WRID: wrCredit, Opcode: qp.WRRDMAWriteWithImm, Flags: qp.SendSignaled,
+			Imm: immCredit | uint32(c.creditOwe), RemoteAddr: c.remoteAddr, RKey: c.remoteKey})
+		if err != nil {
+			c.fail(err)
+			return
+		}
+		c.sq++
+		c.creditOwe = 0
+	}
+	for _, r := range c.sends {
+		for r.posted < r.frags {
+			s := c.sendSlot
+			// Keep one send WR for credits, so credits always flow.
+			if c.credits == 0 || c.slotBusy[s] || c.sq >= c.sqDepth-1 {
+				return
+			}
+			off := r.posted * slot
+			n := min(slot, len(r.data)-off)
+			staging := c.sendMR.Bytes()[s*slot : s*slot+n]
+			copy(staging, r.data[off:off+n])
+			wr := qp.SendWR{WRID: wrData | uint64(s), Opcode: qp.WRRDMAWriteWithImm, Flags: qp.SendSignaled,
+				Imm: uint32(n), RemoteAddr: c.remoteAddr + uint64(s*slot), RKey: c.remoteKey}
+			if n > 0 {
+				c.t.sge[0] = qp.SGE{Addr: c.sendMR.Addr() + uint64(s*slot), Length: uint32(n), LKey: c.sendMR.LKey()}
+				wr.SGL = c.t.sge[:]
+			}
+			if err := c.qp.PostSend(&wr); err != nil {
+				c.fail(err)
+				return
+			}
+			c.credits--
+			c.slotBusy[s] = true
+			c.sendSlot = (s + 1) % t.cfg.Slots
+			c.sq++
+			r.posted++
+		}
+	}
+}

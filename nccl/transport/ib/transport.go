@@ -1,0 +1,328 @@
+package ib
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/goroce/goroce/mr"
+	"github.com/goroce/goroce/nccl/transport"
+	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/rnic"
+	"github.com/goroce/goroce/wire"
+)
+
+// Defaults of Config.
+const (
+	DefaultSlots    = 8         // NCCL_STEPS
+	DefaultSlotSize = 128 << 10 // bytes per slot
+	DefaultTimeout  = 14        // local ACK timeout 4.096 µs × 2^14 ≈ 67 ms
+	DefaultRetryCnt = 7
+)
+
+// Config describes one rank's transport.
+type Config struct {
+	Device     *rnic.Device
+	Rank, Size int
+	// Slots and SlotSize shape each direction's FIFO. Every rank must use
+	// the same values (Connect checks).
+	Slots, SlotSize int
+	// MTU is the QPs' path MTU in bytes; default 4096 (it must not exceed
+	// the device's).
+	MTU int
+	// Timeout (local ACK timeout code) and RetryCnt bound how long a QP
+	// retransmits to a dead peer before its WRs fail with RETRY_EXC_ERR:
+	// about RetryCnt+1 × 4.096 µs × 2^Timeout.
+	Timeout, RetryCnt uint8
+}
+
+// Errors.
+var (
+	// ErrConfig: a bad Config.
+	ErrConfig = errors.New("ib: invalid config")
+	// ErrNotConnected: Isend or Irecv before Connect.
+	ErrNotConnected = errors.New("ib: not connected")
+	// ErrWC: a work request of the peer's QP failed (the status is in the
+	// message); the connection is dead.
+	ErrWC = errors.New("ib: work request failed")
+	// ErrProtocol: the peer sent something the Simple protocol does not
+	// allow (an oversized fragment, more credits than slots).
+	ErrProtocol = errors.New("ib: protocol violation by peer")
+)
+
+// Immediate data: bit 31 set means a credit return of the low bits' count;
+// clear, a data fragment of the low bits' length.
+const immCredit = 1 << 31
+
+// wr_id: kind in the top byte, slot in the low bits.
+const (
+	wrData   = 1 << 56
+	wrCredit = 2 << 56
+	wrRecv   = 3 << 56
+)
+
+// Transport is one rank's ib transport. Like every transport.Transport it
+// is driven by one goroutine; Close must not run concurrently with the
+// others.
+type Transport struct {
+	cfg   Config
+	dev   *rnic.Device
+	pd    *mr.PD
+	cq    *qp.CQ
+	conns []*conn // by rank; nil for this rank
+	byQPN map[uint32]*conn
+	wcs   []qp.WC
+	sge   [1]qp.SGE
+	ready bool
+	shut  bool
+}
+
+// fragments is how many slots a message of n bytes takes.
+func (t *Transport) fragments(n int) int { return max(1, (n+t.cfg.SlotSize-1)/t.cfg.SlotSize) }
+
+// New creates the transport's PD, CQ, one RC QP per peer (moved to INIT,
+// with its receive queue filled) and the registered slots.
+func New(cfg Config) (*Transport, error) {
+	if cfg.Slots == 0 {
+		cfg.Slots = DefaultSlots
+	}
+	if cfg.SlotSize == 0 {
+		cfg.SlotSize = DefaultSlotSize
+	}
+	if cfg.MTU == 0 {
+		cfg.MTU = 4096
+	}
+	if cfg.Timeout == 0 {
+		cfg.Timeout = DefaultTimeout
+	}
+	if cfg.RetryCnt == 0 {
+		cfg.RetryCnt = DefaultRetryCnt
+	}
+	switch {
+	case cfg.Device == nil:
+		return nil, fmt.Errorf("%w: no device", ErrConfig)
+	case cfg.Size < 1 || cfg.Rank < 0 || cfg.Rank >= cfg.Size:
+		return nil, fmt.Errorf("%w: rank %d of %d", ErrConfig, cfg.Rank, cfg.Size)
+	case cfg.Slots < 1 || cfg.Slots > 1024 || cfg.SlotSize < 1 || cfg.SlotSize >= immCredit:
+		return nil, fmt.Errorf("%w: %d slots of %d bytes", ErrConfig, cfg.Slots, cfg.SlotSize)
+	case qp.MTUFromBytes(cfg.MTU) == 0:
+		return nil, fmt.Errorf("%w: MTU %d", ErrConfig, cfg.MTU)
+	}
+	t := &Transport{cfg: cfg, dev: cfg.Device, conns: make([]*conn, cfg.Size), byQPN: map[uint32]*conn{},
+		wcs: make([]qp.WC, 64)}
+	sqDepth, rqDepth := 2*cfg.Slots+4, 3*cfg.Slots+8
+	var err error
+	if t.pd, err = t.dev.AllocPD(); err != nil {
+		return nil, err
+	}
+	if t.cq, err = t.dev.CreateCQ(max(1, cfg.Size-1)*(sqDepth+rqDepth) + 64); err != nil {
+		t.Close()
+		return nil, err
+	}
+	for p := range cfg.Size {
+		if p == cfg.Rank {
+			continue
+		}
+		c := &conn{t: t, peer: p, credits: cfg.Slots, slotBusy: make([]bool, cfg.Slots), sqDepth: sqDepth}
+		t.conns[p] = c
+		if err := c.setup(rqDepth); err != nil {
+			t.Close()
+			return nil, fmt.Errorf("ib: connection to rank %d: %w", p, err)
+		}
+		t.byQPN[c.qp.QPN()] = c
+	}
+	return t, nil
+}
+
+func (c *conn) setup(rqDepth int) error {
+	t := c.t
+	var err error
+	c.qp, err = t.dev.CreateQP(t.pd, &qp.InitAttr{Type: qp.RC, SendCQ: t.cq, RecvCQ: t.cq,
+		Cap: qp.Cap{MaxSendWR: uint32(c.sqDepth), MaxRecvWR: uint32(rqDepth), MaxSendSGE: 1, MaxRecvSGE: 1}})
+	if err != nil {
+		return err
+	}
+	size := t.cfg.Slots * t.cfg.SlotSize
+	if c.recvMR, err = t.pd.RegMR(make([]byte, size), mr.AccessLocalWrite|mr.AccessRemoteWrite); err != nil {
+		return err
+	}
+	if c.sendMR, err = t.pd.RegMR(make([]byte, size), mr.AccessLocalWrite); err != nil {
+		return err
+	}
+	var b [4]byte
+	rand.Read(b[:]) // a random start PSN, as verbs applications should
+	c.psn = binary.BigEndian.Uint32(b[:]) & 0xFFFFFF
+	init := qp.Attr{State: qp.StateInit, AccessFlags: mr.AccessLocalWrite | mr.AccessRemoteWrite, PortNum: 1}
+	if err := c.qp.Modify(&init, qp.AttrState|qp.AttrPKeyIndex|qp.AttrPort|qp.AttrAccessFlags); err != nil {
+		return err
+	}
+	for range rqDepth {
+		if err := c.qp.PostRecv(&qp.RecvWR{WRID: wrRecv}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Rank returns this rank.
+func (t *Transport) Rank() int { return t.cfg.Rank }
+
+// Size returns the number of ranks.
+func (t *Transport) Size() int { return t.cfg.Size }
+
+// LocalInfo returns this rank's connection details for every peer, to be
+// handed to every peer's Connect.
+func (t *Transport) LocalInfo() []byte {
+	in := info{Rank: t.cfg.Rank, Size: t.cfg.Size, GID: t.dev.GID(), Port: t.dev.Addr().Port(),
+		Slots: t.cfg.Slots, SlotLen: t.cfg.SlotSize, Entries: make([]peerEntry, t.cfg.Size)}
+	for p, c := range t.conns {
+		if c != nil {
+			in.Entries[p] = peerEntry{QPN: c.qp.QPN(), PSN: c.psn, Addr: c.recvMR.Addr(), RKey: c.recvMR.RKey()}
+		}
+	}
+	return in.marshal()
+}
+
+// Connect takes every rank's LocalInfo (infos[r] from rank r; this rank's
+// own is ignored) and moves each QP through RTR to RTS. A peer may write as
+// soon as its QP is in RTS, before this rank's is in RTR; RC retransmits
+// until it is, but callers normally run a barrier after Connect.
+func (t *Transport) Connect(infos [][]byte) error {
+	if len(infos) != t.cfg.Size {
+		return fmt.Errorf("%w: %d blobs for %d ranks", ErrInfo, len(infos), t.cfg.Size)
+	}
+	mtu := qp.MTUFromBytes(t.cfg.MTU)
+	for p, c := range t.conns {
+		if c == nil {
+			continue
+		}
+		in, err := parseInfo(infos[p])
+		if err != nil {
+			return fmt.Errorf("rank %d: %w", p, err)
+		}
+		if in.Rank != p || in.Size != t.cfg.Size || in.Slots != t.cfg.Slots || in.SlotLen != t.cfg.SlotSize {
+			return fmt.Errorf("%w: rank %d sent rank %d of %d with %d×%d slots; want rank %d of %d with %d×%d",
+				ErrInfo, p, in.Rank, in.Size, in.Slots, in.SlotLen, p, t.cfg.Size, t.cfg.Slots, t.cfg.SlotSize)
+		}
+		e := in.Entries[t.cfg.Rank]
+		c.remoteAddr, c.remoteKey = e.Addr, e.RKey
+		rtr := qp.Attr{State: qp.StateRTR, AH: qp.AH{GID: in.GID, Port: in.Port}, PathMTU: mtu,
+			DestQPN: e.QPN, RQPSN: wire.PSN(e.PSN), MaxDestRdAtomic: 1, MinRNRTimer: 1}
+		if err := c.qp.Modify(&rtr, qp.AttrState|qp.AttrAV|qp.AttrPathMTU|qp.AttrDestQPN|qp.AttrRQPSN|
+			qp.AttrMaxDestRdAtomic|qp.AttrMinRNRTimer); err != nil {
+			return fmt.Errorf("ib: rank %d QP to RTR: %w", p, err)
+		}
+		rts := qp.Attr{State: qp.StateRTS, SQPSN: wire.PSN(c.psn), Timeout: t.cfg.Timeout, RetryCnt: t.cfg.RetryCnt,
+			RNRRetry: 7, MaxRdAtomic: 1}
+		if err := c.qp.Modify(&rts, qp.AttrState|qp.AttrSQPSN|qp.AttrTimeout|qp.AttrRetryCnt|
+			qp.AttrRNRRetry|qp.AttrMaxQPRdAtomic); err != nil {
+			return fmt.Errorf("ib: rank %d QP to RTS: %w", p, err)
+		}
+	}
+	t.ready = true
+	return nil
+}
+
+func (t *Transport) conn(peer int) (*conn, error) {
+	if err := transport.CheckPeer(t.cfg.Rank, t.cfg.Size, peer); err != nil {
+		return nil, err
+	}
+	if t.shut {
+		return nil, transport.ErrClosed
+	}
+	if !t.ready {
+		return nil, ErrNotConnected
+	}
+	return t.conns[peer], nil
+}
+
+// Isend posts a send of data to peer; its fragments go out as credits allow.
+func (t *Transport) Isend(peer int, data []byte) (transport.Request, error) {
+	c, err := t.conn(peer)
+	if err != nil {
+		return nil, err
+	}
+	r := &sendReq{c: c, data: data, frags: t.fragments(len(data)), err: c.err}
+	if c.err == nil {
+		c.sends = append(c.sends, r)
+		c.pump()
+	}
+	return r, nil
+}
+
+// Irecv posts a receive of len(buf) bytes from peer.
+func (t *Transport) Irecv(peer int, buf []byte) (transport.Request, error) {
+	c, err := t.conn(peer)
+	if err != nil {
+		return nil, err
+	}
+	r := &recvReq{c: c, buf: buf, frags: t.fragments(len(buf)), err: c.err}
+	if c.err == nil {
+		c.recvs = append(c.recvs, r)
+		c.pump()
+	}
+	return r, nil
+}
+
+// Progress polls the CQ and moves every connection forward.
+func (t *Transport) Progress() error {
+	if t.shut {
+		return transport.ErrClosed
+	}
+	for {
+		n := t.cq.Poll(t.wcs)
+		for i := range n {
+			t.complete(&t.wcs[i])
+		}
+		if n < len(t.wcs) {
+			break
+		}
+	}
+	if err := t.cq.Err(); err != nil {
+		return err
+	}
+	for _, c := range t.conns {
+		if c != nil {
+			c.pump()
+		}
+	}
+	return nil
+}
+
+// Wait blocks until the CQ has a completion or ctx is done.
+func (t *Transport) Wait(ctx context.Context) error {
+	if t.shut {
+		return transport.ErrClosed
+	}
+	return t.cq.Wait(ctx)
+}
+
+// Close destroys the QPs and deregisters the slots. Pending requests are
+// abandoned; the device stays open (it belongs to the caller).
+func (t *Transport) Close() error {
+	if t.shut {
+		return nil
+	}
+	t.shut = true
+	var errs []error
+	for _, c := range t.conns {
+		if c == nil {
+			continue
+		}
+		c.fail(transport.ErrClosed)
+		if c.qp != nil {
+			errs = append(errs, c.qp.Destroy())
+		}
+		for _, m := range []*mr.MR{c.recvMR, c.sendMR} {
+			if m != nil {
+				errs = append(errs, m.Dereg())
+			}
+		}
+	}
+	if t.pd != nil {
+		errs = append(errs, t.pd.Dealloc())
+	}
+	return errors.Join(errs...)
+}

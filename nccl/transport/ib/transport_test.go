@@ -1,0 +1,109 @@
+package ib
+
+import (
+	"bytes"
+	"errors"
+	"math/rand/v2"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/goroce/goroce/nccl/transport"
+)
+
+// Messages larger than the whole FIFO stream through it in order, zero-
+// length messages pass, and both directions work at once.
+func TestStreamThroughSlots(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ts, _ := fabric(t, 2, Config{Slots: 4, SlotSize: 1000})
+		rng := rand.New(rand.NewPCG(1, 2))
+		sizes := []int{0, 1, 999, 1000, 1001, 4000, 25_000, 0, 7}
+		var sent [][]byte
+		got := make([][]byte, len(sizes))
+		reqs := map[transport.Request]*Transport{}
+		for i, n := range sizes {
+			msg := make([]byte, n)
+			for j := range msg {
+				msg[j] = byte(rng.Uint32())
+			}
+			sent = append(sent, msg)
+			s, err := ts[0].Isend(1, msg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got[i] = make([]byte, n)
+			r, err := ts[1].Irecv(0, got[i])
+			if err != nil {
+				t.Fatal(err)
+			}
+			// And the other way round, 0 ← 1.
+			s2, _ := ts[1].Isend(0, msg)
+			r2, _ := ts[0].Irecv(1, make([]byte, n))
+			reqs[s], reqs[r], reqs[s2], reqs[r2] = ts[0], ts[1], ts[1], ts[0]
+		}
+		if err := waitAll(t, reqs); err != nil {
+			t.Fatal(err)
+		}
+		for i := range sizes {
+			if !bytes.Equal(got[i], sent[i]) {
+				t.Fatalf("message %d (%d bytes) corrupted", i, sizes[i])
+			}
+		}
+		// Every credit came back: the sender holds all slots again.
+		synctest.Wait()
+		ts[1].Progress()
+		synctest.Wait()
+		ts[0].Progress()
+		if c := ts[0].conns[1]; c.credits != 4 || c.sq != 0 {
+			t.Errorf("after the burst: %d credits, %d send WRs outstanding", c.credits, c.sq)
+		}
+	})
+}
+
+// A receive posted with the wrong length fails naming the peer.
+func TestLengthMismatch(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ts, _ := fabric(t, 2, Config{Slots: 2, SlotSize: 64})
+		s, _ := ts[0].Isend(1, make([]byte, 10))
+		r, _ := ts[1].Irecv(0, make([]byte, 12))
+		err := waitAll(t, map[transport.Request]*Transport{s: ts[0], r: ts[1]})
+		var pe *transport.PeerError
+		if !errors.As(err, &pe) || pe.Peer != 0 || !errors.Is(err, transport.ErrLength) {
+			t.Fatalf("%v, want ErrLength from peer 0", err)
+		}
+	})
+}
+
+// A peer whose device has gone makes sends to it fail (RETRY_EXC_ERR
+// after the local ACK timeout and retries) with the peer named.
+func TestDeadPeer(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ts, devs := fabric(t, 3, Config{Slots: 2, SlotSize: 64, Timeout: 10, RetryCnt: 2})
+		devs[2].Close()
+		start := time.Now()
+		s, _ := ts[0].Isend(2, make([]byte, 100))
+		err := waitAll(t, map[transport.Request]*Transport{s: ts[0]})
+		var pe *transport.PeerError
+		if !errors.As(err, &pe) || pe.Peer != 2 || !errors.Is(err, ErrWC) {
+			t.Fatalf("%v, want ErrWC from peer 2", err)
+		}
+		if took := time.Since(start); took > time.Second {
+			t.Errorf("took %v to notice", took)
+		}
+		t.Log(err, time.Since(start))
+	})
+}
+
+func TestConfigErrors(t *testing.T) {
+	if _, err := New(Config{}); !errors.Is(err, ErrConfig) {
+		t.Errorf("no device: %v", err)
+	}
+	if _, err := parseInfo([]byte("short")); !errors.Is(err, ErrInfo) {
+		t.Errorf("short blob: %v", err)
+	}
+	in := info{Rank: 1, Size: 2, Entries: []peerEntry{{QPN: 5, PSN: 6, Addr: 7, RKey: 8}, {}}}
+	out, err := parseInfo(in.marshal())
+	if err != nil || out.Entries[0] != in.Entries[0] || out.Rank != 1 {
+		t.Errorf("round trip: %+v, %v", out, err)
+	}
+}

@@ -1,0 +1,67 @@
+package transport
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// Transport moves messages between one rank and its peers. It is driven by
+// one goroutine (the communicator's): its methods are not safe for
+// concurrent use, except Close, which may be called from any goroutine to
+// abort whatever is pending.
+type Transport interface {
+	// Rank is this end's rank, Size the number of ranks.
+	Rank() int
+	Size() int
+	// Isend posts a send of data to peer. data must stay unchanged until
+	// the request completes.
+	Isend(peer int, data []byte) (Request, error)
+	// Irecv posts a receive of exactly len(buf) bytes from peer into buf.
+	// A message of another length fails the request with ErrLength.
+	Irecv(peer int, buf []byte) (Request, error)
+	// Progress moves posted requests forward without blocking.
+	Progress() error
+	// Wait blocks until Progress may have something to do, or ctx is done
+	// (then it returns ctx.Err()). It may return early.
+	Wait(ctx context.Context) error
+	// Close releases the transport; pending requests fail with ErrClosed.
+	Close() error
+}
+
+// Request is a posted send or receive.
+type Request interface {
+	// Test reports whether the request has completed, and its error.
+	Test() (done bool, err error)
+	// Peer is the rank on the other end.
+	Peer() int
+}
+
+// Errors. Failures of a peer come wrapped in a *PeerError.
+var (
+	ErrClosed   = errors.New("transport: closed")
+	ErrPeer     = errors.New("transport: no such peer")
+	ErrLength   = errors.New("transport: message length differs from the posted receive")
+	ErrPeerGone = errors.New("transport: peer went away")
+)
+
+// PeerError is a failure of the connection to one peer.
+type PeerError struct {
+	Peer int
+	Err  error
+}
+
+// Error names the peer and the cause.
+func (e *PeerError) Error() string { return fmt.Sprintf("peer %d: %v", e.Peer, e.Err) }
+
+// Unwrap returns the underlying error.
+func (e *PeerError) Unwrap() error { return e.Err }
+
+// CheckPeer returns an ErrPeer error unless peer is a rank of size other
+// than rank.
+func CheckPeer(rank, size, peer int) error {
+	if peer < 0 || peer >= size || peer == rank {
+		return fmt.Errorf("%w: %d (rank %d of %d)", ErrPeer, peer, rank, size)
+	}
+	return nil
+}

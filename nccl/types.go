@@ -1,0 +1,74 @@
+package nccl
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/goroce/goroce/nccl/reduce"
+)
+
+// DataType is the element type of a collective's buffers (ncclDataType_t).
+type DataType = reduce.DataType
+
+// Element types, little-endian in the []byte buffers.
+const (
+	Int8     = reduce.Int8
+	Uint8    = reduce.Uint8
+	Int32    = reduce.Int32
+	Uint32   = reduce.Uint32
+	Int64    = reduce.Int64
+	Uint64   = reduce.Uint64
+	Float16  = reduce.Float16
+	Float32  = reduce.Float32
+	Float64  = reduce.Float64
+	BFloat16 = reduce.BFloat16
+)
+
+// Op is a reduction operator (ncclRedOp_t).
+type Op = reduce.Op
+
+// Reduction operators. Avg is Sum followed by a division by the number of
+// ranks, done once on the fully reduced data.
+const (
+	Sum  = reduce.Sum
+	Prod = reduce.Prod
+	Max  = reduce.Max
+	Min  = reduce.Min
+	Avg  = reduce.Avg
+)
+
+// Algo selects the AllReduce algorithm (NCCL_ALGO).
+type Algo uint8
+
+// Algorithms. AlgoAuto picks Tree (recursive doubling) up to
+// Options.TreeThreshold bytes and Ring above.
+const (
+	AlgoAuto Algo = iota
+	AlgoRing
+	AlgoTree
+)
+
+// String returns the NCCL_ALGO spelling: Ring, Tree or Auto.
+func (a Algo) String() string {
+	switch a {
+	case AlgoRing:
+		return "Ring"
+	case AlgoTree:
+		return "Tree"
+	}
+	return "Auto"
+}
+
+// ParseAlgo reads an NCCL_ALGO value: "Ring" or "Tree" (any case); "" is
+// AlgoAuto.
+func ParseAlgo(s string) (Algo, error) {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "":
+		return AlgoAuto, nil
+	case "ring":
+		return AlgoRing, nil
+	case "tree":
+		return AlgoTree, nil
+	}
+	return AlgoAuto, fmt.Errorf("%w: NCCL_ALGO=%q (want Ring or Tree)", ErrInvalidArgument, s)
+}
