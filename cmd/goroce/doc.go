@@ -4,8 +4,10 @@
 //	goroce pcap [-json] FILE...   decode the RoCEv2 packets of pcap/pcapng captures
 //	                              and verify their ICRC
 //	goroce pingpong [flags] [HOST]
-//	                              ibv_rc_pingpong over a goroce device: server without
-//	                              HOST, client with it; same flags and side channel
+//	                              ibv_rc_pingpong (-t uc, ud, srq: ibv_uc_, ibv_ud_,
+//	                              ibv_srq_pingpong) over a goroce device: server
+//	                              without HOST, client with it; same flags and side
+//	                              channel
 //	goroce perf TEST [flags] [HOST]
 //	                              perftest's send_bw, write_bw, read_bw, atomic_bw,
 //	                              send_lat, write_lat and read_lat; same flags and

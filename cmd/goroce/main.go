@@ -25,7 +25,7 @@ type command struct {
 var commands = []command{
 	{"pcap", "decode the RoCEv2 packets of capture files and check their ICRC", runPcap},
 	{"perf", "perftest (ib_write_bw, ib_send_lat, ...) over a goroce device: bandwidth and latency", runPerf},
-	{"pingpong", "ibv_rc_pingpong over a goroce device: RC ping-pong between two processes", runPingpong},
+	{"pingpong", "ibv_{rc,uc,ud,srq}_pingpong over a goroce device: ping-pong between two processes", runPingpong},
 }
 
 // Exit statuses shared by all commands.

@@ -2,42 +2,50 @@ package main
 
 import (
 	"context"
-	"encoding/hex"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
-	"net"
 	"net/netip"
-	"strconv"
-	"strings"
 	"time"
 
-	"github.com/goroce/goroce/mr"
 	"github.com/goroce/goroce/qp"
 	"github.com/goroce/goroce/rnic"
-	"github.com/goroce/goroce/wire"
 )
 
-const pingpongAbout = `The ibv_rc_pingpong workflow over a goroce device: two processes connect an
-RC queue pair through a TCP side channel and bounce a SEND of -s bytes back
-and forth -n times. Without HOST it is the server and waits for a client;
-with HOST it is the client and connects to the server at HOST.
+const pingpongAbout = `The verbs ping-pong examples over a goroce device: two processes connect
+their queue pairs through a TCP side channel and bounce a SEND of -s bytes
+back and forth -n times. Without HOST it is the server and waits for a
+client; with HOST it is the client and connects to the server at HOST.
+-t picks the example:
 
-The side channel speaks ibv_rc_pingpong's format: each side sends
-"LID:QPN:PSN:GID" ("%04x:%06x:%06x:%032x" plus NUL, 52 bytes), the client
-first; the server connects its QP before it answers, and the client ends the
+  rc   ibv_rc_pingpong: one RC QP (the default)
+  uc   ibv_uc_pingpong: one UC QP; nothing is acknowledged or retransmitted
+  ud   ibv_ud_pingpong: one UD QP with Q_Key 0x11111111 and an address handle
+       to the peer; every receive starts with the 40-byte GRH area, so a
+       message fits one packet: -s (default 2048) at most the port's MTU,
+       which -m sets here (default 4096)
+  srq  ibv_srq_pingpong: -q RC QPs (default 16) sharing one shared receive
+       queue of -r receives; -n counts the exchanges of all QPs together
+
+The side channel speaks the examples' format: each side sends
+"LID:QPN:PSN:GID" ("%04x:%06x:%06x:%032x" plus NUL, 52 bytes) for its QP
+(srq: one for each of its 256 QP slots, zero beyond -q), the client first;
+the server connects its QPs before it answers, and the client ends the
 exchange with "done" plus NUL. The GID is the device's address (--addr) as
 an IPv6 or IPv4-mapped address; -d and -g are accepted for compatibility
 and ignored (a goroce device has one port and one GID).
 
-Both sides print their local and remote address, then the throughput and
-latency lines of ibv_rc_pingpong (bytes = 2 * size * iters). -p 0 makes the
-server listen on a free port, which it reports on stderr.
+Both sides print their local and remote addresses, then the throughput and
+latency lines of the examples (bytes = 2 * size * iters). -c, a goroce
+addition, makes the client send a pattern and both sides check every
+message they receive. -p 0 makes the server listen on a free port, which it
+reports on stderr.
 
 Exit status: 0 when every exchange completed, 1 on a failed work completion,
 a stalled peer or a side-channel error, 2 on bad flags.`
 
-// Defaults and limits of goroce pingpong, after ibv_rc_pingpong.
+// Defaults and limits of goroce pingpong, after the verbs examples.
 const (
 	pingpongPort    = 18515
 	pingpongMsgLen  = len("0000:000000:000000:00000000000000000000000000000000") + 1 // with its NUL
@@ -46,6 +54,10 @@ const (
 	pingpongSendID  = 2               // PINGPONG_SEND_WRID
 	pingpongDialFor = 3 * time.Second // how long a client retries a refused connect
 	pingpongStall   = 5 * time.Second // the longest wait for a completion or a side-channel read
+
+	ppMaxQP     = 256  // MAX_QP of ibv_srq_pingpong: the QP slots its side channel always carries
+	ppUDSize    = 2048 // ibv_ud_pingpong's default -s
+	ppUDPortMTU = 4096 // a goroce port's active MTU unless -m says otherwise
 )
 
 // pingpongConfig is what the command line asked for.
@@ -54,14 +66,15 @@ type pingpongConfig struct {
 	port      int    // TCP side-channel port (0: any, server only)
 	ibPort    int
 	size      int
-	mtu       int
+	mtu       int // the path MTU; for ud, the port's active MTU
 	rxDepth   int
 	iters     int
 	sl        int
+	numQP     int // srq only
 	events    bool
 	check     bool
 	addr      netip.Addr // the device's address: its GID
-	transport string
+	transport string     // rc, uc, ud or srq
 
 	// stall bounds each wait for progress once connected; dialFor is how
 	// long a client retries a refused connect.
@@ -81,7 +94,7 @@ func runPingpong(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	return exitOK
 }
 
-// parsePingpong reads the flags; like getopt in ibv_rc_pingpong, flags may
+// parsePingpong reads the flags; like getopt in the examples, flags may
 // come before or after HOST.
 func parsePingpong(args []string, stdout, stderr io.Writer) (cfg pingpongConfig, code int, ok bool) {
 	fs := newFlagSet("goroce pingpong [flags] [HOST]", pingpongAbout)
@@ -89,8 +102,9 @@ func parsePingpong(args []string, stdout, stderr io.Writer) (cfg pingpongConfig,
 	intVar := func(p *int, short, long string, value int, usage string) { intFlag(fs, p, short, long, value, usage) }
 	intVar(&cfg.port, "p", "port", pingpongPort, "listen on / connect to TCP `port` (server: 0 picks a free one)")
 	intVar(&cfg.ibPort, "i", "ib-port", 1, "`port` of the device (a goroce device has only port 1)")
-	intVar(&cfg.size, "s", "size", 4096, "`size` of the message to exchange")
-	intVar(&cfg.mtu, "m", "mtu", 1024, "path `MTU`: 256, 512, 1024, 2048 or 4096")
+	intVar(&cfg.size, "s", "size", 4096, "`size` of the message to exchange (ud: default 2048)")
+	intVar(&cfg.mtu, "m", "mtu", 1024, "path `MTU`: 256, 512, 1024, 2048 or 4096 (ud: the port's MTU, default 4096)")
+	intVar(&cfg.numQP, "q", "num-qp", 16, "`number` of QPs to use (srq only, 1..256)")
 	intVar(&cfg.rxDepth, "r", "rx-depth", 500, "number of receives to post at a time (`depth`)")
 	intVar(&cfg.iters, "n", "iters", 1000, "number of exchanges (`iters`)")
 	intVar(&cfg.sl, "l", "sl", 0, "service level `value` (0..15)")
@@ -103,7 +117,7 @@ func parsePingpong(args []string, stdout, stderr io.Writer) (cfg pingpongConfig,
 	fs.BoolVar(&cfg.events, "events", false, "same as -e")
 	fs.BoolVar(&cfg.check, "c", false, "check the contents of every received message")
 	fs.BoolVar(&cfg.check, "chk", false, "same as -c")
-	fs.StringVar(&cfg.transport, "t", "rc", "transport `type`: rc (uc and ud are not supported yet)")
+	fs.StringVar(&cfg.transport, "t", "rc", "transport `type`: rc, uc, ud or srq (which ibv_*_pingpong)")
 	addr := addrFlag(fs)
 
 	// getopt order: flags and the one HOST argument in any order.
@@ -111,6 +125,10 @@ func parsePingpong(args []string, stdout, stderr io.Writer) (cfg pingpongConfig,
 	if !ok {
 		return cfg, code, false
 	}
+	set := make(map[string]bool)
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	given := func(short, long string) bool { return set[short] || set[long] }
+
 	usageErr := func(format string, a ...any) (pingpongConfig, int, bool) {
 		fmt.Fprintf(stderr, "goroce pingpong: "+format+"\n", a...)
 		return cfg, exitUsage, false
@@ -127,9 +145,21 @@ func parsePingpong(args []string, stdout, stderr io.Writer) (cfg pingpongConfig,
 		return usageErr("%v", err)
 	}
 	cfg.addr = a
+	switch cfg.transport {
+	case "rc", "uc", "srq":
+	case "ud":
+		if !given("s", "size") {
+			cfg.size = ppUDSize
+		}
+		if !given("m", "mtu") {
+			cfg.mtu = ppUDPortMTU
+		}
+	default:
+		return usageErr("-t %q: want rc, uc, ud or srq", cfg.transport)
+	}
 	switch {
-	case cfg.transport != "rc":
-		return usageErr("-t %q: only rc is supported for now (uc and ud are not implemented yet)", cfg.transport)
+	case given("q", "num-qp") && cfg.transport != "srq":
+		return usageErr("-q is for -t srq (rc, uc and ud use one QP)")
 	case cfg.port < 0 || cfg.port > 65535 || (cfg.port == 0 && cfg.server != ""):
 		return usageErr("-p %d: want a TCP port 1..65535 (0 only for the server)", cfg.port)
 	case cfg.ibPort != 1:
@@ -138,8 +168,15 @@ func parsePingpong(args []string, stdout, stderr io.Writer) (cfg pingpongConfig,
 		return usageErr("-m %d: want 256, 512, 1024, 2048 or 4096", cfg.mtu)
 	case cfg.size < 1 || cfg.size > rnic.MaxMsgSize:
 		return usageErr("-s %d: want 1..%d", cfg.size, rnic.MaxMsgSize)
+	case cfg.transport == "ud" && cfg.size > cfg.mtu:
+		// A datagram is one packet; ibv_ud_pingpong checks the same.
+		return usageErr("-s %d: requested size larger than port MTU (%d): a UD message is one packet", cfg.size, cfg.mtu)
 	case cfg.rxDepth < 1 || cfg.rxDepth > rnic.MaxQPWR:
 		return usageErr("-r %d: want 1..%d", cfg.rxDepth, rnic.MaxQPWR)
+	case cfg.numQP < 1 || cfg.numQP > ppMaxQP:
+		return usageErr("-q %d: want 1..%d QPs", cfg.numQP, ppMaxQP)
+	case cfg.transport == "srq" && cfg.numQP > cfg.rxDepth:
+		return usageErr("-r %d is too small for %d QPs: the SRQ must hold at least one receive per QP", cfg.rxDepth, cfg.numQP)
 	case cfg.iters < 1:
 		return usageErr("-n %d: want at least 1", cfg.iters)
 	case cfg.sl < 0 || cfg.sl > 15:
@@ -148,73 +185,18 @@ func parsePingpong(args []string, stdout, stderr io.Writer) (cfg pingpongConfig,
 	return cfg, exitOK, true
 }
 
-// ppDest is one side's connection data, struct pingpong_dest: what the
-// side channel carries.
-type ppDest struct {
-	lid uint16
-	qpn uint32
-	psn wire.PSN
-	gid netip.Addr // 16 bytes: IPv6 or IPv4-mapped
-}
-
-// String is the "LID:QPN:PSN:GID" message without its NUL. The GID is its 16
-// bytes in network order as 32 hex digits, which is what rdma-core's
-// gid_to_wire_gid produces (four big-endian 32-bit words, "%08x" each).
-func (d ppDest) String() string {
-	g := d.gid.As16()
-	return fmt.Sprintf("%04x:%06x:%06x:%s", d.lid, d.qpn, uint32(d.psn), hex.EncodeToString(g[:]))
-}
-
-// line is the text of the "local address" / "remote address" lines.
-func (d ppDest) line() string {
-	return fmt.Sprintf("LID 0x%04x, QPN 0x%06x, PSN 0x%06x, GID %s", d.lid, d.qpn, uint32(d.psn), d.gid)
-}
-
-// errBadDest reports a side-channel message that is not "LID:QPN:PSN:GID".
-var errBadDest = errors.New("malformed address message from the peer")
-
-// parseDest reads the peer's 52-byte message.
-func parseDest(msg []byte) (ppDest, error) {
-	s, _, _ := strings.Cut(string(msg), "\x00")
-	f := strings.Split(s, ":")
-	if len(f) != 4 || len(f[3]) != 32 {
-		return ppDest{}, fmt.Errorf("%w: %q", errBadDest, s)
+// localLine is the text of a "local address" line. ibv_ud_pingpong prints
+// a colon before the GID where the other examples print a comma; goroce
+// does too, for scripts that parse the output.
+func (cfg *pingpongConfig) localLine(d ppDest) string {
+	if cfg.transport == "ud" {
+		return fmt.Sprintf("LID 0x%04x, QPN 0x%06x, PSN 0x%06x: GID %s", d.lid, d.qpn, uint32(d.psn), d.gid)
 	}
-	var v [3]uint64
-	for i := range v {
-		n, err := strconv.ParseUint(f[i], 16, 24)
-		if err != nil {
-			return ppDest{}, fmt.Errorf("%w: %q: field %d: %v", errBadDest, s, i+1, err)
-		}
-		v[i] = n
-	}
-	var g [16]byte
-	if _, err := hex.Decode(g[:], []byte(f[3])); err != nil {
-		return ppDest{}, fmt.Errorf("%w: %q: GID: %v", errBadDest, s, err)
-	}
-	if v[0] > 0xFFFF {
-		return ppDest{}, fmt.Errorf("%w: %q: LID above 0xffff", errBadDest, s)
-	}
-	return ppDest{lid: uint16(v[0]), qpn: uint32(v[1]), psn: wire.PSN(v[2]), gid: netip.AddrFrom16(g)}, nil
+	return d.line()
 }
 
-// ppContext is struct pingpong_context: one side's device and verbs objects.
-type ppContext struct {
-	cfg  pingpongConfig
-	dev  *rnic.Device
-	pd   *mr.PD
-	mr   *mr.MR
-	buf  []byte
-	cq   *qp.CQ
-	qp   *rnic.QP
-	sge  []qp.SGE // the whole buffer: every send and receive uses it
-	send qp.SendWR
-	recv qp.RecvWR
-	wcs  []qp.WC
-}
-
-// pingpong runs one side of the exchange and prints what ibv_rc_pingpong
-// prints.
+// pingpong runs one side of the exchange and prints what the verbs
+// example prints.
 func pingpong(ctx context.Context, cfg pingpongConfig, stdout, stderr io.Writer) error {
 	pp, err := newPingpongContext(cfg)
 	if err != nil {
@@ -231,10 +213,17 @@ func pingpong(ctx context.Context, cfg pingpongConfig, stdout, stderr io.Writer)
 			return fmt.Errorf("couldn't request CQ notification: %w", err)
 		}
 	}
-	my := ppDest{qpn: pp.qp.QPN(), psn: randomPSN(), gid: pp.dev.GID()}
-	fmt.Fprintf(stdout, "  local address:  %s\n", my.line())
+	slots := 1
+	if cfg.transport == "srq" {
+		slots = ppMaxQP
+	}
+	my := make([]ppDest, slots)
+	for i, q := range pp.qps {
+		my[i] = ppDest{qpn: q.QPN(), psn: randomPSN(), gid: pp.dev.GID()}
+		fmt.Fprintf(stdout, "  local address:  %s\n", cfg.localLine(my[i]))
+	}
 
-	var rem ppDest
+	var rem []ppDest
 	if cfg.server != "" {
 		rem, err = pp.clientExchange(ctx, my)
 	} else {
@@ -243,17 +232,26 @@ func pingpong(ctx context.Context, cfg pingpongConfig, stdout, stderr io.Writer)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "  remote address: %s\n", rem.line())
+	for _, d := range rem {
+		fmt.Fprintf(stdout, "  remote address: %s\n", d.line())
+	}
 
-	pending := pingpongRecvID
+	// pending[i] holds the work QP i waits for before its next send: its
+	// receive, and its send's completion once it has sent.
+	pending := make([]int, len(pp.qps))
+	for i := range pending {
+		pending[i] = pingpongRecvID
+	}
 	if cfg.server != "" {
-		if err := pp.connect(my.psn, rem); err != nil {
+		if err := pp.connect(my, rem); err != nil {
 			return err
 		}
-		if err := pp.qp.PostSend(&pp.send); err != nil {
-			return fmt.Errorf("couldn't post send: %w", err)
+		for i := range pp.qps {
+			if err := pp.postSend(i); err != nil {
+				return err
+			}
+			pending[i] |= pingpongSendID
 		}
-		pending |= pingpongSendID
 	}
 
 	start := time.Now()
@@ -267,14 +265,20 @@ func pingpong(ctx context.Context, cfg pingpongConfig, stdout, stderr io.Writer)
 			if wc.Status != qp.WCSuccess {
 				return fmt.Errorf("failed status %s (%d) for wr_id %d", wc.Status, wc.Status, wc.WRID)
 			}
-			switch wc.WRID {
+			i, ok := pp.qpi[wc.QPNum]
+			if !ok {
+				return fmt.Errorf("couldn't find QPN %06x", wc.QPNum)
+			}
+			kind := wrKind(wc.WRID)
+			switch kind {
 			case pingpongSendID:
 				scnt++
 			case pingpongRecvID:
-				if err := pp.checkRecv(&wc); err != nil {
+				if err := pp.checkRecv(&wc, pp.received(&wc)); err != nil {
 					return fmt.Errorf("receive %d: %w", rcnt+1, err)
 				}
-				if routs--; routs <= 1 {
+				// Refill when no more than one receive per QP is left.
+				if routs--; routs <= len(pp.qps) {
 					k, err := pp.postRecv(cfg.rxDepth - routs)
 					if routs += k; err != nil {
 						return fmt.Errorf("couldn't post receive (%d): %w", routs, err)
@@ -284,12 +288,12 @@ func pingpong(ctx context.Context, cfg pingpongConfig, stdout, stderr io.Writer)
 			default:
 				return fmt.Errorf("completion for unknown wr_id %d", wc.WRID)
 			}
-			pending &^= int(wc.WRID)
-			if scnt < cfg.iters && pending == 0 {
-				if err := pp.qp.PostSend(&pp.send); err != nil {
-					return fmt.Errorf("couldn't post send: %w", err)
+			pending[i] &^= kind
+			if scnt < cfg.iters && pending[i] == 0 {
+				if err := pp.postSend(i); err != nil {
+					return err
 				}
-				pending = pingpongRecvID | pingpongSendID
+				pending[i] = pingpongRecvID | pingpongSendID
 			}
 		}
 	}
@@ -303,167 +307,6 @@ func pingpong(ctx context.Context, cfg pingpongConfig, stdout, stderr io.Writer)
 	fmt.Fprintf(stdout, "%d bytes in %.2f seconds = %.2f Mbit/sec\n", bytes, usec/1e6, float64(bytes)*8/usec)
 	fmt.Fprintf(stdout, "%d iters in %.2f seconds = %.2f usec/iter\n", cfg.iters, usec/1e6, usec/float64(cfg.iters))
 	return nil
-}
-
-// newPingpongContext opens the device and creates the PD, MR, CQ and QP
-// (in INIT) as pp_init_ctx does.
-func newPingpongContext(cfg pingpongConfig) (*ppContext, error) {
-	dev, err := rnic.Open(rnic.Config{Addr: netip.AddrPortFrom(cfg.addr, 0)})
-	if err != nil {
-		return nil, fmt.Errorf("couldn't open the device on %v: %w", cfg.addr, err)
-	}
-	pp := &ppContext{cfg: cfg, dev: dev, buf: make([]byte, cfg.size), wcs: make([]qp.WC, 16)}
-	if err := pp.init(); err != nil {
-		dev.Close()
-		return nil, err
-	}
-	return pp, nil
-}
-
-func (pp *ppContext) init() error {
-	cfg := pp.cfg
-	for i := range pp.buf {
-		pp.buf[i] = 0x7b // as ibv_rc_pingpong; the client overwrites it with -c
-	}
-	var err error
-	if pp.pd, err = pp.dev.AllocPD(); err != nil {
-		return fmt.Errorf("couldn't allocate PD: %w", err)
-	}
-	if pp.mr, err = pp.pd.RegMR(pp.buf, mr.AccessLocalWrite); err != nil {
-		return fmt.Errorf("couldn't register MR: %w", err)
-	}
-	if pp.cq, err = pp.dev.CreateCQ(cfg.rxDepth + 1); err != nil {
-		return fmt.Errorf("couldn't create CQ: %w", err)
-	}
-	pp.qp, err = pp.dev.CreateQP(pp.pd, &qp.InitAttr{Type: qp.RC, SendCQ: pp.cq, RecvCQ: pp.cq,
-		Cap: qp.Cap{MaxSendWR: 1, MaxRecvWR: uint32(cfg.rxDepth), MaxSendSGE: 1, MaxRecvSGE: 1}})
-	if err != nil {
-		return fmt.Errorf("couldn't create QP: %w", err)
-	}
-	attr := qp.Attr{State: qp.StateInit, PKeyIndex: 0, PortNum: uint8(cfg.ibPort)}
-	if err := pp.qp.Modify(&attr, qp.AttrState|qp.AttrPKeyIndex|qp.AttrPort|qp.AttrAccessFlags); err != nil {
-		return fmt.Errorf("failed to modify QP to INIT: %w", err)
-	}
-	if cfg.check && cfg.server != "" {
-		fillPattern(pp.buf)
-	}
-	pp.sge = []qp.SGE{{Addr: pp.mr.Addr(), Length: uint32(cfg.size), LKey: pp.mr.LKey()}}
-	pp.send = qp.SendWR{WRID: pingpongSendID, Opcode: qp.WRSend, SGL: pp.sge, Flags: qp.SendSignaled}
-	pp.recv = qp.RecvWR{WRID: pingpongRecvID, SGL: pp.sge}
-	return nil
-}
-
-// postRecv posts n receives of the whole buffer and returns how many it
-// posted.
-func (pp *ppContext) postRecv(n int) (int, error) {
-	for i := 0; i < n; i++ {
-		if err := pp.qp.PostRecv(&pp.recv); err != nil {
-			return i, err
-		}
-	}
-	return n, nil
-}
-
-// connect moves the QP to RTR and RTS towards the peer, with the attributes
-// pp_connect_ctx uses.
-func (pp *ppContext) connect(myPSN wire.PSN, rem ppDest) error {
-	attr := qp.Attr{State: qp.StateRTR, PathMTU: qp.MTUFromBytes(pp.cfg.mtu), DestQPN: rem.qpn, RQPSN: rem.psn,
-		MaxDestRdAtomic: 1, MinRNRTimer: 12,
-		AH: qp.AH{GID: rem.gid, SL: uint8(pp.cfg.sl), HopLimit: 1}}
-	if err := pp.qp.Modify(&attr, qp.AttrState|qp.AttrAV|qp.AttrPathMTU|qp.AttrDestQPN|
-		qp.AttrRQPSN|qp.AttrMaxDestRdAtomic|qp.AttrMinRNRTimer); err != nil {
-		return fmt.Errorf("failed to modify QP to RTR: %w", err)
-	}
-	attr.State, attr.Timeout, attr.RetryCnt, attr.RNRRetry, attr.SQPSN, attr.MaxRdAtomic = qp.StateRTS, 14, 7, 7, myPSN, 1
-	if err := pp.qp.Modify(&attr, qp.AttrState|qp.AttrTimeout|qp.AttrRetryCnt|qp.AttrRNRRetry|
-		qp.AttrSQPSN|qp.AttrMaxQPRdAtomic); err != nil {
-		return fmt.Errorf("failed to modify QP to RTS: %w", err)
-	}
-	return nil
-}
-
-// errZeroGID: the peer did not send a GID, as ibv_rc_pingpong does without
-// -g; RoCE cannot address it.
-var errZeroGID = errors.New("the peer sent GID :: (run ibv_rc_pingpong with -g IDX: RoCE needs a GID)")
-
-// clientExchange is pp_client_exch_dest: connect to the server (retrying
-// while it is not yet listening), send our address, read the server's and
-// answer "done".
-func (pp *ppContext) clientExchange(ctx context.Context, my ppDest) (ppDest, error) {
-	hostPort := net.JoinHostPort(pp.cfg.server, strconv.Itoa(pp.cfg.port))
-	conn, err := dialRetry(ctx, hostPort, pp.cfg.dialFor)
-	if err != nil {
-		return ppDest{}, fmt.Errorf("couldn't connect to %s: %w", hostPort, err)
-	}
-	defer conn.Close()
-	stop := context.AfterFunc(ctx, func() { conn.Close() })
-	defer stop()
-	conn.SetDeadline(time.Now().Add(pp.cfg.stall))
-	if _, err := conn.Write(destMsg(my)); err != nil {
-		return ppDest{}, fmt.Errorf("couldn't send local address: %w", err)
-	}
-	msg := make([]byte, pingpongMsgLen)
-	if _, err := io.ReadFull(conn, msg); err != nil {
-		return ppDest{}, fmt.Errorf("couldn't read remote address: %w", ctxErr(ctx, err))
-	}
-	if _, err := conn.Write([]byte(pingpongDone)); err != nil {
-		return ppDest{}, fmt.Errorf("couldn't write done: %w", err)
-	}
-	rem, err := parseDest(msg)
-	if err != nil {
-		return ppDest{}, err
-	}
-	if rem.gid == netip.IPv6Unspecified() {
-		return ppDest{}, errZeroGID
-	}
-	return rem, nil
-}
-
-// serverExchange is pp_server_exch_dest: wait for a client (until ctx is
-// done), read its address, connect the QP, answer with ours and wait for
-// "done".
-func (pp *ppContext) serverExchange(ctx context.Context, my ppDest, stderr io.Writer) (ppDest, error) {
-	conn, err := acceptPeer(ctx, pp.cfg.port, "goroce pingpong", stderr)
-	if err != nil {
-		return ppDest{}, err
-	}
-	defer conn.Close()
-	stop := context.AfterFunc(ctx, func() { conn.Close() })
-	defer stop()
-	conn.SetDeadline(time.Now().Add(pp.cfg.stall))
-
-	msg := make([]byte, pingpongMsgLen)
-	if _, err := io.ReadFull(conn, msg); err != nil {
-		return ppDest{}, fmt.Errorf("couldn't read remote address: %w", ctxErr(ctx, err))
-	}
-	rem, err := parseDest(msg)
-	if err != nil {
-		return ppDest{}, err
-	}
-	if rem.gid == netip.IPv6Unspecified() {
-		return ppDest{}, errZeroGID
-	}
-	if err := pp.connect(my.psn, rem); err != nil {
-		return ppDest{}, fmt.Errorf("couldn't connect to remote QP: %w", err)
-	}
-	if _, err := conn.Write(destMsg(my)); err != nil {
-		return ppDest{}, fmt.Errorf("couldn't send local address: %w", err)
-	}
-	done := make([]byte, len(pingpongDone))
-	if _, err := io.ReadFull(conn, done); err != nil {
-		return ppDest{}, fmt.Errorf("couldn't read done: %w", ctxErr(ctx, err))
-	}
-	if string(done) != pingpongDone {
-		return ppDest{}, fmt.Errorf("the client answered %q, want \"done\"", done)
-	}
-	return rem, nil
-}
-
-// destMsg is d's side-channel message with its NUL: 52 bytes.
-func destMsg(d ppDest) []byte {
-	msg := make([]byte, pingpongMsgLen)
-	copy(msg, d.String())
-	return msg
 }
 
 // errStalled reports a peer that stopped answering.
@@ -518,15 +361,17 @@ var errBadData = errors.New("received data differs from the pattern sent")
 
 // checkRecv verifies a receive completion with -c: the whole message
 // arrived and holds the client's pattern (the server sends back what it
-// received, so the pattern makes the round trip).
-func (pp *ppContext) checkRecv(wc *qp.WC) error {
+// received, so the pattern makes the round trip; srq's server, with its
+// receive slots, sends its own copy). A UD receive counts the 40-byte GRH
+// area before the message in its length.
+func (pp *ppContext) checkRecv(wc *qp.WC, msg []byte) error {
 	if !pp.cfg.check {
 		return nil
 	}
-	if int(wc.ByteLen) != pp.cfg.size {
-		return fmt.Errorf("%w: %d bytes, want %d", errBadData, wc.ByteLen, pp.cfg.size)
+	if want := pp.recv.SGL[0].Length; wc.ByteLen != want {
+		return fmt.Errorf("%w: %d bytes, want %d", errBadData, wc.ByteLen, want)
 	}
-	for i, b := range pp.buf {
+	for i, b := range msg {
 		if want := patternByte(i); b != want {
 			return fmt.Errorf("%w: byte %d is %#02x, want %#02x", errBadData, i, b, want)
 		}

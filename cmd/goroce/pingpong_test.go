@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -59,62 +60,91 @@ func (w *portWriter) String() string {
 	return w.buf.String()
 }
 
-// closingLines matches the two lines ibv_rc_pingpong ends with.
-func checkClosingLines(t *testing.T, who, out string, size, iters int) {
+// checkClosingLines checks the address lines (n local and n remote, in
+// the comma form or ibv_ud_pingpong's colon form) and the two lines the
+// examples end with.
+func checkClosingLines(t *testing.T, who, out string, size, iters, n int) {
 	t.Helper()
 	bytesLine := regexp.MustCompile(fmt.Sprintf(`(?m)^%d bytes in \d+\.\d\d seconds = \d+\.\d\d Mbit/sec$`, 2*size*iters))
 	itersLine := regexp.MustCompile(fmt.Sprintf(`(?m)^%d iters in \d+\.\d\d seconds = \d+\.\d\d usec/iter$`, iters))
-	addrLine := regexp.MustCompile(`(?m)^  (local address: |remote address:) LID 0x0000, QPN 0x[0-9a-f]{6}, PSN 0x[0-9a-f]{6}, GID ::ffff:127\.66\.\d+\.\d+$`)
-	if !bytesLine.MatchString(out) || !itersLine.MatchString(out) || len(addrLine.FindAllString(out, -1)) != 2 {
+	addrLine := regexp.MustCompile(`(?m)^  (local address: |remote address:) LID 0x0000, QPN 0x[0-9a-f]{6}, PSN 0x[0-9a-f]{6}[,:] GID ::ffff:127\.66\.\d+\.\d+$`)
+	if !bytesLine.MatchString(out) || !itersLine.MatchString(out) || len(addrLine.FindAllString(out, -1)) != 2*n {
 		t.Errorf("%s output:\n%s", who, out)
 	}
 }
 
-// TestPingpongInProcess runs a server and a client in two goroutines.
+// runPair runs a pingpong server and client with the same flags in two
+// goroutines and returns their standard outputs.
+func runPair(t *testing.T, ctx context.Context, flags []string) (srvOut, cliOut string) {
+	t.Helper()
+	srvAddr, cliAddr := loopbackPair()
+	var srvBuf, cliBuf bytes.Buffer
+	srvErr := &portWriter{port: make(chan int, 1)}
+	srvCode := make(chan int, 1)
+	go func() {
+		srvCode <- run(ctx, append([]string{"pingpong", "--addr", srvAddr, "-p", "0"}, flags...), &srvBuf, srvErr)
+	}()
+	var port int
+	select {
+	case port = <-srvErr.port:
+	case code := <-srvCode:
+		t.Fatalf("server exited %d before listening: %s", code, srvErr)
+	case <-ctx.Done():
+		t.Fatal("server never listened")
+	}
+	var cliErr bytes.Buffer
+	// Flags after HOST, as getopt allows.
+	code := run(ctx, append([]string{"pingpong", "--addr", cliAddr, srvAddr, "-p", strconv.Itoa(port)}, flags...), &cliBuf, &cliErr)
+	if code != exitOK {
+		t.Errorf("client exit %d: %s", code, cliErr.String())
+	}
+	if code := <-srvCode; code != exitOK {
+		t.Errorf("server exit %d: %s", code, srvErr)
+	}
+	return srvBuf.String(), cliBuf.String()
+}
+
+// TestPingpongInProcess runs a server and a client of each transport in
+// two goroutines, checking every message (-c).
 func TestPingpongInProcess(t *testing.T) {
-	for _, mode := range [][]string{{}, {"-e"}} {
-		t.Run(fmt.Sprint("flags", mode), func(t *testing.T) {
+	for _, tc := range []struct {
+		flags     []string
+		size, nqp int
+	}{
+		{[]string{"-t", "rc"}, 4096, 1},
+		{[]string{"-e"}, 4096, 1}, // rc is the default
+		{[]string{"-t", "uc", "-m", "2048"}, 4096, 1},
+		{[]string{"-t", "ud"}, 2048, 1},
+		{[]string{"-t", "ud", "-e", "-m", "1024", "-s", "1000"}, 1000, 1},
+		{[]string{"-t", "srq", "-q", "4", "-r", "16"}, 4096, 4},
+	} {
+		t.Run(strings.Join(tc.flags, " "), func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 			defer cancel()
-			srvAddr, cliAddr := loopbackPair()
-			common := append([]string{"-n", "50", "-s", "4096", "-c"}, mode...)
-			var srvOut, cliOut bytes.Buffer
-			srvErr := &portWriter{port: make(chan int, 1)}
-			srvCode := make(chan int, 1)
-			go func() {
-				srvCode <- run(ctx, append([]string{"pingpong", "--addr", srvAddr, "-p", "0"}, common...), &srvOut, srvErr)
-			}()
-			var port int
-			select {
-			case port = <-srvErr.port:
-			case code := <-srvCode:
-				t.Fatalf("server exited %d before listening: %s", code, srvErr)
-			case <-ctx.Done():
-				t.Fatal("server never listened")
+			const iters = 50
+			srvOut, cliOut := runPair(t, ctx, append([]string{"-n", strconv.Itoa(iters), "-c"}, tc.flags...))
+			checkClosingLines(t, "server", srvOut, tc.size, iters, tc.nqp)
+			checkClosingLines(t, "client", cliOut, tc.size, iters, tc.nqp)
+			// Each side's remote lines are the other's local lines.
+			addrs := func(out, prefix string) (a []string) {
+				for _, l := range strings.Split(out, "\n") {
+					if s, ok := strings.CutPrefix(l, prefix); ok {
+						a = append(a, strings.Replace(s, ": GID", ", GID", 1))
+					}
+				}
+				return a
 			}
-			var cliErr bytes.Buffer
-			// Flags after HOST, as getopt allows.
-			code := run(ctx, append([]string{"pingpong", "--addr", cliAddr, srvAddr, "-p", strconv.Itoa(port)}, common...), &cliOut, &cliErr)
-			if code != exitOK {
-				t.Errorf("client exit %d: %s", code, cliErr.String())
-			}
-			if code := <-srvCode; code != exitOK {
-				t.Errorf("server exit %d: %s", code, srvErr)
-			}
-			checkClosingLines(t, "server", srvOut.String(), 4096, 50)
-			checkClosingLines(t, "client", cliOut.String(), 4096, 50)
-			// Each side's remote line is the other's local line.
-			local := func(s string) string { return strings.Split(s, "\n")[0][len("  local address:  "):] }
-			remote := func(s string) string { return strings.Split(s, "\n")[1][len("  remote address: "):] }
-			if local(srvOut.String()) != remote(cliOut.String()) || local(cliOut.String()) != remote(srvOut.String()) {
-				t.Errorf("addresses do not match:\nserver:\n%s\nclient:\n%s", srvOut.String(), cliOut.String())
+			srvLocal, srvRemote := addrs(srvOut, "  local address:  "), addrs(srvOut, "  remote address: ")
+			cliLocal, cliRemote := addrs(cliOut, "  local address:  "), addrs(cliOut, "  remote address: ")
+			if !slices.Equal(srvLocal, cliRemote) || !slices.Equal(cliLocal, srvRemote) || len(srvLocal) != tc.nqp {
+				t.Errorf("addresses do not match:\nserver:\n%s\nclient:\n%s", srvOut, cliOut)
 			}
 		})
 	}
 }
 
 // TestPingpongProcesses builds goroce and runs server and client as two
-// processes.
+// processes, over RC and UD.
 func TestPingpongProcesses(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary")
@@ -123,45 +153,53 @@ func TestPingpongProcesses(t *testing.T) {
 	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-	defer cancel()
-	srvAddr, cliAddr := loopbackPair()
-	srv := exec.CommandContext(ctx, bin, "pingpong", "--addr", srvAddr, "-p", "0", "-n", "200", "-c")
-	var srvOut bytes.Buffer
-	srv.Stdout = &srvOut
-	srvStderr, err := srv.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	// The first stderr line reports the port; keep draining the rest.
-	rd := bufio.NewReader(srvStderr)
-	first, err := rd.ReadString('\n')
-	m := listeningRE.FindStringSubmatch(first)
-	if m == nil {
-		srv.Wait()
-		t.Fatalf("server's first stderr line %q (%v)", first, err)
-	}
-	var srvErrOut bytes.Buffer
-	drained := make(chan struct{})
-	go func() { io.Copy(&srvErrOut, rd); close(drained) }()
+	for _, tc := range []struct {
+		transport string
+		size      int
+	}{{"rc", 4096}, {"ud", 2048}} {
+		t.Run(tc.transport, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+			defer cancel()
+			srvAddr, cliAddr := loopbackPair()
+			flags := []string{"-t", tc.transport, "-n", "200", "-c"}
+			srv := exec.CommandContext(ctx, bin, append([]string{"pingpong", "--addr", srvAddr, "-p", "0"}, flags...)...)
+			var srvOut bytes.Buffer
+			srv.Stdout = &srvOut
+			srvStderr, err := srv.StderrPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := srv.Start(); err != nil {
+				t.Fatal(err)
+			}
+			// The first stderr line reports the port; keep draining the rest.
+			rd := bufio.NewReader(srvStderr)
+			first, err := rd.ReadString('\n')
+			m := listeningRE.FindStringSubmatch(first)
+			if m == nil {
+				srv.Wait()
+				t.Fatalf("server's first stderr line %q (%v)", first, err)
+			}
+			var srvErrOut bytes.Buffer
+			drained := make(chan struct{})
+			go func() { io.Copy(&srvErrOut, rd); close(drained) }()
 
-	cli := exec.CommandContext(ctx, bin, "pingpong", "--addr", cliAddr, "-p", m[1], "-n", "200", "-c", srvAddr)
-	cliOut, err := cli.Output()
-	if err != nil {
-		t.Errorf("client: %v\n%s", err, cliOut)
-		if ee, ok := err.(*exec.ExitError); ok {
-			t.Errorf("client stderr: %s", ee.Stderr)
-		}
+			cli := exec.CommandContext(ctx, bin, append([]string{"pingpong", "--addr", cliAddr, "-p", m[1], srvAddr}, flags...)...)
+			cliOut, err := cli.Output()
+			if err != nil {
+				t.Errorf("client: %v\n%s", err, cliOut)
+				if ee, ok := err.(*exec.ExitError); ok {
+					t.Errorf("client stderr: %s", ee.Stderr)
+				}
+			}
+			<-drained
+			if err := srv.Wait(); err != nil {
+				t.Errorf("server: %v\nstderr: %s", err, srvErrOut.String())
+			}
+			checkClosingLines(t, "server", srvOut.String(), tc.size, 200, 1)
+			checkClosingLines(t, "client", string(cliOut), tc.size, 200, 1)
+		})
 	}
-	<-drained
-	if err := srv.Wait(); err != nil {
-		t.Errorf("server: %v\nstderr: %s", err, srvErrOut.String())
-	}
-	checkClosingLines(t, "server", srvOut.String(), 4096, 200)
-	checkClosingLines(t, "client", string(cliOut), 4096, 200)
 }
 
 func TestPingpongDestMessage(t *testing.T) {
@@ -183,6 +221,14 @@ func TestPingpongDestMessage(t *testing.T) {
 	if got := d.line(); got != "LID 0x0000, QPN 0x000011, PSN 0xabcdef, GID ::ffff:127.0.0.1" {
 		t.Errorf("line %q", got)
 	}
+	ud := pingpongConfig{transport: "ud"}
+	if got := ud.localLine(d); got != "LID 0x0000, QPN 0x000011, PSN 0xabcdef: GID ::ffff:127.0.0.1" {
+		t.Errorf("ud local line %q", got)
+	}
+	// An unused slot of ibv_srq_pingpong's table.
+	if s := (ppDest{}).String(); s != "0000:000000:000000:"+strings.Repeat("0", 32) {
+		t.Errorf("empty slot %q", s)
+	}
 	for _, bad := range []string{"", "done", "0000:000011:abcdef", "0000:1000000:abcdef:00000000000000000000ffff7f000001",
 		"0000:000011:abcdef:00000000000000000000ffff7f00000", "0000:000011:abcdef:0000000000000000000zffff7f000001",
 		"10000:000011:abcdef:00000000000000000000ffff7f000001"} {
@@ -197,7 +243,13 @@ func TestPingpongBadFlags(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"-t", "ud"}, `only rc is supported`},
+		{[]string{"-t", "xrc"}, `-t "xrc": want rc, uc, ud or srq`},
+		{[]string{"-t", "ud", "-s", "4097"}, "-s 4097: requested size larger than port MTU (4096)"},
+		{[]string{"-t", "ud", "-m", "1024"}, "-s 2048: requested size larger than port MTU (1024)"},
+		{[]string{"-q", "4"}, "-q is for -t srq"},
+		{[]string{"-t", "srq", "-q", "257"}, "-q 257: want 1..256"},
+		{[]string{"-t", "srq", "-q", "0"}, "-q 0: want 1..256"},
+		{[]string{"-t", "srq", "-r", "8"}, "-r 8 is too small for 16 QPs"},
 		{[]string{"-i", "2"}, "one port"},
 		{[]string{"-m", "1000"}, "want 256, 512"},
 		{[]string{"--addr", "nowhere"}, "not an IP address"},
@@ -218,7 +270,7 @@ func TestPingpongBadFlags(t *testing.T) {
 
 // testConfig is a pingpong configuration with short timeouts.
 func testConfig(addr string) pingpongConfig {
-	return pingpongConfig{ibPort: 1, size: 64, mtu: 1024, rxDepth: 8, iters: 5, transport: "rc",
+	return pingpongConfig{ibPort: 1, size: 64, mtu: 1024, rxDepth: 8, iters: 5, numQP: 1, transport: "rc",
 		addr: netip.MustParseAddr(addr), stall: 300 * time.Millisecond, dialFor: 200 * time.Millisecond}
 }
 
@@ -297,4 +349,74 @@ func TestPingpongCheckDetectsBadData(t *testing.T) {
 	if cliErr == nil {
 		t.Fatal("the client finished although the server gave up")
 	}
+}
+
+// srqServer starts an srq pingpong server with nqp QPs and dials its side
+// channel.
+func srqServer(t *testing.T, nqp int) (net.Conn, chan error) {
+	t.Helper()
+	srvAddr, _ := loopbackPair()
+	cfg := testConfig(srvAddr)
+	cfg.transport, cfg.numQP = "srq", nqp
+	w := &portWriter{port: make(chan int, 1)}
+	done := make(chan error, 1)
+	go func() { done <- pingpong(t.Context(), cfg, io.Discard, w) }()
+	conn, err := net.Dial("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(<-w.port)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn, done
+}
+
+// TestPingpongSRQExchange: an srq server trades ibv_srq_pingpong's 256
+// messages, the unused slots zero, and refuses a peer with fewer QPs.
+func TestPingpongSRQExchange(t *testing.T) {
+	_, cliAddr := loopbackPair()
+	gid := netip.MustParseAddr("::ffff:" + cliAddr)
+	client := func(n int) []byte { // the messages of a client with n QPs
+		var b []byte
+		for i := range ppMaxQP {
+			d := ppDest{}
+			if i < n {
+				d = ppDest{qpn: uint32(0x100 + i), psn: wire.PSN(i), gid: gid}
+			}
+			b = append(b, destMsg(d)...)
+		}
+		return b
+	}
+
+	t.Run("slots", func(t *testing.T) {
+		conn, done := srqServer(t, 2)
+		conn.Write(client(2))
+		reply := make([]byte, ppMaxQP*pingpongMsgLen)
+		if _, err := io.ReadFull(conn, reply); err != nil {
+			t.Fatal(err)
+		}
+		zero := "0000:000000:000000:" + strings.Repeat("0", 32) + "\x00"
+		for i := range ppMaxQP {
+			msg := string(reply[i*pingpongMsgLen : (i+1)*pingpongMsgLen])
+			d, err := parseDest([]byte(msg))
+			switch {
+			case err != nil:
+				t.Fatalf("slot %d: %v", i, err)
+			case i < 2 && (d.qpn == 0 || !d.gid.Unmap().Is4()):
+				t.Errorf("slot %d: %q, want a QP", i, msg)
+			case i >= 2 && msg != zero:
+				t.Fatalf("slot %d: %q, want zeros", i, msg)
+			}
+		}
+		conn.Write([]byte(pingpongDone))
+		// Connected, the server waits for SENDs nobody makes.
+		if err := <-done; !errors.Is(err, errStalled) {
+			t.Fatalf("got %v, want errStalled", err)
+		}
+	})
+	t.Run("fewer QPs", func(t *testing.T) {
+		conn, done := srqServer(t, 2)
+		conn.Write(client(1))
+		if err := <-done; !errors.Is(err, errFewerQPs) {
+			t.Fatalf("got %v, want errFewerQPs", err)
+		}
+	})
 }
