@@ -52,6 +52,17 @@ type Config struct {
 	// Trace, if set, receives one line per packet sent and received and
 	// per QP event (state changes, retransmissions, completions).
 	Trace io.Writer
+	// Tap, if set, sees every packet the device sends or accepts (after
+	// its ICRC verified): a *pcap.Writer from package wire/pcap writes
+	// them to a capture file that Wireshark decodes as RoCE.
+	Tap Tap
+}
+
+// Tap sees packets: roce is the UDP payload (BTH to ICRC), ipID the IPv4
+// Identification its ICRC was computed with, tos the IP TOS byte. Calls
+// come from the device's goroutines; roce is only valid during the call.
+type Tap interface {
+	Tap(now time.Time, src, dst netip.AddrPort, ipID uint16, tos uint8, roce []byte)
 }
 
 // Device is a software RDMA NIC: one address, one port, any number of QPs.

@@ -90,7 +90,8 @@ func (d *Device) deliver(now time.Time, lp *link.Packet, view map[uint32]*QP) (q
 		d.dev.Malformed.Add(1)
 		return nil, false
 	}
-	if !d.verifyICRC(lp) {
+	ipID, ok := d.verifyICRC(lp)
+	if !ok {
 		d.dev.ICRCErr.Add(1)
 		if d.tracer != nil {
 			d.tracer.note(now, "drop: bad ICRC from "+lp.Addr.String())
@@ -99,6 +100,9 @@ func (d *Device) deliver(now time.Time, lp *link.Packet, view map[uint32]*QP) (q
 	}
 	if d.tracer != nil {
 		d.tracer.packet(now, false, lp.Addr, d.local, lp.Buf, nil, nil)
+	}
+	if d.cfg.Tap != nil {
+		d.cfg.Tap.Tap(now, lp.Addr, d.local, ipID, lp.TOS, lp.Buf)
 	}
 	q = view[p.BTH().DestQP()]
 	if q == nil {
@@ -126,23 +130,24 @@ func (d *Device) deliver(now time.Time, lp *link.Packet, view map[uint32]*QP) (q
 	return q, cnp
 }
 
-// verifyICRC checks the packet's ICRC. IPv6 and goroce's own IPv4 packets
-// (Identification 0) verify in full; other IPv4 packets verify only by
-// solving for the Identification the socket did not show, unless the device
-// is strict.
-func (d *Device) verifyICRC(lp *link.Packet) bool {
+// verifyICRC checks the packet's ICRC and returns the IPv4 Identification
+// it verified with (0 for IPv6 and for goroce's own packets). IPv6 and
+// goroce's IPv4 packets verify in full; other IPv4 packets verify only by
+// solving for the Identification the socket did not show, unless the
+// device is strict.
+func (d *Device) verifyICRC(lp *link.Packet) (ipID uint16, ok bool) {
 	e := wire.Endpoints{Src: lp.Addr, Dst: d.local}
 	if e.Verify(lp.Buf) {
-		return true
+		return 0, true
 	}
 	if d.cfg.StrictICRC || !lp.Addr.Addr().Unmap().Is4() {
-		return false
+		return 0, false
 	}
-	if _, ok := e.SolveIPv4ID(lp.Buf); ok {
+	if id, ok := e.SolveIPv4ID(lp.Buf); ok {
 		d.dev.ICRCIDSolved.Add(1)
-		return true
+		return id, true
 	}
-	return false
+	return 0, false
 }
 
 func containsQP(qs []*QP, q *QP) bool {

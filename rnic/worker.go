@@ -150,6 +150,7 @@ type sender struct {
 	out   *qp.Outbox
 	pkts  []link.Packet
 	tails [][8]byte
+	tap   []byte // a whole packet for Config.Tap
 }
 
 const outboxSize = 64
@@ -206,6 +207,10 @@ func (s *sender) flush(now time.Time) {
 		s.pkts[i] = link.Packet{Buf: p.Head(), Payload: p.Payload, Tail: t, Addr: p.Dst, TOS: link.ECT0}
 		if d.tracer != nil {
 			d.tracer.packet(now, true, d.local, p.Dst, s.pkts[i].Buf, p.Payload, t)
+		}
+		if d.cfg.Tap != nil {
+			s.tap = append(append(append(s.tap[:0], s.pkts[i].Buf...), p.Payload...), t...)
+			d.cfg.Tap.Tap(now, d.local, p.Dst, d.caps.IPv4ID, link.ECT0, s.tap)
 		}
 	}
 	n, err := d.link.WriteBatch(s.pkts[:len(out)])

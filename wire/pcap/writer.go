@@ -157,3 +157,9 @@ func (w *Writer) Close() error {
 	w.closed = true
 	return w.bw.Flush()
 }
+
+// Tap writes a packet as WriteRoCE does, dropping errors (a full disk
+// stops the capture, not the device); it makes a *Writer an rnic.Tap.
+func (w *Writer) Tap(ts time.Time, src, dst netip.AddrPort, ipID uint16, tos uint8, roce []byte) {
+	_ = w.WriteRoCE(ts, src, dst, ipID, tos, roce)
+}
