@@ -91,9 +91,18 @@ func (n *node) sge(off, length int) []qp.SGE {
 
 func (n *node) close() { n.dev.Close() }
 
-// pair opens two nodes on two loopback addresses and connects their RC QPs.
-func pair(a, b string) (*node, *node) {
+// pair opens two nodes on two loopback addresses, lets prepare fill their
+// memory, and connects their RC QPs.
+//
+// Memory a peer will read must be written before the peer is told it may
+// read it: a real program writes, then sends the go-ahead over its side
+// channel. Here connecting is the go-ahead; Modify takes the QP's lock,
+// which orders the writes before anything the device does for the peer.
+func pair(a, b string, prepare func(x, y *node)) (*node, *node) {
 	x, y := open(a, qp.RC), open(b, qp.RC)
+	if prepare != nil {
+		prepare(x, y)
+	}
 	x.connect(y)
 	y.connect(x)
 	return x, y
@@ -101,7 +110,7 @@ func pair(a, b string) (*node, *node) {
 
 // A SEND consumes a receive the peer posted; both sides get a completion.
 func Example_send() {
-	client, server := pair("127.80.0.1:4791", "127.80.0.2:4791")
+	client, server := pair("127.80.0.1:4791", "127.80.0.2:4791", nil)
 	defer client.close()
 	defer server.close()
 
@@ -122,7 +131,7 @@ func Example_send() {
 // An RDMA WRITE places data in the peer's memory without the peer's CPU;
 // WITH_IMM also consumes a receive there, so the peer learns of it.
 func Example_writeWithImmediate() {
-	client, server := pair("127.80.1.1:4791", "127.80.1.2:4791")
+	client, server := pair("127.80.1.1:4791", "127.80.1.2:4791", nil)
 	defer client.close()
 	defer server.close()
 
@@ -145,11 +154,12 @@ func Example_writeWithImmediate() {
 
 // An RDMA READ fetches the peer's memory; only the reader sees a completion.
 func Example_read() {
-	client, server := pair("127.80.2.1:4791", "127.80.2.2:4791")
+	client, server := pair("127.80.2.1:4791", "127.80.2.2:4791", func(_, server *node) {
+		copy(server.buf[200:], "read me")
+	})
 	defer client.close()
 	defer server.close()
 
-	copy(server.buf[200:], "read me")
 	client.qp.PostSend(&qp.SendWR{WRID: 3, Opcode: qp.WRRDMARead, Flags: qp.SendSignaled,
 		SGL: client.sge(0, 7), RemoteAddr: server.mr.Addr() + 200, RKey: server.mr.RKey()})
 
@@ -164,12 +174,13 @@ func Example_read() {
 // Atomics act on 8 aligned bytes of the peer's memory and return the value
 // they found there.
 func Example_atomics() {
-	client, server := pair("127.80.3.1:4791", "127.80.3.2:4791")
+	client, server := pair("127.80.3.1:4791", "127.80.3.2:4791", func(_, server *node) {
+		binary.LittleEndian.PutUint64(server.buf[512:], 40)
+	})
 	defer client.close()
 	defer server.close()
 
 	counter := server.mr.Addr() + 512 // 8-byte aligned, as atomics require
-	binary.LittleEndian.PutUint64(server.buf[512:], 40)
 	client.qp.PostSend(&qp.SendWR{WRID: 4, Opcode: qp.WRAtomicFetchAndAdd, CompareAdd: 2, Flags: qp.SendSignaled,
 		SGL: client.sge(0, 8), RemoteAddr: counter, RKey: server.mr.RKey()})
 	client.wait()
@@ -179,11 +190,9 @@ func Example_atomics() {
 		SGL: client.sge(8, 8), RemoteAddr: counter, RKey: server.mr.RKey()})
 	client.wait()
 	fmt.Println("compare 42, swap 7 found", binary.LittleEndian.Uint64(client.buf[8:]))
-	fmt.Println("the counter now holds", binary.LittleEndian.Uint64(server.buf[512:]))
 	// Output:
 	// fetch-and-add 2 found 40
 	// compare 42, swap 7 found 42
-	// the counter now holds 7
 }
 
 // UD sends datagrams to any QP through an address handle; every receive
@@ -229,7 +238,7 @@ func Example_ud() {
 // A type-2 memory window grants a peer access to part of a region, and
 // LOCAL_INV takes it back: the next access through the old key fails.
 func Example_memoryWindow() {
-	client, server := pair("127.80.5.1:4791", "127.80.5.2:4791")
+	client, server := pair("127.80.5.1:4791", "127.80.5.2:4791", nil)
 	defer client.close()
 	defer server.close()
 
@@ -246,17 +255,18 @@ func Example_memoryWindow() {
 	client.qp.PostSend(&qp.SendWR{WRID: 2, Opcode: qp.WRRDMAWrite, Flags: qp.SendSignaled, SGL: client.sge(0, 18),
 		RemoteAddr: server.mr.Addr() + 1024, RKey: rkey})
 	fmt.Println("write through the window:", client.wait().Status)
-	fmt.Printf("server memory: %q\n", server.buf[1024:1042])
 
 	server.qp.PostSend(&qp.SendWR{WRID: 3, Opcode: qp.WRLocalInv, Imm: rkey, Flags: qp.SendSignaled})
 	fmt.Println("invalidate:", server.wait().Status)
+	// The server's own completion orders the peer's write before this read.
+	fmt.Printf("server memory: %q\n", server.buf[1024:1042])
 	client.qp.PostSend(&qp.SendWR{WRID: 4, Opcode: qp.WRRDMAWrite, Flags: qp.SendSignaled, SGL: client.sge(0, 18),
 		RemoteAddr: server.mr.Addr() + 1024, RKey: rkey})
 	fmt.Println("write after invalidation:", client.wait().Status)
 	// Output:
 	// bind: success
 	// write through the window: success
-	// server memory: "through the window"
 	// invalidate: success
+	// server memory: "through the window"
 	// write after invalidation: remote access error
 }
