@@ -79,6 +79,7 @@ type Comm struct {
 	opts       Options
 	log        *zap.Logger
 	exec       executor
+	dev        *rnic.Device // the RNIC under the transport; nil if unknown (NewComm)
 
 	ctx    context.Context // cancelled by Abort and Destroy
 	cancel context.CancelCauseFunc
@@ -135,6 +136,12 @@ func (c *Comm) Rank() int { return c.rank }
 
 // Size returns the number of ranks (ncclCommCount).
 func (c *Comm) Size() int { return c.size }
+
+// Device returns the RNIC this rank's connections run on, so tools can
+// read its counters (Device.Counter("sent_pkts"), ...). It is set by
+// CommInitRank (the device it opened or Options.Device) and nil for a
+// communicator made with NewComm, whose transport may have no RNIC.
+func (c *Comm) Device() *rnic.Device { return c.dev }
 
 // Request is an operation handed to the communicator's stream. Its methods
 // are safe for concurrent use.

@@ -175,6 +175,7 @@ func CommInitRank(ctx context.Context, nranks int, id UniqueID, rank int, opts O
 	if err != nil {
 		return fail(err)
 	}
+	c.dev = dev
 	if opts.Device == nil {
 		c.closers = append(c.closers, dev.Close)
 	}

@@ -12,15 +12,21 @@
 //	                              perftest's send_bw, write_bw, read_bw, atomic_bw,
 //	                              send_lat, write_lat and read_lat; same flags and
 //	                              report columns, goroce's own side channel
+//	goroce run -n N [--] CMD ARGS...
+//	                              start N ranks on loopback (torchrun-style
+//	                              environment, one RNIC address each), prefix
+//	                              their output, stop all on the first failure
+//	goroce nccl-perf COLL [flags] nccl-tests (all_reduce_perf, ...) over goroce;
+//	                              -np N launches the ranks itself
+//	goroce demo                   4 ranks run every collective on checked data
 //	goroce help [COMMAND]         list the commands, or show one command's flags
 //
-// More subcommands (nccl-perf, run, dcqcn, demo, stat, topo)
-// join the table in main.go, each in a file named after it. Every
+// More subcommands join the table in main.go, each in a file named after it. Every
 // subcommand parses its own flags with package flag (-name and --name both
 // work) and exits 0 on success, 1 when it ran and found a problem, and 2 on
 // a usage error or an input it could not read.
 //
 // Where it sits: at the top of the stack; it uses the public packages
-// (wire, wire/pcap, rnic, qp, mr, and later nccl) and nothing else of goroce's
+// (wire, wire/pcap, rnic, qp, mr, nccl) and nothing else of goroce's
 // internals.
 package main

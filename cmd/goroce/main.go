@@ -23,9 +23,12 @@ type command struct {
 // commands is the table of subcommands, in the order `goroce help` lists
 // them. Each lives in its own file, named after it.
 var commands = []command{
+	{"demo", "4 ranks on loopback run every collective on checked data: what moved, what the RNICs counted", runDemo},
+	{"nccl-perf", "nccl-tests (all_reduce_perf, ...) over goroce RNICs: algbw, busbw, #wrong", runNcclPerf},
 	{"pcap", "decode the RoCEv2 packets of capture files and check their ICRC", runPcap},
 	{"perf", "perftest (ib_write_bw, ib_send_lat, ...) over a goroce device: bandwidth and latency", runPerf},
 	{"pingpong", "ibv_{rc,uc,ud,srq}_pingpong over a goroce device: ping-pong between two processes", runPingpong},
+	{"run", "start N ranks of a command on loopback, each with its own RNIC (torchrun-style)", runRun},
 }
 
 // Exit statuses shared by all commands.

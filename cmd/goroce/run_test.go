@@ -1,0 +1,301 @@
+//go:build unix
+
+package main
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"os"
+	"os/signal"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/goroce/goroce/nccl"
+)
+
+// The test binary doubles as the ranks the tests start:
+//
+//   - `TESTBIN test-child MODE` is a small rank program (testChild), what
+//     the goroce run tests launch;
+//   - with asGoroceEnv set, it is goroce itself, so that nccl-perf -np and
+//     demo, which re-execute os.Executable(), start ranks of goroce.
+const asGoroceEnv = "GOROCE_TEST_AS_GOROCE"
+
+func TestMain(m *testing.M) {
+	if len(os.Args) > 2 && os.Args[1] == "test-child" {
+		os.Exit(testChild(os.Args[2]))
+	}
+	if os.Getenv(asGoroceEnv) == "1" {
+		main()
+	}
+	os.Setenv(asGoroceEnv, "1")
+	os.Exit(m.Run())
+}
+
+// testChild is one rank of the goroce run tests. Modes:
+//
+//	env          print the launcher variables, a line on stderr and an
+//	             unfinished line; exit 0
+//	wait         wait to be stopped
+//	fail1        rank 1 exits 3 at once; the others wait to be stopped
+//	ignoreterm   ignore SIGTERM; rank 0 exits 3, the others wait for SIGKILL
+//	allreduce    AllReduce in a loop; rank 1 SIGKILLs itself after 3 calls,
+//	             the others report their error and exit 4 (a SIGTERM from
+//	             goroce run does not stop them before that)
+func testChild(mode string) int {
+	rank, _ := strconv.Atoi(os.Getenv("RANK"))
+	wait := func() int { // for a signal; give up after a while
+		time.Sleep(30 * time.Second) // a bound, not a wait for something
+		fmt.Println("not stopped")
+		return 0
+	}
+	switch mode {
+	case "env":
+		for _, k := range []string{"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "GOROCE_ADDR"} {
+			fmt.Printf("%s=%s\n", k, os.Getenv(k))
+		}
+		fmt.Fprintf(os.Stderr, "to stderr from %d\n", rank)
+		fmt.Print("unfinished")
+		return 0
+	case "wait":
+		return wait()
+	case "fail1":
+		if rank == 1 {
+			fmt.Println("failing")
+			return 3
+		}
+		return wait()
+	case "ignoreterm":
+		// Rank 0 exits only once the others ignore SIGTERM: each tells it
+		// so by connecting to MASTER_PORT.
+		master := net.JoinHostPort(os.Getenv("MASTER_ADDR"), os.Getenv("MASTER_PORT"))
+		if rank == 0 {
+			ln, err := net.Listen("tcp", master)
+			if err != nil {
+				fmt.Println(err)
+				return 5
+			}
+			size, _ := strconv.Atoi(os.Getenv("WORLD_SIZE"))
+			for range size - 1 {
+				if _, err := ln.Accept(); err != nil {
+					return 5
+				}
+			}
+			return 3
+		}
+		signal.Ignore(syscall.SIGTERM)
+		if _, err := dialRetry(context.Background(), master, 10*time.Second); err != nil {
+			fmt.Println(err)
+			return 5
+		}
+		return wait()
+	case "allreduce":
+		signal.Ignore(syscall.SIGTERM)
+		ctx := context.Background()
+		c, err := nccl.CommInitFromEnv(ctx, nccl.Options{Timeout: 2 * time.Second, BootstrapTimeout: 10 * time.Second})
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "init:", err)
+			return 5
+		}
+		buf := make([]byte, 256<<10)
+		for i := 0; ; i++ {
+			if rank == 1 && i == 3 {
+				syscall.Kill(os.Getpid(), syscall.SIGKILL)
+			}
+			start := time.Now()
+			if err := c.AllReduce(buf, buf, len(buf)/4, nccl.Float32, nccl.Sum).Wait(ctx); err != nil {
+				fmt.Printf("AllReduce %d failed after %v: %v\n", i, time.Since(start).Round(time.Millisecond), err)
+				return 4
+			}
+		}
+	}
+	fmt.Fprintln(os.Stderr, "unknown test-child mode", mode)
+	return 99
+}
+
+// testBase returns a random loopback base address 127.77.x.10, so
+// concurrent test runs do not share RNIC addresses.
+func testBase() string { return fmt.Sprintf("127.77.%d.10", rand.IntN(256)) }
+
+// goroceRun runs `goroce run` in-process on this test binary in a child
+// mode and returns its status, output and how long it took.
+func goroceRun(t *testing.T, n int, mode string, flags ...string) (code int, stdout, stderr string, took time.Duration) {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := append([]string{"run", "-n", strconv.Itoa(n), "--addr-base", testBase()}, flags...)
+	args = append(args, "--", exe, "test-child", mode)
+	start := time.Now()
+	code, stdout, stderr = goroce(t, args...)
+	return code, stdout, stderr, time.Since(start)
+}
+
+func TestRunEnvAndPrefixes(t *testing.T) {
+	const n = 3
+	code, out, errOut, _ := goroceRun(t, n, "env")
+	if code != exitOK {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	if len(lines) != n*8 {
+		t.Errorf("%d lines, want %d:\n%s", len(lines), n*8, out)
+	}
+	port := regexp.MustCompile(`(?m)^\[0\] MASTER_PORT=(\d+)$`).FindStringSubmatch(out)
+	if port == nil {
+		t.Fatalf("no MASTER_PORT from rank 0:\n%s", out)
+	}
+	for r := range n {
+		addr, _ := strings.CutSuffix(testBaseOf(t, out), ".10")
+		for _, want := range []string{
+			fmt.Sprintf("[%d] RANK=%d\n", r, r), fmt.Sprintf("[%d] LOCAL_RANK=%d\n", r, r),
+			fmt.Sprintf("[%d] WORLD_SIZE=%d\n", r, n), fmt.Sprintf("[%d] LOCAL_WORLD_SIZE=%d\n", r, n),
+			fmt.Sprintf("[%d] MASTER_ADDR=127.0.0.1\n", r), fmt.Sprintf("[%d] MASTER_PORT=%s\n", r, port[1]),
+			fmt.Sprintf("[%d] GOROCE_ADDR=%s.%d\n", r, addr, 10+r),
+			fmt.Sprintf("[%d] unfinished\n", r),
+		} {
+			if !strings.Contains(out, want) {
+				t.Errorf("stdout lacks %q:\n%s", want, out)
+			}
+		}
+		if want := fmt.Sprintf("[%d] to stderr from %d\n", r, r); !strings.Contains(errOut, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, errOut)
+		}
+	}
+}
+
+// testBaseOf returns the GOROCE_ADDR rank 0 printed.
+func testBaseOf(t *testing.T, out string) string {
+	m := regexp.MustCompile(`(?m)^\[0\] GOROCE_ADDR=(\S+)$`).FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("no GOROCE_ADDR from rank 0:\n%s", out)
+	}
+	return m[1]
+}
+
+// One rank exits 3: goroce run names it, stops the others at once with
+// SIGTERM, and exits 3.
+func TestRunFirstFailureStopsTheRest(t *testing.T) {
+	code, out, errOut, took := goroceRun(t, 3, "fail1", "--grace", "5s")
+	if code != 3 {
+		t.Errorf("exit %d, want 3", code)
+	}
+	if !regexp.MustCompile(`goroce run: rank 1 \(pid \d+\) exited with status 3; stopping the other 2 rank\(s\)`).MatchString(errOut) {
+		t.Errorf("stderr does not name rank 1 and its status:\n%s", errOut)
+	}
+	if !strings.Contains(out, "[1] failing\n") || strings.Contains(out, "not stopped") {
+		t.Errorf("stdout:\n%s", out)
+	}
+	// SIGTERM kills the waiting ranks at once, long before the grace.
+	if took > 3*time.Second {
+		t.Errorf("took %v; the other ranks were not stopped by SIGTERM", took)
+	}
+}
+
+// Ranks that ignore SIGTERM get SIGKILL after the grace period.
+func TestRunKillsAfterGrace(t *testing.T) {
+	code, out, errOut, took := goroceRun(t, 3, "ignoreterm", "--grace", "300ms")
+	if code != 3 {
+		t.Errorf("exit %d, want 3\n%s", code, errOut)
+	}
+	for _, want := range []string{"rank 0 (pid", "exited with status 3", "rank(s) 1, 2 still running 300ms after the signal; sending SIGKILL"} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, errOut)
+		}
+	}
+	if strings.Contains(out, "not stopped") || took > 5*time.Second {
+		t.Errorf("took %v, stdout:\n%s", took, out)
+	}
+}
+
+// A rank SIGKILLed in the middle of AllReduces: goroce run reports it by
+// its signal and exits 128+9; the survivors' AllReduce fails within a
+// bound, with an error naming the operation, and the rank that talks to
+// the dead one names it.
+func TestRunRankKilledMidAllReduce(t *testing.T) {
+	code, out, errOut, took := goroceRun(t, 3, "allreduce", "--grace", "20s")
+	if code != 128+9 {
+		t.Errorf("exit %d, want 137\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	if !regexp.MustCompile(`goroce run: rank 1 \(pid \d+\) was killed by signal 9 \(killed\); stopping the other 2 rank\(s\)`).MatchString(errOut) {
+		t.Errorf("stderr does not report rank 1's death:\n%s", errOut)
+	}
+	namesDead := false
+	for _, r := range []int{0, 2} {
+		m := regexp.MustCompile(fmt.Sprintf(`\[%d\] AllReduce \d+ failed after (\S+): (.*)`, r)).FindStringSubmatch(out)
+		if m == nil {
+			t.Errorf("rank %d did not report a failed AllReduce:\n%s", r, out)
+			continue
+		}
+		if !strings.Contains(m[2], "nccl: AllReduce #") || !strings.Contains(m[2], "peer") {
+			t.Errorf("rank %d: %q does not name the operation and a peer", r, m[2])
+		}
+		namesDead = namesDead || strings.Contains(m[2], "peer 1:")
+	}
+	if !namesDead {
+		t.Errorf("no survivor names the dead rank 1:\n%s", out)
+	}
+	// Options.Timeout is 2 s; the grace (20 s) never came into play.
+	if took > 10*time.Second {
+		t.Errorf("took %v", took)
+	}
+	t.Logf("took %v\n%s%s", took, out, errOut)
+}
+
+// An interrupt (here a cancelled context, as main's signal handler makes
+// it) is passed on to the ranks as SIGINT; goroce run exits 130.
+func TestRunInterrupt(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	var out, errOut strings.Builder
+	start := time.Now()
+	code := run(ctx, []string{"run", "-n", "2", "--addr-base", testBase(), "--", exe, "test-child", "wait"}, &out, &errOut)
+	if code != 130 || !strings.Contains(errOut.String(), "goroce run: interrupted; passing SIGINT to the ranks") {
+		t.Errorf("exit %d, stderr:\n%s", code, errOut.String())
+	}
+	if took := time.Since(start); took > 3*time.Second || strings.Contains(out.String(), "not stopped") {
+		t.Errorf("took %v; stdout:\n%s", took, out.String())
+	}
+}
+
+func TestRunUsage(t *testing.T) {
+	for _, args := range [][]string{
+		{"run", "-n", "2"},
+		{"run", "-n", "0", "--", "true"},
+		{"run", "-n", "2", "--addr-base", "10.0.0.1", "--", "true"},
+		{"run", "-n", "3", "--addr-base", "127.255.255.254", "--", "true"},
+	} {
+		if code, _, errOut := goroce(t, args...); code != exitUsage {
+			t.Errorf("%q: exit %d, want %d; stderr %s", args, code, exitUsage, errOut)
+		}
+	}
+	code, _, errOut := goroce(t, "run", "-n", "2", "--", "/nonexistent/goroce-test")
+	if code != 127 || !strings.Contains(errOut, "starting rank 0") {
+		t.Errorf("missing command: exit %d, stderr %s", code, errOut)
+	}
+}
+
+// Lines of a rank are prefixed whole, however the writes cut them.
+func TestRankWriter(t *testing.T) {
+	var out strings.Builder
+	w := &rankWriter{mu: new(sync.Mutex), out: &out, prefix: "[7] "}
+	for _, s := range []string{"ab", "c\nde", "f\n\ng", ""} {
+		w.Write([]byte(s))
+	}
+	w.Flush()
+	if want := "[7] abc\n[7] def\n[7] \n[7] g\n"; out.String() != want {
+		t.Errorf("%q, want %q", out.String(), want)
+	}
+}
