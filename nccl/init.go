@@ -139,15 +139,23 @@ func CommInitRank(ctx context.Context, nranks int, id UniqueID, rank int, opts O
 	cleanup = append(cleanup, boot.Close)
 
 	dev := opts.Device
+	var obsClose func() error
 	if dev == nil {
 		addr, err := deviceAddr(opts.Addr, rank)
 		if err != nil {
 			return fail(err)
 		}
-		if dev, err = rnic.Open(rnic.Config{Addr: addr, MTU: opts.MTU, Logger: opts.Logger}); err != nil {
+		dc := rnic.Config{Addr: addr, MTU: opts.MTU, Logger: opts.Logger}
+		closeObs, err := observeFromEnv(&dc, rank)
+		if err != nil {
+			return fail(err)
+		}
+		cleanup = append(cleanup, closeObs) // runs after dev.Close
+		if dev, err = rnic.Open(dc); err != nil {
 			return fail(fmt.Errorf("opening the RNIC at %v: %w", addr, err))
 		}
 		cleanup = append(cleanup, dev.Close)
+		obsClose = closeObs
 	}
 	tr, err := ib.New(ib.Config{Device: dev, Rank: rank, Size: nranks, Slots: opts.Slots, SlotSize: opts.SlotSize, MTU: opts.MTU})
 	if err != nil {
@@ -177,7 +185,7 @@ func CommInitRank(ctx context.Context, nranks int, id UniqueID, rank int, opts O
 	}
 	c.dev = dev
 	if opts.Device == nil {
-		c.closers = append(c.closers, dev.Close)
+		c.closers = append(c.closers, dev.Close, obsClose)
 	}
 	log.Info("init done", zap.String("root", rootAddr), zap.Stringer("rnic", dev.Addr()))
 	return c, nil

@@ -49,6 +49,8 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	base := addrBaseFlag(fs)
 	grace := fs.Duration("grace", 3*time.Second, "how long ranks get to stop after one fails")
 	timeout := fs.Duration("timeout", nccl.DefaultTimeout, "a collective fails when none of its transfers completes for this long")
+	var obs observeFlags
+	obs.register(fs)
 	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
 		return code
 	}
@@ -69,6 +71,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if _, err := nccl.ReadEnv(); errors.Is(err, nccl.ErrNoEnv) {
 		return relaunch(ctx, fs, []string{"demo"}, *n, *base, *grace, stdout, stderr, "")
 	}
+	obs.setenv() // each rank's device reads GOROCE_TRACE and GOROCE_PCAP
 	c, err := nccl.CommInitFromEnv(ctx, nccl.Options{Timeout: *timeout})
 	if err != nil {
 		fmt.Fprintf(stderr, "goroce demo: %v\n", err)

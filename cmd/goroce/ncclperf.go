@@ -76,6 +76,8 @@ func runNcclPerf(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	intFlag(fs, &ngpus, "g", "ngpus", 1, "GPUs per process (nccl-tests' flag; must be 1)")
 	intFlag(fs, &nthreads, "t", "nthreads", 1, "threads per process (nccl-tests' flag; must be 1)")
 	np := fs.Int("np", 0, "start this many ranks on this host (0: this process is a rank)")
+	var obs observeFlags
+	obs.register(fs)
 	base := addrBaseFlag(fs)
 	grace := fs.Duration("grace", 3*time.Second, "with -np: how long ranks get to stop after one fails")
 	timeout := fs.Duration("timeout", nccl.DefaultTimeout, "a collective fails when none of its transfers completes for this long")
@@ -129,6 +131,7 @@ func runNcclPerf(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	if *np > 0 {
 		return relaunch(ctx, fs, []string{"nccl-perf", cfg.coll.name}, *np, *base, *grace, stdout, stderr, "np")
 	}
+	obs.setenv() // each rank's device reads GOROCE_TRACE and GOROCE_PCAP
 	c, err := commFromEnv(ctx, *base, nccl.Options{Timeout: cfg.timeout})
 	if err != nil {
 		fmt.Fprintf(stderr, "goroce nccl-perf: %v\n", err)

@@ -101,6 +101,7 @@ const (
 
 // perfConfig is what the command line asked for.
 type perfConfig struct {
+	obs      observeFlags // --trace, --pcap
 	test     perfTest
 	server   string // host to connect to; "" for the server
 	port     int
@@ -197,6 +198,7 @@ func parsePerf(args []string, stdout, stderr io.Writer) (cfg perfConfig, code in
 	intFlag(fs, &gidIdx, "x", "gid-index", -1, "source GID `index` (ignored: a goroce device has one GID, its --addr)")
 	intFlag(fs, &cfg.mtu, "m", "mtu", 4096, "path `MTU`: 256, 512, 1024, 2048 or 4096")
 	fs.BoolVar(&cfg.gbits, "report_gbits", false, "report bandwidth in Gb/sec instead of MB/sec")
+	cfg.obs.register(fs)
 	var cpuFreq bool
 	fs.BoolVar(&cpuFreq, "F", false, "do not fail on CPU frequency warnings (ignored: goroce times with the monotonic clock)")
 	var dev string

@@ -14,6 +14,7 @@ func perf(ctx context.Context, cfg perfConfig, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	defer pc.closeObs() // runs after the device closes
 	defer pc.dev.Close()
 	pc.banner(stdout)
 	sc, err := pc.exchange(ctx, stderr)

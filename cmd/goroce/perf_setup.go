@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"net/netip"
+	"os"
 
 	"github.com/goroce/goroce/mr"
 	"github.com/goroce/goroce/qp"
@@ -46,14 +47,16 @@ type perfQP struct {
 
 // perfContext is one side's device and verbs objects.
 type perfContext struct {
-	cfg     perfConfig
-	dev     *rnic.Device
-	pd      *mr.PD
-	cq      *qp.CQ
-	qps     []*perfQP
-	wcs     []qp.WC
-	cqMod   int // signal every cqMod-th send WR (bandwidth tests)
-	rxDepth int // receives kept posted per QP (send tests)
+	cfg perfConfig
+	dev *rnic.Device
+	// closeObs flushes --pcap; after dev.Close.
+	closeObs func() error
+	pd       *mr.PD
+	cq       *qp.CQ
+	qps      []*perfQP
+	wcs      []qp.WC
+	cqMod    int // signal every cqMod-th send WR (bandwidth tests)
+	rxDepth  int // receives kept posted per QP (send tests)
 }
 
 // perfAccess is what every region and QP of the test allows the peer.
@@ -62,13 +65,20 @@ const perfAccess = mr.AccessLocalWrite | mr.AccessRemoteWrite | mr.AccessRemoteR
 // newPerfContext opens the device and creates the PD, the one CQ, and the
 // QPs in INIT with their buffers, as perftest's ctx_init does.
 func newPerfContext(cfg perfConfig) (*perfContext, error) {
-	dev, err := rnic.Open(rnic.Config{Addr: netip.AddrPortFrom(cfg.addr, 0), MTU: 4096})
+	dc := rnic.Config{Addr: netip.AddrPortFrom(cfg.addr, 0), MTU: 4096}
+	closeObs, err := cfg.obs.apply(&dc, os.Stderr)
 	if err != nil {
+		return nil, err
+	}
+	dev, err := rnic.Open(dc)
+	if err != nil {
+		closeObs()
 		return nil, fmt.Errorf("couldn't open the device on %v: %w", cfg.addr, err)
 	}
-	pc := &perfContext{cfg: cfg, dev: dev, cqMod: min(perfCQMod, cfg.txDepth)}
+	pc := &perfContext{cfg: cfg, dev: dev, cqMod: min(perfCQMod, cfg.txDepth), closeObs: closeObs}
 	if err := pc.init(); err != nil {
 		dev.Close()
+		closeObs()
 		return nil, err
 	}
 	return pc, nil

@@ -62,8 +62,9 @@ const (
 
 // pingpongConfig is what the command line asked for.
 type pingpongConfig struct {
-	server    string // host to connect to; "" for the server
-	port      int    // TCP side-channel port (0: any, server only)
+	obs       observeFlags // --trace, --pcap
+	server    string       // host to connect to; "" for the server
+	port      int          // TCP side-channel port (0: any, server only)
 	ibPort    int
 	size      int
 	mtu       int // the path MTU; for ud, the port's active MTU
@@ -115,6 +116,7 @@ func parsePingpong(args []string, stdout, stderr io.Writer) (cfg pingpongConfig,
 	fs.StringVar(&dev, "ib-dev", "", "same as -d")
 	fs.BoolVar(&cfg.events, "e", false, "sleep on CQ events (ReqNotify) instead of polling")
 	fs.BoolVar(&cfg.events, "events", false, "same as -e")
+	cfg.obs.register(fs)
 	fs.BoolVar(&cfg.check, "c", false, "check the contents of every received message")
 	fs.BoolVar(&cfg.check, "chk", false, "same as -c")
 	fs.StringVar(&cfg.transport, "t", "rc", "transport `type`: rc, uc, ud or srq (which ibv_*_pingpong)")
@@ -202,6 +204,7 @@ func pingpong(ctx context.Context, cfg pingpongConfig, stdout, stderr io.Writer)
 	if err != nil {
 		return err
 	}
+	defer pp.closeObs() // runs after the device closes
 	defer pp.dev.Close()
 
 	routs, err := pp.postRecv(cfg.rxDepth)

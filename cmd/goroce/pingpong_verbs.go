@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"net/netip"
+	"os"
 
 	"github.com/goroce/goroce/mr"
 	"github.com/goroce/goroce/qp"
@@ -29,10 +30,12 @@ const ppQKey = 0x11111111
 type ppContext struct {
 	cfg pingpongConfig
 	dev *rnic.Device
-	pd  *mr.PD
-	mr  *mr.MR
-	buf []byte // registered; receives land at its start
-	msg []byte // what is sent: buf's last -s bytes (ud: after the 40-byte GRH area)
+	// closeObs flushes --pcap; after dev.Close.
+	closeObs func() error
+	pd       *mr.PD
+	mr       *mr.MR
+	buf      []byte // registered; receives land at its start
+	msg      []byte // what is sent: buf's last -s bytes (ud: after the 40-byte GRH area)
 	// With -c, srq gives each receive its own -s bytes of buf (slot i at
 	// i*size, named in the wr_id's upper bits) and sends from a region of
 	// its own after them, so checking one message never reads memory the
@@ -59,13 +62,19 @@ func newPingpongContext(cfg pingpongConfig) (*ppContext, error) {
 	if cfg.transport == "ud" {
 		dc.MTU = cfg.mtu // the port's active MTU, which bounds a datagram
 	}
+	closeObs, err := cfg.obs.apply(&dc, os.Stderr)
+	if err != nil {
+		return nil, err
+	}
 	dev, err := rnic.Open(dc)
 	if err != nil {
+		closeObs()
 		return nil, fmt.Errorf("couldn't open the device on %v: %w", cfg.addr, err)
 	}
-	pp := &ppContext{cfg: cfg, dev: dev}
+	pp := &ppContext{cfg: cfg, dev: dev, closeObs: closeObs}
 	if err := pp.init(); err != nil {
 		dev.Close()
+		closeObs()
 		return nil, err
 	}
 	return pp, nil

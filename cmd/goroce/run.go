@@ -47,6 +47,8 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	n := fs.Int("n", 2, "number of ranks (processes) to start")
 	base := addrBaseFlag(fs)
 	grace := fs.Duration("grace", 3*time.Second, "after SIGTERM (or a forwarded SIGINT), how long ranks get before SIGKILL")
+	var obs observeFlags
+	obs.register(fs)
 	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
 		return code
 	}
@@ -56,7 +58,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fs.Usage()
 		return exitUsage
 	}
-	cfg := launchConfig{n: *n, argv: argv, grace: *grace, stdout: stdout, stderr: stderr}
+	cfg := launchConfig{n: *n, argv: argv, grace: *grace, env: obs.env(), stdout: stdout, stderr: stderr}
 	var err error
 	if cfg.addrBase, err = parseAddrBase(*base, *n); err != nil {
 		fmt.Fprintf(stderr, "goroce run: %v\n", err)

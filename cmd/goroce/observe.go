@@ -1,0 +1,84 @@
+package main
+
+import (
+	"bufio"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/goroce/goroce/rnic"
+	"github.com/goroce/goroce/wire/pcap"
+)
+
+// observeFlags are --trace and --pcap, on every command that opens a
+// device. Their defaults come from GOROCE_TRACE and GOROCE_PCAP, so the
+// ranks that `goroce run`, `goroce demo` and `goroce nccl-perf -np` start
+// inherit them.
+type observeFlags struct {
+	trace bool
+	pcap  string
+}
+
+func (o *observeFlags) register(fs *flag.FlagSet) {
+	fs.BoolVar(&o.trace, "trace", os.Getenv("GOROCE_TRACE") != "",
+		"print one line per packet sent and received and per QP event (state changes, retransmissions, completions) to stderr")
+	fs.StringVar(&o.pcap, "pcap", os.Getenv("GOROCE_PCAP"),
+		"write every packet the device sends or receives to this pcap `file` (Wireshark decodes it as RoCE); "+
+			"with several ranks, each writes FILE.rankN.pcap")
+}
+
+// env returns the environment that passes the flags on to child ranks.
+func (o *observeFlags) env() []string {
+	var env []string
+	if o.trace {
+		env = append(env, "GOROCE_TRACE=1")
+	}
+	if o.pcap != "" {
+		env = append(env, "GOROCE_PCAP="+o.pcap)
+	}
+	return env
+}
+
+// setenv passes the flags to package nccl, which opens the device of a
+// rank and reads them from the environment (GOROCE_PCAP=PATH writes
+// PATH.rankN.pcap).
+func (o *observeFlags) setenv() {
+	for _, kv := range o.env() {
+		k, v, _ := strings.Cut(kv, "=")
+		os.Setenv(k, v)
+	}
+}
+
+// apply sets cfg's Trace and Tap. The returned function flushes and closes
+// the capture; call it after the device is closed.
+func (o *observeFlags) apply(cfg *rnic.Config, stderr io.Writer) (func() error, error) {
+	if o.trace {
+		cfg.Trace = stderr
+	}
+	if o.pcap == "" {
+		return func() error { return nil }, nil
+	}
+	f, err := os.Create(o.pcap)
+	if err != nil {
+		return nil, fmt.Errorf("--pcap: %w", err)
+	}
+	buf := bufio.NewWriter(f)
+	w, err := pcap.NewWriter(buf)
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("--pcap: %w", err)
+	}
+	cfg.Tap = w
+	return func() error {
+		err := w.Flush()
+		if e := buf.Flush(); err == nil {
+			err = e
+		}
+		if e := f.Close(); err == nil {
+			err = e
+		}
+		return err
+	}, nil
+}
