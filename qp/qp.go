@@ -387,7 +387,10 @@ func (q *QP) Receive(now time.Time, p wire.Packet, src netip.AddrPort, tos uint8
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	st := q.State()
-	if q.typ != UD && src != q.attr.AH.Addr() {
+	// A connected QP takes packets only from its peer's IP address. The UDP
+	// source port is not the peer's identity: RoCEv2 uses it for flow
+	// entropy, and Linux rxe sends from 0xC000 | a hash of the QP pair.
+	if q.typ != UD && src.Addr() != q.attr.AH.Addr().Addr() {
 		q.env.Counters.DroppedBadSource.Add(1)
 		return
 	}

@@ -106,3 +106,31 @@ func TestAttacker(t *testing.T) {
 		}
 	})
 }
+
+// TestPeerFromAnotherPort: the connected peer's packets are accepted from
+// any UDP source port, as RoCEv2 uses the port for flow entropy (Linux rxe
+// sends from 0xC000 | a hash of the QP pair), while another IP address is
+// refused.
+func TestPeerFromAnotherPort(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		_, b, network := newPair(t, pairConfig{})
+		rxeLike, err := network.Attach(netip.AddrPortFrom(addrA.Addr(), 0xC000|0x1234), simlink.PortConfig{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := wire.Headers{BTH: wire.BTHFields{Opcode: wire.RCWriteOnly, PKey: wire.DefaultPKey, DestQP: b.qp.QPN(),
+			PSN: b.qp.Query().RQPSN, AckReq: true}, RETH: wire.RETHFields{VA: b.mr.Addr(), RKey: b.mr.RKey(), DMALen: 5}}
+		pkt := make([]byte, wire.PacketLen(wire.RCWriteOnly, 5))
+		n, _ := wire.Build(pkt, &h, []byte("hello"))
+		e := wire.Endpoints{Src: rxeLike.LocalAddr(), Dst: addrB}
+		wire.SetICRC(pkt[:n], e.ICRC(pkt[:n-wire.ICRCLen]))
+		if _, err := rxeLike.WriteBatch([]link.Packet{{Buf: pkt[:n], Addr: addrB}}); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		if string(b.buf[:5]) != "hello" || b.dev.Counter("drop_bad_source") != 0 {
+			t.Fatalf("a WRITE from the peer's address and another port: memory %q, drop_bad_source %d",
+				b.buf[:5], b.dev.Counter("drop_bad_source"))
+		}
+	})
+}

@@ -114,7 +114,7 @@ func (d *Device) deliver(now time.Time, lp *link.Packet, view map[uint32]*QP) (q
 		d.dev.CNPs.Add(1)
 		// Only the connected peer may slow a QP down: a CNP from any other
 		// address is counted and ignored.
-		if ah := q.Query().AH; q.cc != nil && lp.Addr == ah.Addr() {
+		if ah := q.Query().AH; q.cc != nil && lp.Addr.Addr() == ah.Addr().Addr() {
 			d.dev.CNPsHandled.Add(1)
 			if q.cc.onCNP(now) {
 				d.dev.RateReductions.Add(1)
