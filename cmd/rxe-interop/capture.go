@@ -1,0 +1,123 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// capture is tcpdump writing the RoCEv2 packets on the lab's bridge to a
+// pcap file, for one case.
+type capture struct {
+	cmd  *exec.Cmd
+	path string
+}
+
+// startCapture starts tcpdump in the namespace and returns once it
+// listens (so the case's first packet is not missed).
+func startCapture(ctx context.Context, l *lab, path string) (*capture, error) {
+	cmd := l.inNS(ctx, "tcpdump", "-i", "br0", "-n", "-U", "--immediate-mode", "-B", "32768", "-s", "0",
+		"-w", path, "udp", "port", "4791")
+	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
+	cmd.WaitDelay = 3 * time.Second
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("tcpdump: %w", err)
+	}
+	listening := make(chan bool, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		ok := false
+		for sc.Scan() {
+			if !ok && strings.Contains(sc.Text(), "listening on") {
+				ok = true
+				listening <- true
+			}
+		}
+		if !ok {
+			listening <- false
+		}
+	}()
+	select {
+	case ok := <-listening:
+		if ok {
+			return &capture{cmd: cmd, path: path}, nil
+		}
+	case <-time.After(5 * time.Second):
+	}
+	cmd.Process.Signal(os.Interrupt)
+	cmd.Wait()
+	return nil, errors.New("tcpdump did not start listening on br0")
+}
+
+// stop ends tcpdump, which flushes the file on SIGINT.
+func (c *capture) stop() {
+	c.cmd.Process.Signal(os.Interrupt)
+	c.cmd.Wait()
+}
+
+// pcapReport is what `goroce pcap` says about one case's capture.
+type pcapReport struct {
+	Packets, ICRCOK, ICRCBad, Malformed int
+	FromGoroce, FromRxe                 int      // packets by sender
+	Lines                               []string // one decoded packet each
+}
+
+var rePcapSummary = regexp.MustCompile(`summary: packets=(\d+) icrc_ok=(\d+) icrc_bad=(\d+) malformed=(\d+)`)
+
+// decodePcap runs `goroce pcap` on the capture and counts the packets of
+// each side (goroce's address is goroceAddr).
+func decodePcap(ctx context.Context, goroce, path, goroceAddr string) (pcapReport, error) {
+	var r pcapReport
+	out, err := exec.CommandContext(ctx, goroce, "pcap", path).Output()
+	if ee, ok := errors.AsType[*exec.ExitError](err); ok && ee.ExitCode() != 1 {
+		return r, fmt.Errorf("goroce pcap: exit status %d: %s", ee.ExitCode(), bytes.TrimSpace(ee.Stderr))
+	} else if err != nil && !ok {
+		return r, fmt.Errorf("goroce pcap: %w", err)
+	}
+	return parsePcapReport(string(out), goroceAddr)
+}
+
+// parsePcapReport reads `goroce pcap`'s lines: "T SRC > DST ..." per
+// packet, then the summary.
+func parsePcapReport(out, goroceAddr string) (pcapReport, error) {
+	var r pcapReport
+	found := false
+	for line := range strings.Lines(out) {
+		line = strings.TrimRight(line, "\n")
+		if m := rePcapSummary.FindStringSubmatch(line); m != nil {
+			n := make([]int, 4)
+			for i := range n {
+				n[i], _ = strconv.Atoi(m[i+1])
+			}
+			r.Packets, r.ICRCOK, r.ICRCBad, r.Malformed = n[0], n[1], n[2], n[3]
+			found = true
+			continue
+		}
+		f := strings.Fields(line)
+		if len(f) < 4 || f[2] != ">" {
+			continue
+		}
+		r.Lines = append(r.Lines, line)
+		if f[1] == goroceAddr {
+			r.FromGoroce++
+		} else {
+			r.FromRxe++
+		}
+	}
+	if !found {
+		return r, errors.New("goroce pcap printed no summary")
+	}
+	return r, nil
+}

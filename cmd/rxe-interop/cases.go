@@ -1,0 +1,151 @@
+package main
+
+import (
+	"fmt"
+	"strconv"
+)
+
+// The lab's fixed addresses: the guest and the namespace's bridge, where
+// goroce runs.
+const (
+	guestIPv4  = "10.99.0.1"
+	guestIPv6  = "fd00:99::1"
+	goroceIPv4 = "10.99.0.254"
+	goroceIPv6 = "fd00:99::254"
+
+	// firstPort is the TCP side-channel port of the first case; case i
+	// uses firstPort+i, away from the examples' default 18515 so that a
+	// stray run of the lab's own cases cannot answer.
+	firstPort = 18600
+)
+
+// role is the part rxe plays in a case; goroce plays the other one.
+type role string
+
+const (
+	rxeServer role = "server" // rxe listens in the guest; goroce connects
+	rxeClient role = "client" // goroce listens in the namespace; rxe connects
+)
+
+// family is the IP version of the RoCEv2 packets (and of both GIDs).
+type family string
+
+const (
+	ipv4 family = "ipv4"
+	ipv6 family = "ipv6"
+)
+
+// interopCase is one ping-pong between rxe and goroce.
+type interopCase struct {
+	Transport string // rc, uc or ud: which ibv_*_pingpong
+	RxeRole   role
+	Family    family
+	MTU       int // path MTU in bytes: 1024 or 4096
+	Size      int // message size, -s
+	Iters     int // exchanges, -n
+	Port      int // TCP side-channel port, -p
+}
+
+// Name identifies the case in the guest's serial log (the lab's
+// "RXELAB-CASE BEGIN name" markers) and names its files.
+func (c interopCase) Name() string {
+	return fmt.Sprintf("%s_pingpong-%s-%s-mtu%d", c.Transport, c.RxeRole, c.Family, c.MTU)
+}
+
+// Line is the start of the case's result line.
+func (c interopCase) Line() string {
+	return fmt.Sprintf("%s_pingpong rxe-%s %s mtu=%d", c.Transport, c.RxeRole, c.Family, c.MTU)
+}
+
+// goroceChecks reports whether goroce checks the payload it receives. It
+// does as the client: it sends a pattern, and rxe's examples echo the
+// buffer they received into. As the server it would receive rxe's
+// client's fill byte, not the pattern.
+func (c interopCase) goroceChecks() bool { return c.RxeRole == rxeServer }
+
+// message sizes per transport and MTU: the lab's own choices at 1024 (one
+// packet each), and at 4096 an RC/UC message of two packets (SEND_FIRST +
+// SEND_LAST) and ibv_ud_pingpong's default datagram.
+func messageSize(transport string, mtu int) int {
+	switch {
+	case transport == "ud" && mtu >= 4096:
+		return 2048
+	case transport == "ud":
+		return mtu / 2
+	case mtu >= 4096:
+		return 2 * mtu
+	default:
+		return mtu
+	}
+}
+
+// matrix lists the cases to run, in the order the guest runs them: all
+// cases of the smaller MTU first, since the guest can raise its MTU but
+// the suite never lowers it again.
+func matrix(transports []string, roles []role, families []family, mtus []int, iters int) []interopCase {
+	var cs []interopCase
+	for _, mtu := range mtus {
+		for _, f := range families {
+			for _, r := range roles {
+				for _, t := range transports {
+					cs = append(cs, interopCase{
+						Transport: t, RxeRole: r, Family: f, MTU: mtu,
+						Size: messageSize(t, mtu), Iters: iters,
+						Port: firstPort + len(cs),
+					})
+				}
+			}
+		}
+	}
+	return cs
+}
+
+// goroceAddr is goroce's device address, its GID.
+func (c interopCase) goroceAddr() string {
+	if c.Family == ipv6 {
+		return goroceIPv6
+	}
+	return goroceIPv4
+}
+
+// goroceArgs is the goroce command line for the case (without the binary).
+func (c interopCase) goroceArgs() []string {
+	args := []string{"pingpong", "-t", c.Transport,
+		"-m", strconv.Itoa(c.MTU), "-s", strconv.Itoa(c.Size), "-n", strconv.Itoa(c.Iters),
+		"-p", strconv.Itoa(c.Port), "--addr", c.goroceAddr()}
+	if c.goroceChecks() {
+		args = append(args, "-c")
+	}
+	if c.RxeRole == rxeServer {
+		args = append(args, guestIPv4) // the side channel is IPv4 only
+	}
+	return args
+}
+
+// rxeCommand is the guest's command line for the case. $G4 and $G6 are
+// the guest script's GID indexes of its IPv4-mapped and IPv6 GIDs.
+// ibv_ud_pingpong has no -m: a datagram's limit is the port's active MTU.
+func (c interopCase) rxeCommand() string {
+	gid := "$G4"
+	if c.Family == ipv6 {
+		gid = "$G6"
+	}
+	cmd := fmt.Sprintf("ibv_%s_pingpong -d rxe0 -g %s -n %d -s %d", c.Transport, gid, c.Iters, c.Size)
+	if c.Transport != "ud" {
+		cmd += fmt.Sprintf(" -m %d", c.MTU)
+	}
+	cmd += fmt.Sprintf(" -p %d", c.Port)
+	if c.RxeRole == rxeClient {
+		cmd += " " + goroceIPv4
+	}
+	return cmd
+}
+
+// ethMTU is the guest eth0 MTU that gives rxe an active MTU of at least
+// mtu (rxe: the largest IB MTU that fits the netdev MTU minus headers).
+func ethMTU(mtu int) int {
+	if mtu > 1024 {
+		return 9000
+	}
+	return 1500
+}

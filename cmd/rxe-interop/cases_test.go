@@ -1,0 +1,96 @@
+package main
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestMatrixOrderAndPorts(t *testing.T) {
+	cs := matrix([]string{"rc", "uc", "ud"}, []role{rxeServer, rxeClient}, []family{ipv4, ipv6}, []int{1024, 4096}, 5)
+	if len(cs) != 24 {
+		t.Fatalf("got %d cases, want 24", len(cs))
+	}
+	names, ports := map[string]bool{}, map[int]bool{}
+	raised := false
+	for i, c := range cs {
+		if names[c.Name()] || ports[c.Port] {
+			t.Errorf("case %d %s: name or port %d used twice", i, c.Name(), c.Port)
+		}
+		names[c.Name()], ports[c.Port] = true, true
+		if c.MTU == 4096 {
+			raised = true
+		} else if raised {
+			t.Errorf("case %d %s: MTU 1024 after a 4096 case; the guest cannot lower its MTU", i, c.Name())
+		}
+	}
+}
+
+func TestMessageSizeFitsTheMTU(t *testing.T) {
+	for _, tc := range []struct {
+		transport string
+		mtu, want int
+	}{
+		{"rc", 1024, 1024}, {"uc", 1024, 1024}, {"ud", 1024, 512},
+		{"rc", 4096, 8192}, {"uc", 4096, 8192}, {"ud", 4096, 2048},
+	} {
+		if got := messageSize(tc.transport, tc.mtu); got != tc.want {
+			t.Errorf("messageSize(%s, %d) = %d, want %d", tc.transport, tc.mtu, got, tc.want)
+		}
+	}
+}
+
+func TestCommandLines(t *testing.T) {
+	c := interopCase{Transport: "rc", RxeRole: rxeServer, Family: ipv6, MTU: 4096, Size: 8192, Iters: 5, Port: 18612}
+	if got, want := c.rxeCommand(), "ibv_rc_pingpong -d rxe0 -g $G6 -n 5 -s 8192 -m 4096 -p 18612"; got != want {
+		t.Errorf("rxe server command\n got %s\nwant %s", got, want)
+	}
+	want := []string{"pingpong", "-t", "rc", "-m", "4096", "-s", "8192", "-n", "5", "-p", "18612",
+		"--addr", "fd00:99::254", "-c", "10.99.0.1"}
+	if got := c.goroceArgs(); !slices.Equal(got, want) {
+		t.Errorf("goroce client args\n got %q\nwant %q", got, want)
+	}
+
+	c = interopCase{Transport: "ud", RxeRole: rxeClient, Family: ipv4, MTU: 1024, Size: 512, Iters: 5, Port: 18605}
+	if got, want := c.rxeCommand(), "ibv_ud_pingpong -d rxe0 -g $G4 -n 5 -s 512 -p 18605 10.99.0.254"; got != want {
+		t.Errorf("rxe client command\n got %s\nwant %s", got, want)
+	}
+	want = []string{"pingpong", "-t", "ud", "-m", "1024", "-s", "512", "-n", "5", "-p", "18605", "--addr", "10.99.0.254"}
+	if got := c.goroceArgs(); !slices.Equal(got, want) {
+		t.Errorf("goroce server args\n got %q\nwant %q", got, want)
+	}
+}
+
+func TestGuestScriptRaisesMTUOnceBeforeTheFirst4096Case(t *testing.T) {
+	cs := matrix([]string{"rc"}, []role{rxeServer, rxeClient}, []family{ipv4}, []int{1024, 4096}, 5)
+	s := guestScript(cs, 10*time.Second)
+	if n := strings.Count(s, "\nset_mtu 9000\n"); n != 1 {
+		t.Fatalf("set_mtu 9000 appears %d times, want once:\n%s", n, s)
+	}
+	mtu := strings.Index(s, "\nset_mtu 9000\n")
+	last1024 := strings.Index(s, "run_case client rc_pingpong-client-ipv4-mtu1024 ")
+	first4096 := strings.Index(s, "run_case server rc_pingpong-server-ipv4-mtu4096 ")
+	if last1024 < 0 || first4096 < 0 || !(last1024 < mtu && mtu < first4096) {
+		t.Errorf("want the MTU raised between the 1024 and 4096 cases:\n%s", s)
+	}
+	if !strings.Contains(s, "CT=10 ") || !strings.HasSuffix(s, "exit $fail\n") {
+		t.Errorf("want the case timeout and the failure count as exit status:\n%s", s)
+	}
+}
+
+func TestParseFlags(t *testing.T) {
+	cfg, err := parseFlags([]string{"-mtus", "4096,1024", "-transports", "ud", "-families", "ipv6"}, &strings.Builder{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(cfg.mtus, []int{1024, 4096}) || !slices.Equal(cfg.transports, []string{"ud"}) ||
+		!slices.Equal(cfg.families, []family{ipv6}) || len(cfg.roles) != 2 {
+		t.Errorf("got %+v", cfg)
+	}
+	for _, bad := range [][]string{{"-mtus", "2048"}, {"-transports", "rd"}, {"-roles", "both"}, {"-iters", "0"}, {"extra"}} {
+		if _, err := parseFlags(bad, &strings.Builder{}); err == nil {
+			t.Errorf("parseFlags(%q): want an error", bad)
+		}
+	}
+}

@@ -1,0 +1,72 @@
+package main
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+const pcapSample = `0.000000 10.99.0.254 > 10.99.0.1 sport=4791 RC_SEND_ONLY qp=0x000011 psn=0x28caa1 ackreq len=1024 icrc=ok
+0.002889 10.99.0.1 > 10.99.0.254 sport=60601 RC_ACKNOWLEDGE qp=0x7ddcf2 psn=0x28caa1 aeth(ACK msn=1) icrc=ok
+0.008592 10.99.0.1 > 10.99.0.254 sport=60601 RC_SEND_ONLY qp=0x7ddcf2 psn=0xcb17e2 ackreq len=1024 icrc=ok
+summary: packets=3 icrc_ok=3 icrc_bad=0 malformed=0
+`
+
+func TestParsePcapReport(t *testing.T) {
+	r, err := parsePcapReport(pcapSample, goroceIPv4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Packets != 3 || r.ICRCOK != 3 || r.FromGoroce != 1 || r.FromRxe != 2 || len(r.Lines) != 3 {
+		t.Errorf("got %+v", r)
+	}
+	if _, err := parsePcapReport("garbage\n", goroceIPv4); err == nil {
+		t.Error("want an error without a summary line")
+	}
+}
+
+func TestJudge(t *testing.T) {
+	c := interopCase{Transport: "rc", RxeRole: rxeServer, Family: ipv4, MTU: 1024, Size: 1024, Iters: 5}
+	good := observed{rxeEnded: true, activeMTU: 1024,
+		pcap: pcapReport{Packets: 20, ICRCOK: 20, FromGoroce: 10, FromRxe: 10}}
+	if r := judge(c, good); r.verdict != pass || r.detail != "5 x 1024 B, payload checked, 20 packets, ICRC ok" {
+		t.Errorf("good run: %v", r)
+	}
+
+	for _, tc := range []struct {
+		name string
+		edit func(*observed)
+		want string
+	}{
+		{"goroce failed", func(o *observed) {
+			o.peer = peerRun{err: errors.New("exit status 1"), lastLine: "goroce pingpong: failed status transport retry counter exceeded"}
+		}, "goroce: goroce pingpong: failed status transport retry counter exceeded"},
+		{"rxe timed out", func(o *observed) { o.rxeRC = 143 }, "rxe timed out (rc=143)"},
+		{"rxe never ended", func(o *observed) { o.rxeEnded = false }, "rxe did not finish the case"},
+		{"bad ICRC", func(o *observed) { o.pcap.ICRCBad = 2 }, "2 of 20 packets with a bad ICRC"},
+		{"one-sided wire", func(o *observed) { o.pcap.FromGoroce = 0 }, "packets on the wire: 0 from goroce, 10 from rxe"},
+		{"no capture", func(o *observed) { o.pcapErr = errors.New("tcpdump did not start") }, "wire not checked: tcpdump did not start"},
+	} {
+		o := good
+		tc.edit(&o)
+		r := judge(c, o)
+		if r.verdict != fail || !strings.Contains(r.detail, tc.want) {
+			t.Errorf("%s: got %v, want FAIL with %q", tc.name, r, tc.want)
+		}
+	}
+
+	c4096 := c
+	c4096.MTU = 4096
+	o := good
+	o.activeMTU = 1024
+	if r := judge(c4096, o); r.verdict != fail || !strings.Contains(r.detail, "active_mtu is 1024, want 4096") {
+		t.Errorf("MTU not raised: got %v", r)
+	}
+}
+
+func TestResultLine(t *testing.T) {
+	r := result{c: interopCase{Transport: "uc", RxeRole: rxeClient, Family: ipv6, MTU: 4096}, verdict: skip, detail: "why"}
+	if got, want := r.String(), "interop: uc_pingpong rxe-client ipv6 mtu=4096 SKIP (why)"; got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+}
