@@ -25,8 +25,21 @@ const (
 	exitSkipped = 77 // every case skipped: the lab cannot run here
 )
 
-// defaultLab is where the rxe lab lives on the project's machines.
-const defaultLab = "/work/shared/rxe-lab/rxe-lab"
+// defaultLabs are where the rxe lab may live, in order: the shared/ folder
+// beside the repository (how CI lays it out), then the project machines'.
+var defaultLabs = []string{"../shared/rxe-lab/rxe-lab", "/work/shared/rxe-lab/rxe-lab"}
+
+// findLab returns the first lab script that exists, or the first candidate.
+func findLab() string {
+	for _, p := range defaultLabs {
+		if abs, err := filepath.Abs(p); err == nil {
+			if _, err := os.Stat(abs); err == nil {
+				return abs
+			}
+		}
+	}
+	return defaultLabs[0]
+}
 
 // config is what the command line asked for.
 type config struct {
@@ -154,7 +167,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	}
 	lab := os.Getenv("RXE_LAB")
 	if lab == "" {
-		lab = defaultLab
+		lab = findLab()
 	}
 	var cfg config
 	var transports, roles, families, mtus string
