@@ -40,9 +40,13 @@ func newCongestion(d *Device, now time.Time) (*congestion, error) {
 	if err != nil {
 		return nil, err
 	}
-	// A burst of a few packets: enough to keep the link busy between
-	// turns, small enough that a reduced rate takes effect at once.
-	pacer, err := dcqcn.NewPacer(cfg.LineRate, 4*(d.cfg.MTU+64), now)
+	// The pacer holds every QP to its rate, line rate included: without
+	// it a QP at line rate hands its whole backlog to the link at once and
+	// a CNP only slows what queues behind it. The burst is about 20 µs of
+	// line time (at least 4 packets): smooth at 10 Gb/s (25 KB), no
+	// throttle where the link is far slower than the line rate.
+	burst := max(4*(d.cfg.MTU+64), int(float64(cfg.LineRate)*20e-6/8))
+	pacer, err := dcqcn.NewPacer(cfg.LineRate, burst, now)
 	if err != nil {
 		return nil, err
 	}
@@ -51,13 +55,10 @@ func newCongestion(d *Device, now time.Time) (*congestion, error) {
 }
 
 // budget returns how many request packets the QP may send now, at most
-// room. At line rate nothing is paced.
+// room.
 func (c *congestion) budget(now time.Time, room int) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !c.rp.Limited() {
-		return room
-	}
 	b := c.pacer.Budget(now)
 	if b <= 0 {
 		c.paceAt = now.Add(c.pacer.TimeUntil(c.mtu, now))
@@ -80,9 +81,7 @@ func (c *congestion) sent(now time.Time, pkts []qp.OutPacket) {
 	}
 	c.mu.Lock()
 	c.rp.OnSent(n, now)
-	if c.rp.Limited() {
-		c.pacer.Consume(n, now)
-	}
+	c.pacer.Consume(n, now)
 	c.sync(now)
 	c.mu.Unlock()
 }
