@@ -1,9 +1,9 @@
 package dcqcn
 
 import (
-	"os"
 	"context"
 	"errors"
+	"os"
 	"testing"
 	"testing/synctest"
 	"time"
