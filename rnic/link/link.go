@@ -34,9 +34,13 @@ const (
 // memory region; Tail the padding and ICRC). Addr is the destination.
 //
 // On receive, the caller provides Buf with enough capacity for the largest
-// datagram; the link reslices Buf to the bytes received, and sets Addr to the
-// source and TOS to the IP TOS byte (IPv6 traffic class) as received, when
-// Caps().TOS is true. Payload and Tail are unused on receive.
+// datagram; the link sets Buf to the bytes received, Addr to the source and
+// TOS to the IP TOS byte (IPv6 traffic class) as received, when Caps().TOS
+// is true. Payload and Tail are unused on receive. The returned Buf is
+// either the offered buffer resliced or a slice of memory the link owns (a
+// link whose kernel coalesces datagrams, UDP GRO, returns them that way);
+// either way it stays valid until the next ReadBatch, and the caller keeps
+// its own references to the buffers it offers.
 type Packet struct {
 	Buf     []byte
 	Payload []byte
@@ -68,7 +72,8 @@ type Caps struct {
 // concurrently with each other.
 type Link interface {
 	// ReadBatch blocks until at least one datagram has arrived, fills up to
-	// len(pkts) of them and returns how many. After Close it returns
+	// len(pkts) of them and returns how many. The packets' Bufs are valid
+	// until the next ReadBatch (see Packet). After Close it returns
 	// ErrClosed.
 	ReadBatch(pkts []Packet) (int, error)
 	// WriteBatch sends the datagrams and returns how many were handed to the

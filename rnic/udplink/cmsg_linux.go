@@ -9,7 +9,7 @@ import (
 
 // oobSpace is the control-message room given to each received datagram:
 // one entry for the TOS byte (IP_TOS, 1 byte, or IPV6_TCLASS, an int) and
-// room for one more int-sized entry (UDP_GRO's segment size, later).
+// one for UDP_GRO's segment size (an int).
 var oobSpace = 2 * unix.CmsgSpace(4)
 
 // msgTrunc is the msg_flags bit saying a datagram was longer than its buffer.
@@ -19,23 +19,42 @@ const msgTrunc = unix.MSG_TRUNC
 func truncated(flags int, err error) bool { return err == nil && flags&msgTrunc != 0 }
 
 // parseTOS finds the TOS byte (IPv4) or traffic class (IPv6) in a received
-// datagram's control messages, without allocating. The kernel writes, for
-// each entry, a struct cmsghdr {len, level, type} followed by the data, each
-// entry padded to the alignment of a pointer.
+// datagram's control messages, without allocating.
 func parseTOS(oob []byte) (tos uint8, ok bool) {
+	c := parseControl(oob)
+	return c.tos, c.tosOK
+}
+
+// control is what a received datagram's control messages say.
+type control struct {
+	tos   uint8 // IP TOS byte or IPv6 traffic class, if tosOK
+	tosOK bool
+	// segSize, if not 0, is the UDP_GRO segment size: the buffer holds a
+	// run of datagrams of this many bytes each, the last possibly shorter.
+	segSize int
+}
+
+// parseControl reads a received datagram's control messages without
+// allocating. The kernel writes, for each entry, a struct cmsghdr {len,
+// level, type} followed by the data, each entry padded to the alignment of
+// a pointer. Entries it does not know or that are malformed are ignored.
+func parseControl(oob []byte) control {
+	var c control
 	hdrLen := unix.CmsgLen(0) // header, padded
 	for len(oob) >= hdrLen {
 		h := (*unix.Cmsghdr)(unsafe.Pointer(&oob[0]))
 		n := int(h.Len) // header + data, unpadded
 		if n < hdrLen || n > len(oob) {
-			return 0, false
+			break
 		}
 		data := oob[hdrLen:n]
 		switch {
 		case h.Level == unix.IPPROTO_IP && h.Type == unix.IP_TOS && len(data) >= 1:
-			return data[0], true
+			c.tos, c.tosOK = data[0], true
 		case h.Level == unix.IPPROTO_IPV6 && h.Type == unix.IPV6_TCLASS && len(data) >= 4:
-			return uint8(binary.NativeEndian.Uint32(data)), true
+			c.tos, c.tosOK = uint8(binary.NativeEndian.Uint32(data)), true
+		case h.Level == unix.SOL_UDP && h.Type == unix.UDP_GRO && len(data) >= 4:
+			c.segSize = int(int32(binary.NativeEndian.Uint32(data)))
 		}
 		next := cmsgAlign(n)
 		if next >= len(oob) {
@@ -43,7 +62,7 @@ func parseTOS(oob []byte) (tos uint8, ok bool) {
 		}
 		oob = oob[next:]
 	}
-	return 0, false
+	return c
 }
 
 // cmsgAlign rounds n up to the alignment of control-message entries.

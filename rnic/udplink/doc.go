@@ -48,9 +48,22 @@
 // outside Linux the TOS byte is not reported (Caps.TOS is false) and the
 // IPv4 ID is not pinned down.
 //
-// UDP GSO and GRO (UDP_SEGMENT, UDP_GRO) would let the kernel cut one large
-// send into MTU-sized datagrams and hand back runs of received datagrams
-// as one. They are not used yet. The probe is the place to detect them, and
-// each message already has control-message room for a UDP_SEGMENT or UDP_GRO
-// entry next to the TOS one.
+// UDP GSO and GRO, where the kernel has them (probed at open, Linux only):
+//
+//   - GRO (UDP_GRO, both IP versions): the kernel may hand over a run of
+//     datagrams of one flow as one buffer with their size in a UDP_GRO
+//     control message; ReadBatch then reads into the link's own 64 KiB
+//     buffers and returns each datagram as a slice of them, valid until the
+//     next ReadBatch (see Link.ReadBatch).
+//   - GSO (UDP_SEGMENT, IPv6 only): WriteBatch sends each run of datagrams
+//     to one destination, all of one length but a shorter last one, as one
+//     message with a UDP_SEGMENT control message (up to 64 datagrams and
+//     64 KiB); the kernel cuts it apart, or on loopback hands it whole to a
+//     GRO receiver. Not on IPv4: the kernel numbers the IPv4 ID of the
+//     segments 0, 1, 2, ..., which the ICRC (computed for ID 0) does not
+//     allow; see gso_linux.go. If the kernel refuses a GSO send, the run is
+//     sent one datagram per message and GSO is turned off for the link.
+//
+// Stats counts the datagrams that went through either (TxSegmented,
+// RxCoalesced).
 package udplink

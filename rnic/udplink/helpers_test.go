@@ -22,8 +22,11 @@ const watchdog = 10 * time.Second
 type path string
 
 const (
-	batched path = "mmsg"   // recvmmsg/sendmmsg, the Linux fast path
+	batched path = "mmsg"   // recvmmsg/sendmmsg (and GSO/GRO where the kernel has them), the Linux fast path
 	single  path = "single" // one datagram per call, the portable fallback
+	// batchedNoGRO is batched with UDP GRO off: received datagrams land in
+	// the offered buffers.
+	batchedNoGRO path = "mmsg/no-GRO"
 )
 
 // openLink opens a link on addr (an IP literal) with an ephemeral port and
@@ -34,8 +37,11 @@ func openLink(t testing.TB, addr string, p path) *Link {
 	if err != nil {
 		t.Fatalf("Open(%s): %v", addr, err)
 	}
-	if p == single {
-		l.rx, l.tx = newSingleReceiver(l.conn, &l.rxTruncated), newSingleSender(l.conn)
+	switch p {
+	case single:
+		l.rx, l.tx = newSingleReceiver(l.conn, &l.count), newSingleSender(l.conn)
+	case batchedNoGRO:
+		turnOffGRO(t, l)
 	}
 	t.Cleanup(func() { l.Close() })
 	limit := watchdog

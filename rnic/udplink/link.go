@@ -37,8 +37,16 @@ type Link struct {
 	rx receiver // owned by the goroutine in ReadBatch
 	tx sender   // owned by the goroutine in WriteBatch
 
-	closed      atomic.Bool
-	rxTruncated atomic.Uint64
+	closed atomic.Bool
+	count  counters
+}
+
+// counters are the link's statistics, updated by the receive and send
+// paths.
+type counters struct {
+	rxTruncated atomic.Uint64 // datagrams longer than their buffer, dropped
+	rxCoalesced atomic.Uint64 // datagrams that arrived in a UDP GRO run
+	txSegmented atomic.Uint64 // datagrams sent in a UDP GSO run
 }
 
 var _ link.Link = (*Link)(nil)
@@ -106,7 +114,7 @@ func Open(cfg Config) (*Link, error) {
 	if st.is6 {
 		l.caps.MaxDatagram = maxDatagram6
 	}
-	l.rx, l.tx = newIO(conn, cfg, st, &l.rxTruncated)
+	l.rx, l.tx = newIO(conn, cfg, st, &l.count)
 
 	l.log.Info("udplink: opened",
 		zap.Stringer("local", l.local),
@@ -122,13 +130,25 @@ func Open(cfg Config) (*Link, error) {
 }
 
 // ReadBatch blocks until at least one datagram has arrived and fills up to
-// min(len(pkts), Config.BatchSize) packets: Buf resliced to the datagram,
-// Addr the sender, TOS the IP TOS byte (IPv6 traffic class) when
-// Caps().TOS. Every Buf must have capacity for the largest datagram
-// expected; a longer datagram is dropped and counted (RxTruncated). Buffers
-// are used in place; ReadBatch may reorder the Packets in pkts (never their
-// contents), so a caller that owns the buffers finds them all still in pkts.
-// After Close it returns link.ErrClosed.
+// len(pkts) packets: Buf the datagram, Addr the sender, TOS the IP TOS byte
+// (IPv6 traffic class) when Caps().TOS. Every Buf offered must have
+// capacity > 0. Datagrams keep the order in which the socket received them.
+//
+// Without UDP GRO (see the package documentation) the datagrams are read
+// into the offered buffers in place, at most Config.BatchSize per call:
+// each returned Buf is an offered one resliced, and ReadBatch may reorder
+// the Packets in pkts (never their contents), so all offered buffers are
+// still in pkts. A datagram longer than its buffer is dropped and counted
+// (RxTruncated).
+//
+// With UDP GRO, the kernel may hand over a run of datagrams in one buffer;
+// ReadBatch reads into the link's own buffers (64 KiB each, so nothing is
+// truncated) and returns each datagram as a slice of them, leaving the
+// offered buffers unused. Datagrams that do not fit in pkts are returned by
+// the next call.
+//
+// Either way a returned Buf is valid until the next ReadBatch. After Close
+// it returns link.ErrClosed.
 func (l *Link) ReadBatch(pkts []link.Packet) (int, error) {
 	if l.closed.Load() {
 		return 0, link.ErrClosed
@@ -217,10 +237,22 @@ type Stats struct {
 	// RxTruncated counts datagrams dropped because they were longer than
 	// the Buf offered to ReadBatch.
 	RxTruncated uint64
+	// RxCoalesced counts datagrams received in a run of several that UDP
+	// GRO handed over in one buffer.
+	RxCoalesced uint64
+	// TxSegmented counts datagrams sent in a run of several in one UDP GSO
+	// send.
+	TxSegmented uint64
 }
 
 // Stats returns the link's counters.
-func (l *Link) Stats() Stats { return Stats{RxTruncated: l.rxTruncated.Load()} }
+func (l *Link) Stats() Stats {
+	return Stats{
+		RxTruncated: l.count.rxTruncated.Load(),
+		RxCoalesced: l.count.rxCoalesced.Load(),
+		TxSegmented: l.count.txSegmented.Load(),
+	}
+}
 
 // Close closes the socket. A ReadBatch or WriteBatch in progress returns
 // link.ErrClosed, as does every later call. Closing twice returns

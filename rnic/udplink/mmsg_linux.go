@@ -20,6 +20,10 @@ import (
 // through x/net's ReadBatch, which allocates a net.UDPAddr per datagram.
 // Every slot of a batch (message header, iovec, source address, control
 // buffer) is allocated once, here, and reused. Not safe for concurrent use.
+//
+// With UDP GRO on (gro is not nil), the kernel may put a run of datagrams
+// into one buffer; the receiver then reads into buffers of its own and
+// returns each datagram as a slice of them (see receiveGRO).
 type mmsgReceiver struct {
 	rc        syscall.RawConn
 	msgs      []unix.Mmsghdr
@@ -28,6 +32,8 @@ type mmsgReceiver struct {
 	oob       []byte                  // oobSpace bytes per slot
 	zones     zoneCache
 	truncated *atomic.Uint64
+	coalesced *atomic.Uint64
+	gro       *groReceiver
 
 	// The system call's argument and results live here, and recvmmsgFn is
 	// bound once, so that passing it to RawConn.Read allocates no closure.
@@ -39,7 +45,29 @@ type mmsgReceiver struct {
 	recvmmsgFn func(fd uintptr) bool
 }
 
-func newMmsgReceiver(conn *net.UDPConn, batch int, busyPoll time.Duration, truncated *atomic.Uint64) *mmsgReceiver {
+// groReceiver is the state of a receiver with UDP GRO on: one buffer per
+// slot, large enough for any run the kernel coalesces, and the datagrams
+// received but not yet returned.
+type groReceiver struct {
+	bufs [][]byte
+	// Messages next..n-1 of the last recvmmsg hold datagrams not yet
+	// returned; message next's start at offset off.
+	next, n, off int
+}
+
+// advance moves past a datagram of size bytes in a run of runLen bytes.
+func (g *groReceiver) advance(size, runLen int) {
+	g.off += size
+	if g.off >= runLen {
+		g.next, g.off = g.next+1, 0
+	}
+}
+
+// groBufferSize holds the largest run UDP GRO coalesces: at most 64 KiB of
+// UDP payload.
+const groBufferSize = 1 << 16
+
+func newMmsgReceiver(conn *net.UDPConn, batch int, gro bool, busyPoll time.Duration, count *counters) *mmsgReceiver {
 	rc, _ := conn.SyscallConn() // cannot fail for a UDPConn just opened
 	r := &mmsgReceiver{
 		rc:        rc,
@@ -47,7 +75,8 @@ func newMmsgReceiver(conn *net.UDPConn, batch int, busyPoll time.Duration, trunc
 		iovs:      make([]unix.Iovec, batch),
 		names:     make([]unix.RawSockaddrInet6, batch),
 		oob:       make([]byte, batch*oobSpace),
-		truncated: truncated,
+		truncated: &count.rxTruncated,
+		coalesced: &count.rxCoalesced,
 		busyPoll:  busyPoll,
 	}
 	for i := range r.msgs {
@@ -57,34 +86,31 @@ func newMmsgReceiver(conn *net.UDPConn, batch int, busyPoll time.Duration, trunc
 		h.SetIovlen(1)
 		h.Control = &r.oob[i*oobSpace]
 	}
+	if gro {
+		r.gro = &groReceiver{bufs: make([][]byte, batch)}
+		for i := range r.gro.bufs {
+			r.gro.bufs[i] = make([]byte, groBufferSize)
+		}
+	}
 	r.recvmmsgFn = r.recvmmsg
 	return r
 }
 
 func (r *mmsgReceiver) receive(pkts []link.Packet) (int, error) {
+	if r.gro != nil {
+		return r.receiveGRO(pkts)
+	}
 	for {
 		r.vlen = min(len(pkts), len(r.msgs))
 		for i := range r.vlen {
-			b := pkts[i].Buf[:cap(pkts[i].Buf)]
-			r.iovs[i].Base = &b[0]
-			r.iovs[i].SetLen(len(b))
-			h := &r.msgs[i].Hdr
-			h.Namelen = unix.SizeofSockaddrInet6 // the kernel writes back the length it used
-			h.SetControllen(oobSpace)
-			h.Flags = 0
+			r.setBuffer(i, pkts[i].Buf[:cap(pkts[i].Buf)])
 		}
-		if r.busyPoll > 0 {
-			r.spinUntil = time.Now().Add(r.busyPoll)
-		}
-		err := r.rc.Read(r.recvmmsgFn)
+		err := r.read()
 		for i := range r.vlen {
 			r.iovs[i].Base = nil // hold no reference to the caller's buffers
 		}
 		if err != nil {
 			return 0, err
-		}
-		if r.errno != 0 {
-			return 0, os.NewSyscallError("recvmmsg", r.errno)
 		}
 
 		// Keep the good datagrams at the front. A truncated one is dropped:
@@ -100,13 +126,96 @@ func (r *mmsgReceiver) receive(pkts []link.Packet) (int, error) {
 			p := &pkts[good]
 			p.Buf = p.Buf[:m.Len]
 			p.Addr = sockaddrAddrPort(&r.names[i], &r.zones)
-			p.TOS, _ = parseTOS(r.oob[i*oobSpace : i*oobSpace+int(m.Hdr.Controllen)])
+			p.TOS, _ = parseTOS(r.control(i))
 			good++
 		}
 		if good > 0 {
 			return good, nil
 		}
 	}
+}
+
+// receiveGRO is receive with UDP GRO on. It reads into its own buffers,
+// then cuts each buffer into its datagrams, in order: a buffer with a
+// UDP_GRO segment size holds a run of datagrams of that size (the last
+// possibly shorter) from one source with one TOS byte. Each datagram is
+// returned as a slice of the receiver's buffer, valid until the next
+// receive; the Bufs offered in pkts are not used, and since the
+// receiver's buffers hold the largest datagram, none is truncated. Datagrams that do not fit
+// in pkts are returned by the next receive, before it reads again.
+func (r *mmsgReceiver) receiveGRO(pkts []link.Packet) (int, error) {
+	g := r.gro
+	for {
+		if g.next == g.n {
+			g.next, g.n, g.off = 0, 0, 0
+			r.vlen = len(r.msgs)
+			for i := range r.vlen {
+				r.setBuffer(i, g.bufs[i])
+			}
+			if err := r.read(); err != nil {
+				return 0, err
+			}
+			g.n = r.n
+		}
+		k := 0
+		for k < len(pkts) && g.next < g.n {
+			i := g.next
+			m := &r.msgs[i]
+			if m.Hdr.Flags&msgTrunc != 0 {
+				r.truncated.Add(1) // the whole run is lost
+				g.next, g.off = g.next+1, 0
+				continue
+			}
+			c := parseControl(r.control(i))
+			run := g.bufs[i][:m.Len]
+			size := len(run) - g.off
+			if c.segSize > 0 && c.segSize < len(run) {
+				size = min(size, c.segSize)
+				if g.off == 0 {
+					r.coalesced.Add(uint64((len(run) + c.segSize - 1) / c.segSize))
+				}
+			}
+			p := &pkts[k]
+			p.Buf = run[g.off : g.off+size : g.off+size]
+			p.Addr = sockaddrAddrPort(&r.names[i], &r.zones)
+			p.TOS = c.tos
+			k++
+			g.advance(size, len(run))
+		}
+		if k > 0 {
+			return k, nil
+		}
+	}
+}
+
+// setBuffer points slot i's iovec at b and readies its header for a read.
+func (r *mmsgReceiver) setBuffer(i int, b []byte) {
+	r.iovs[i].Base = &b[0]
+	r.iovs[i].SetLen(len(b))
+	h := &r.msgs[i].Hdr
+	h.Namelen = unix.SizeofSockaddrInet6 // the kernel writes back the length it used
+	h.SetControllen(oobSpace)
+	h.Flags = 0
+}
+
+// read runs recvmmsg on slots 0..vlen-1, blocking until at least one
+// datagram has come; r.n says how many slots were filled.
+func (r *mmsgReceiver) read() error {
+	if r.busyPoll > 0 {
+		r.spinUntil = time.Now().Add(r.busyPoll)
+	}
+	if err := r.rc.Read(r.recvmmsgFn); err != nil {
+		return err
+	}
+	if r.errno != 0 {
+		return os.NewSyscallError("recvmmsg", r.errno)
+	}
+	return nil
+}
+
+// control is slot i's control messages as the kernel wrote them.
+func (r *mmsgReceiver) control(i int) []byte {
+	return r.oob[i*oobSpace : i*oobSpace+int(r.msgs[i].Hdr.Controllen)]
 }
 
 // recvmmsg is called by RawConn.Read with the socket's descriptor; returning
@@ -139,25 +248,38 @@ type batchWriter interface {
 }
 
 // mmsgSender writes batches with sendmmsg(2) through x/net's WriteBatch.
-// Each slot reuses its Message, its three-entry Buffers array (Buf,
-// Payload, Tail gathered as iovecs by the kernel) and its *net.UDPAddr,
-// whose IP points into the slot's own 16 bytes; Message.Addr holds that
-// pointer from the start, so converting a destination allocates nothing.
+// Each message is one datagram or, with UDP GSO, a run of datagrams that
+// the kernel cuts apart (gso_linux.go). The parts of every datagram (Buf,
+// Payload, Tail) are gathered as iovecs by the kernel, so payload is never
+// copied. One call takes at most len(msgs) datagrams, so the iovec table
+// (three per datagram) is allocated once. Each message slot reuses its
+// *net.UDPAddr, whose IP points into the slot's own 16 bytes, and its
+// control-message buffer; converting a destination allocates nothing.
 // Not safe for concurrent use.
 type mmsgSender struct {
 	pc    batchWriter
 	msgs  []ipv4.Message
-	bufs  [][3][]byte
+	segs  []int    // datagrams carried by each message
+	parts [][]byte // the iovecs of one call, three per datagram at most
 	addrs []net.UDPAddr
 	ips   [][16]byte
+	oob   [][]byte // a UDP_SEGMENT control message per slot
+	gso   gsoSender
+
+	segmented *atomic.Uint64
 }
 
-func newMmsgSender(conn *net.UDPConn, is6 bool, batch int) *mmsgSender {
+func newMmsgSender(conn *net.UDPConn, is6, gso bool, maxDatagram, batch int, count *counters) *mmsgSender {
 	s := &mmsgSender{
 		msgs:  make([]ipv4.Message, batch),
-		bufs:  make([][3][]byte, batch),
+		segs:  make([]int, batch),
+		parts: make([][]byte, 3*batch),
 		addrs: make([]net.UDPAddr, batch),
 		ips:   make([][16]byte, batch),
+		oob:   make([][]byte, batch),
+		gso:   gsoSender{on: gso, maxBytes: maxDatagram},
+
+		segmented: &count.txSegmented,
 	}
 	if is6 {
 		s.pc = ipv6.NewPacketConn(conn)
@@ -166,50 +288,88 @@ func newMmsgSender(conn *net.UDPConn, is6 bool, batch int) *mmsgSender {
 	}
 	for i := range s.msgs {
 		s.msgs[i].Addr = &s.addrs[i]
+		s.oob[i] = newSegmentCmsg()
 	}
 	return s
 }
 
 func (s *mmsgSender) send(pkts []link.Packet) (int, error) {
 	sent := 0
+	s.gso.begin()
 	for sent < len(pkts) {
-		k := min(len(pkts)-sent, len(s.msgs))
-		for i := range k {
-			s.fill(i, &pkts[sent+i])
-		}
+		k := s.build(pkts[sent:], s.gso.plainUntil-sent)
 		n, err := s.pc.WriteBatch(s.msgs[:k], 0)
-		for i := range k {
-			s.bufs[i] = [3][]byte{} // hold no reference to the caller's buffers
-		}
+		clear(s.parts) // hold no reference to the caller's buffers
 		if err != nil {
 			// sendmmsg fails only if it sent nothing (x/net then returns
 			// n = -1); an error after the first message is left for the
 			// next call to report, on the message that caused it.
+			if s.segs[0] > 1 {
+				// The kernel refused a GSO send: send its datagrams
+				// one by one, which tells whether it was GSO it refused.
+				s.gso.refused(sent + s.segs[0])
+				continue
+			}
 			return sent, err
 		}
-		sent += n
 		if n == 0 {
 			return sent, io.ErrShortWrite // sendmmsg never does this; do not spin if it did
 		}
+		for _, c := range s.segs[:n] {
+			sent += c
+			if c > 1 {
+				s.segmented.Add(uint64(c))
+			}
+		}
+		s.gso.progress(sent)
 	}
 	return sent, nil
 }
 
-// fill points slot i at p: its non-empty parts as iovecs, its destination
-// in the slot's UDPAddr.
-func (s *mmsgSender) fill(i int, p *link.Packet) {
-	bufs := s.bufs[i][:0]
-	if len(p.Buf) > 0 {
-		bufs = append(bufs, p.Buf)
+// build fills messages with the datagrams at the front of pkts, at most
+// len(s.msgs) datagrams in all, and returns how many messages it filled.
+// The first plain datagrams are sent one per message, without GSO.
+func (s *mmsgSender) build(pkts []link.Packet, plain int) int {
+	m, used, parts := 0, 0, 0
+	for used < len(pkts) && used < len(s.msgs) {
+		rest := pkts[used:min(len(pkts), len(s.msgs))]
+		run := 1
+		if used >= plain {
+			run = s.gso.run(rest)
+		}
+		start := parts
+		for i := range rest[:run] {
+			parts = appendParts(s.parts, parts, &rest[i])
+		}
+		msg := &s.msgs[m]
+		msg.Buffers = s.parts[start:parts:parts]
+		msg.OOB = nil
+		if run > 1 {
+			setSegmentSize(s.oob[m], rest[0].Len())
+			msg.OOB = s.oob[m]
+		}
+		s.setDest(m, &rest[0])
+		s.segs[m] = run
+		used += run
+		m++
 	}
-	if len(p.Payload) > 0 {
-		bufs = append(bufs, p.Payload)
-	}
-	if len(p.Tail) > 0 {
-		bufs = append(bufs, p.Tail)
-	}
-	s.msgs[i].Buffers = bufs
+	return m
+}
 
+// appendParts stores p's non-empty parts at parts[n:] and returns the new
+// count.
+func appendParts(parts [][]byte, n int, p *link.Packet) int {
+	for _, b := range [3][]byte{p.Buf, p.Payload, p.Tail} {
+		if len(b) > 0 {
+			parts[n] = b
+			n++
+		}
+	}
+	return n
+}
+
+// setDest puts p's destination in slot i's UDPAddr.
+func (s *mmsgSender) setDest(i int, p *link.Packet) {
 	d := dest(p)
 	a, ua := d.Addr(), &s.addrs[i]
 	if a.Is4() {

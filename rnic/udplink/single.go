@@ -17,8 +17,8 @@ type singleReceiver struct {
 	truncated *atomic.Uint64
 }
 
-func newSingleReceiver(conn *net.UDPConn, truncated *atomic.Uint64) *singleReceiver {
-	return &singleReceiver{conn: conn, oob: make([]byte, oobSpace), truncated: truncated}
+func newSingleReceiver(conn *net.UDPConn, count *counters) *singleReceiver {
+	return &singleReceiver{conn: conn, oob: make([]byte, oobSpace), truncated: &count.rxTruncated}
 }
 
 func (r *singleReceiver) receive(pkts []link.Packet) (int, error) {

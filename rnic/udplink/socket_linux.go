@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"sync/atomic"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -121,9 +120,15 @@ func afterBind(conn *net.UDPConn, cfg Config, st *socketState) error {
 }
 
 // newIO returns the fastest receive and send paths the kernel offers.
-func newIO(conn *net.UDPConn, cfg Config, st *socketState, truncated *atomic.Uint64) (receiver, sender) {
+func newIO(conn *net.UDPConn, cfg Config, st *socketState, count *counters) (receiver, sender) {
 	if st.feat.mmsg {
-		return newMmsgReceiver(conn, cfg.BatchSize, cfg.BusyPoll, truncated), newMmsgSender(conn, st.is6, cfg.BatchSize)
+		maxDatagram := maxDatagram4
+		if st.is6 {
+			maxDatagram = maxDatagram6
+		}
+		// GSO only on IPv6: see gso_linux.go.
+		return newMmsgReceiver(conn, cfg.BatchSize, st.feat.gro, cfg.BusyPoll, count),
+			newMmsgSender(conn, st.is6, st.feat.gso && st.is6, maxDatagram, cfg.BatchSize, count)
 	}
-	return newSingleReceiver(conn, truncated), newSingleSender(conn)
+	return newSingleReceiver(conn, count), newSingleSender(conn)
 }

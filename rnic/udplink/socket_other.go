@@ -4,7 +4,6 @@ package udplink
 
 import (
 	"net"
-	"sync/atomic"
 	"syscall"
 
 	"go.uber.org/zap"
@@ -55,6 +54,6 @@ func afterBind(conn *net.UDPConn, cfg Config, st *socketState) error {
 	return nil
 }
 
-func newIO(conn *net.UDPConn, _ Config, _ *socketState, truncated *atomic.Uint64) (receiver, sender) {
-	return newSingleReceiver(conn, truncated), newSingleSender(conn)
+func newIO(conn *net.UDPConn, _ Config, _ *socketState, count *counters) (receiver, sender) {
+	return newSingleReceiver(conn, count), newSingleSender(conn)
 }

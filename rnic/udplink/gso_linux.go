@@ -1,0 +1,108 @@
+package udplink
+
+import (
+	"encoding/binary"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/goroce/goroce/rnic/link"
+)
+
+// UDP generic segmentation offload (GSO) on send.
+//
+// A run of datagrams to one destination, all of one length but the last,
+// which may be shorter, goes to the kernel as one sendmsg: the iovecs of all
+// their parts and a UDP_SEGMENT control message carrying that length. The
+// kernel builds one large socket buffer and cuts it into the datagrams late
+// (or lets the NIC cut it), so the per-datagram cost of the send path is
+// paid once per run. On loopback with a GRO receiver the run is never cut at
+// all: it reaches the receiving socket whole (see receive in mmsg_linux.go).
+//
+// Only IPv6 links use it. When the kernel cuts an IPv4 run, it numbers the
+// segments' Identification fields upward from the run's: an unconnected
+// socket with DF sends ID 0, so segment k carries ID k. The ICRC covers the
+// IPv4 ID, and goroce's packets promise ID 0 (Caps.IPv4ID), so on IPv4 every
+// segment but the first would carry a wrong ICRC to any receiver that sees
+// the real header (Linux rxe, Wireshark). TestGSOIPv4IDsOnTheWire shows the
+// numbering. IPv6 has no Identification field.
+//
+// The kernel may refuse a GSO send it accepted the option for (EIO where
+// the route's device cannot checksum segments; EINVAL when the socket sends
+// without UDP checksums or a segment exceeds the path MTU). The sender then
+// sends that run one datagram per message; if that works, it was GSO the
+// kernel refused, and the link stops using it.
+
+// maxGSOSegments is the most datagrams in one GSO send (UDP_MAX_SEGMENTS:
+// 64 before Linux 6.9, 128 since).
+const maxGSOSegments = 64
+
+// gsoSender decides which datagrams travel as one GSO send. Not safe for
+// concurrent use.
+type gsoSender struct {
+	on       bool // use GSO
+	maxBytes int  // largest UDP payload of a run: the link's MaxDatagram
+
+	// After the kernel refused a GSO send, the datagrams before
+	// plainUntil (an index into the current WriteBatch) go one per
+	// message; if they all go, GSO is turned off.
+	plainUntil int
+	retrying   bool
+}
+
+// begin readies the sender for a new WriteBatch.
+func (g *gsoSender) begin() { g.plainUntil, g.retrying = 0, false }
+
+// run returns how many datagrams at the front of pkts (at least 1) can be
+// sent as one GSO send: same destination, same length, except that a
+// shorter datagram ends the run, at most maxGSOSegments datagrams and
+// maxBytes bytes.
+func (g *gsoSender) run(pkts []link.Packet) int {
+	if !g.on {
+		return 1
+	}
+	size, to := pkts[0].Len(), pkts[0].Addr
+	total, n := size, 1
+	for n < len(pkts) && n < maxGSOSegments {
+		p := &pkts[n]
+		l := p.Len()
+		if p.Addr != to || l > size || total+l > g.maxBytes {
+			break
+		}
+		total += l
+		n++
+		if l < size {
+			break
+		}
+	}
+	return n
+}
+
+// refused records that the kernel refused the GSO send of the datagrams
+// up to end.
+func (g *gsoSender) refused(end int) { g.plainUntil, g.retrying = end, true }
+
+// progress records that the datagrams before sent have been handed to the
+// kernel: if they include a refused run, sent one by one, GSO is what the
+// kernel refused, and it is turned off.
+func (g *gsoSender) progress(sent int) {
+	if g.retrying && sent >= g.plainUntil {
+		g.on, g.retrying = false, false
+	}
+}
+
+// newSegmentCmsg returns a UDP_SEGMENT control message, the segment size
+// to be filled in by setSegmentSize.
+func newSegmentCmsg() []byte {
+	b := make([]byte, unix.CmsgSpace(2))
+	h := (*unix.Cmsghdr)(unsafe.Pointer(&b[0]))
+	h.Level, h.Type = unix.IPPROTO_UDP, unix.UDP_SEGMENT
+	h.SetLen(unix.CmsgLen(2))
+	return b
+}
+
+// setSegmentSize sets the segment size (a uint16) of a UDP_SEGMENT control
+// message.
+func setSegmentSize(cmsg []byte, size int) {
+	binary.NativeEndian.PutUint16(cmsg[unix.CmsgLen(0):], uint16(size))
+}

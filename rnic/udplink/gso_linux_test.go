@@ -1,0 +1,259 @@
+package udplink
+
+import (
+	"bytes"
+	"encoding/binary"
+	"net/netip"
+	"os"
+	"runtime"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/goroce/goroce/rnic/link"
+)
+
+// turnOffGRO turns UDP GRO off on l's socket and gives it a receiver that
+// reads into the offered buffers.
+func turnOffGRO(t testing.TB, l *Link) {
+	t.Helper()
+	setsockopt(t, l, unix.IPPROTO_UDP, unix.UDP_GRO, 0)
+	l.rx = newMmsgReceiver(l.conn, DefaultBatchSize, false, 0, &l.count)
+}
+
+func setsockopt(t testing.TB, l *Link, level, name, value int) {
+	t.Helper()
+	rc, err := l.conn.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var serr error
+	if err := rc.Control(func(fd uintptr) { serr = unix.SetsockoptInt(int(fd), level, name, value) }); err != nil {
+		t.Fatal(err)
+	}
+	if serr != nil {
+		t.Fatalf("setsockopt %d: %v", name, serr)
+	}
+}
+
+func gsoOn(l *Link) bool {
+	s, ok := l.tx.(*mmsgSender)
+	return ok && s.gso.on
+}
+
+// needGSO skips where the kernel lacks UDP GSO or GRO.
+func needGSO(t *testing.T, l *Link) {
+	t.Helper()
+	if !gsoOn(l) || l.rx.(*mmsgReceiver).gro == nil {
+		t.Skipf("kernel without UDP GSO/GRO (features: %v)", l.tx)
+	}
+}
+
+// runsBatch is datagrams in runs of equal length to one destination, as
+// the device sends them: 40 of 1040 bytes, a shorter one ending the run,
+// then 30 of 300 bytes, then single ones of varied lengths, each gathered
+// from Buf, Payload and Tail and numbered by its first bytes.
+func runsBatch(dst netip.AddrPort) (pkts []link.Packet, want [][]byte) {
+	add := func(n int) {
+		data := payload(len(want), n)
+		want = append(want, data)
+		pkts = append(pkts, link.Packet{Buf: data[:12], Payload: data[12 : n-4], Tail: data[n-4:], Addr: dst})
+	}
+	for range 40 {
+		add(1040)
+	}
+	add(500)
+	for range 30 {
+		add(300)
+	}
+	for i := range 10 {
+		add(100 + i*50)
+	}
+	return pkts, want
+}
+
+// TestGSOGRORoundTrip sends runs that go as UDP GSO sends over IPv6 and
+// come back as GRO runs, and checks every datagram arrives byte for byte,
+// in order, from the sender, with ECT(0).
+func TestGSOGRORoundTrip(t *testing.T) {
+	a, b := openLink(t, "::1", batched), openLink(t, "::1", batched)
+	needGSO(t, a)
+	pkts, want := runsBatch(b.LocalAddr())
+	for round := range 3 {
+		mustWrite(t, a, pkts)
+		// Read through small slot slices, so that runs are returned over
+		// several calls.
+		got := readN(t, b, len(want), 2048)
+		for i, p := range got {
+			if !bytes.Equal(p.Buf, want[i]) {
+				t.Fatalf("round %d: datagram %d is %d bytes %q..., want %d bytes %q...", round, i,
+					len(p.Buf), p.Buf[:min(5, len(p.Buf))], len(want[i]), want[i][:5])
+			}
+			if p.Addr != a.LocalAddr() || p.TOS != link.ECT0 {
+				t.Errorf("datagram %d from %v with TOS %#02x, want %v and ECT(0)", i, p.Addr, p.TOS, a.LocalAddr())
+			}
+		}
+	}
+	st, sa := b.Stats(), a.Stats()
+	// Each round: 40 of 1040 ended by the 500, then 30 of 300 ended by
+	// the 100; the rest grow, so each goes alone.
+	if want := uint64(3 * (41 + 31)); sa.TxSegmented != want {
+		t.Errorf("TxSegmented = %d, want %d: not every run went as one GSO send", sa.TxSegmented, want)
+	}
+	if st.RxCoalesced == 0 {
+		t.Error("RxCoalesced = 0: no GRO run received")
+	}
+}
+
+// TestGSORefusedFallsBack makes the kernel refuse GSO sends (a socket that
+// sends without UDP checksums may not segment: EINVAL) and checks that the
+// datagrams still arrive, one per message, and that the link stops using
+// GSO.
+func TestGSORefusedFallsBack(t *testing.T) {
+	a, b := openLink(t, "::1", batched), openLink(t, "::1", batched)
+	needGSO(t, a)
+	setsockopt(t, a, unix.SOL_UDP, unix.UDP_NO_CHECK6_TX, 1)
+	pkts, want := runsBatch(b.LocalAddr())
+	mustWrite(t, a, pkts)
+	got := readN(t, b, len(want), 2048)
+	for i, p := range got {
+		if !bytes.Equal(p.Buf, want[i]) {
+			t.Fatalf("datagram %d is %q..., want %q...", i, p.Buf[:min(5, len(p.Buf))], want[i][:5])
+		}
+	}
+	if gsoOn(a) {
+		t.Error("GSO still on after the kernel refused it")
+	}
+	if s := a.Stats(); s.TxSegmented != 0 {
+		t.Errorf("TxSegmented = %d, want 0", s.TxSegmented)
+	}
+}
+
+// TestGSOOffOnIPv4 checks that an IPv4 link does not use GSO (see
+// gso_linux.go and TestGSOIPv4IDsOnTheWire) but does receive with GRO.
+func TestGSOOffOnIPv4(t *testing.T) {
+	a := openLink(t, "127.88.30.1", batched)
+	if gsoOn(a) {
+		t.Error("GSO on for an IPv4 link")
+	}
+}
+
+// TestGSOIPv4IDsOnTheWire shows why IPv4 links do not use GSO: when the
+// kernel cuts a GSO send into datagrams, it numbers their IPv4
+// Identification fields 0, 1, 2, ..., while the ICRC promises 0. A plain
+// send carries ID 0 with DF, as Caps().IPv4ID says.
+//
+// Loopback passes a GSO send through uncut, so the test builds a wire that
+// cuts: in a network namespace of its own (nothing else sees it), a TUN
+// device without offloads, whose file descriptor returns each IP packet
+// that the kernel routes to it. Needs root.
+func TestGSOIPv4IDsOnTheWire(t *testing.T) {
+	needRoot(t)
+	runtime.LockOSThread() // never unlocked: the thread dies with the namespace
+	if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
+		t.Skipf("no network namespace: %v", err)
+	}
+	tun := openTUN(t, "gotun0", netip.MustParsePrefix("10.88.0.1/24"))
+	defer tun.Close()
+	a := openLink(t, "10.88.0.1", batched)
+	dst := netip.MustParseAddrPort("10.88.0.2:4791")
+	const segs, size = 4, 1000
+
+	capture := func() (ids []uint16, df bool) {
+		t.Helper()
+		df = true
+		buf := make([]byte, 65536)
+		for len(ids) < segs {
+			n, err := tun.Read(buf)
+			if err != nil {
+				t.Fatalf("read TUN: %v", err)
+			}
+			ip := buf[:n]
+			if n < 28 || ip[0]>>4 != 4 || ip[9] != unix.IPPROTO_UDP || binary.BigEndian.Uint16(ip[22:24]) != dst.Port() {
+				continue // not ours
+			}
+			if udpLen := int(binary.BigEndian.Uint16(ip[24:26])); udpLen != 8+size {
+				t.Fatalf("UDP length %d on the wire, want %d: the run was not cut", udpLen, 8+size)
+			}
+			ids = append(ids, binary.BigEndian.Uint16(ip[4:6]))
+			df = df && ip[6]&0x40 != 0
+		}
+		return ids, df
+	}
+	batch := func() []link.Packet {
+		pkts := make([]link.Packet, segs)
+		for i := range pkts {
+			pkts[i] = link.Packet{Buf: payload(i, size), Addr: dst}
+		}
+		return pkts
+	}
+
+	mustWrite(t, a, batch())
+	if ids, df := capture(); !df || ids[0] != 0 || ids[segs-1] != 0 {
+		t.Fatalf("plain sends: IDs %v, DF %v; want all 0 with DF", ids, df)
+	}
+
+	a.tx.(*mmsgSender).gso.on = true // what the link refuses to do on IPv4
+	mustWrite(t, a, batch())
+	if s := a.Stats(); s.TxSegmented != segs {
+		t.Fatalf("TxSegmented = %d, want %d", s.TxSegmented, segs)
+	}
+	ids, df := capture()
+	t.Logf("IPv4 IDs of one GSO send cut into %d datagrams: %v (DF %v)", segs, ids, df)
+	for k, id := range ids {
+		if id != uint16(k) {
+			t.Errorf("segment %d has ID %d; this test expects the kernel to number segments 0, 1, 2, ... (if it sent 0 throughout, IPv4 GSO could be turned on)", k, id)
+		}
+	}
+}
+
+// openTUN creates a TUN device without offloads (so the kernel segments
+// GSO sends before handing them over), gives it prefix and brings it up.
+func openTUN(t *testing.T, name string, prefix netip.Prefix) *os.File {
+	t.Helper()
+	fd, err := unix.Open("/dev/net/tun", unix.O_RDWR|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Skipf("no TUN device: %v", err)
+	}
+	ifr, err := unix.NewIfreq(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ifr.SetUint16(unix.IFF_TUN | unix.IFF_NO_PI)
+	if err := unix.IoctlIfreq(fd, unix.TUNSETIFF, ifr); err != nil {
+		unix.Close(fd)
+		t.Skipf("TUNSETIFF: %v", err)
+	}
+	f := os.NewFile(uintptr(fd), "/dev/net/tun")
+
+	s, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(s)
+	ioctl := func(req uint, set func(*unix.Ifreq) error, what string) {
+		t.Helper()
+		r, _ := unix.NewIfreq(name)
+		if set != nil {
+			if err := set(r); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := unix.IoctlIfreq(s, req, r); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+	ioctl(unix.SIOCSIFADDR, func(r *unix.Ifreq) error { return r.SetInet4Addr(prefix.Addr().AsSlice()) }, "SIOCSIFADDR")
+	mask := netip.AddrFrom4([4]byte(bytesOfMask(prefix.Bits())))
+	ioctl(unix.SIOCSIFNETMASK, func(r *unix.Ifreq) error { return r.SetInet4Addr(mask.AsSlice()) }, "SIOCSIFNETMASK")
+	ioctl(unix.SIOCSIFFLAGS, func(r *unix.Ifreq) error { r.SetUint16(unix.IFF_UP | unix.IFF_RUNNING); return nil }, "SIOCSIFFLAGS")
+	return f
+}
+
+func bytesOfMask(bits int) []byte {
+	m := make([]byte, 4)
+	for i := range bits {
+		m[i/8] |= 0x80 >> (i % 8)
+	}
+	return m
+}
