@@ -90,6 +90,11 @@ type Comm struct {
 	seq   uint64
 	group int     // GroupStart nesting depth
 	held  []*task // operations issued inside the group, run at GroupEnd
+	// issuing is the transport of the operation being issued on device
+	// buffers (set by onGPU), nil for host buffers.
+	issuing transport.Transport
+
+	gpu *gpuRank // set by UseGPU
 
 	closeOnce sync.Once
 	closers   []func() error // run by Destroy/Abort after the stream stops
@@ -184,6 +189,7 @@ func (r *Request) Seq() uint64 { return r.seq }
 type task struct {
 	req   *Request
 	steps []step
+	net   transport.Transport // device buffers: the GPU's view of the network; nil: the plain transport
 }
 
 // step is one schedule with its buffers and what to do after it.
@@ -211,6 +217,7 @@ func (c *Comm) failed(op string, err error) *Request {
 
 // submit hands t to the stream, or keeps it for GroupEnd.
 func (c *Comm) submit(t *task) *Request {
+	t.net = c.issuing
 	if c.group > 0 {
 		c.held = append(c.held, t)
 		return t.req
@@ -267,6 +274,11 @@ func (c *Comm) execute(t *task) {
 	if broken != nil {
 		t.req.err = &OpError{Op: t.req.op, Seq: t.req.seq, Rank: c.rank, Peer: -1, Err: fmt.Errorf("%w: %v", ErrBroken, broken)}
 		return
+	}
+	if t.net != nil {
+		host := c.exec.t
+		c.exec.t = t.net
+		defer func() { c.exec.t = host }()
 	}
 	start := time.Now()
 	for _, s := range t.steps {

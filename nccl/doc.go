@@ -27,6 +27,13 @@
 // number and the peer. After a failure the communicator is broken: later
 // operations fail at once with ErrBroken. Abort fails everything pending.
 //
+// Device buffers. After UseGPU attaches a simulated GPU (package
+// mr/gpu), the *Device collectives (AllReduceDevice, ...) take device
+// pointers. Each peer connection moves them by GPUDirect RDMA when the NIC
+// has peer memory and the GPU–NIC distance is within NCCL_NET_GDR_LEVEL
+// (default PXB), otherwise through pinned host bounce buffers; the GPU's
+// meter counts the PCIe bytes of either path (gpu_transport.go).
+//
 // Bit-identical results: each reduced element is computed by one rank in a
 // fixed order (ring) or by partners with commutative kernels (recursive
 // doubling), then copied, so every rank holds the same bits.
