@@ -1,0 +1,68 @@
+package rnic
+
+import (
+	"bytes"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+
+	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/rnic/simlink"
+	"github.com/goroce/goroce/wire"
+)
+
+// syncBuffer is a bytes.Buffer safe for the device's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestTraceShowsGoBackN loses the second packet of a 3-packet SEND and
+// checks that the sender's trace tells the story: the responder's NAK
+// (PSN sequence error) names the missing PSN, the requester goes back to
+// it, resends, and completes.
+func TestTraceShowsGoBackN(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var once sync.Once
+		lose := simlink.Impairment{Action: simlink.Drop, Match: func(p *simlink.Packet) bool {
+			pkt, err := wire.Parse(p.Data)
+			drop := false
+			if err == nil && pkt.Opcode() == wire.RCSendMiddle {
+				once.Do(func() { drop = true })
+			}
+			return drop
+		}}
+		a, b, _ := newPair(t, pairConfig{retry: 7, net: simlink.Config{Impairments: []simlink.Impairment{lose}}})
+		var trace syncBuffer
+		a.dev.tracer = newTracer(&trace, a.dev.local)
+		a.qp.env.Tracer = a.dev.tracer
+		b.postRecv(t, 1, 0, 4096)
+		a.postSend(t, qp.SendWR{WRID: 1, Opcode: qp.WRSend, Flags: qp.SendSignaled, SGL: []qp.SGE{a.sge(0, 3000)}})
+		a.expect(t, 1, qp.WCSuccess)
+		b.expect(t, 1, qp.WCSuccess)
+		synctest.Wait()
+		out := trace.String()
+		for _, want := range []string{"RC_SEND_FIRST", "NAK_PSN_SEQ_ERR", "go back to psn", "completion wr_id=1 SEND"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("the trace does not show %q:\n%s", want, out)
+			}
+		}
+		if strings.Count(out, "RC_SEND_MIDDLE") != 2 {
+			t.Errorf("want the lost SEND_MIDDLE sent twice:\n%s", out)
+		}
+		t.Logf("trace of the sender:\n%s", out)
+	})
+}
