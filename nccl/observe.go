@@ -1,7 +1,6 @@
 package nccl
 
 import (
-	"bufio"
 	"fmt"
 	"os"
 
@@ -23,25 +22,10 @@ func observeFromEnv(cfg *rnic.Config, rank int) (func() error, error) {
 		return func() error { return nil }, nil
 	}
 	name := fmt.Sprintf("%s.rank%d.pcap", path, rank)
-	f, err := os.Create(name)
+	w, closeFile, err := pcap.Create(name)
 	if err != nil {
-		return nil, fmt.Errorf("GOROCE_PCAP: %w", err)
-	}
-	buf := bufio.NewWriter(f)
-	w, err := pcap.NewWriter(buf)
-	if err != nil {
-		f.Close()
 		return nil, fmt.Errorf("GOROCE_PCAP: %w", err)
 	}
 	cfg.Tap = w
-	return func() error {
-		err := w.Flush()
-		if e := buf.Flush(); err == nil {
-			err = e
-		}
-		if e := f.Close(); err == nil {
-			err = e
-		}
-		return err
-	}, nil
+	return closeFile, nil
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"flag"
 	"fmt"
 	"io"
@@ -60,25 +59,10 @@ func (o *observeFlags) apply(cfg *rnic.Config, stderr io.Writer) (func() error, 
 	if o.pcap == "" {
 		return func() error { return nil }, nil
 	}
-	f, err := os.Create(o.pcap)
+	w, closeFile, err := pcap.Create(o.pcap)
 	if err != nil {
-		return nil, fmt.Errorf("--pcap: %w", err)
-	}
-	buf := bufio.NewWriter(f)
-	w, err := pcap.NewWriter(buf)
-	if err != nil {
-		f.Close()
 		return nil, fmt.Errorf("--pcap: %w", err)
 	}
 	cfg.Tap = w
-	return func() error {
-		err := w.Flush()
-		if e := buf.Flush(); err == nil {
-			err = e
-		}
-		if e := f.Close(); err == nil {
-			err = e
-		}
-		return err
-	}, nil
+	return closeFile, nil
 }

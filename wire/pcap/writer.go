@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
+	"os"
 	"sync"
 	"time"
 
@@ -162,4 +163,30 @@ func (w *Writer) Close() error {
 // stops the capture, not the device); it makes a *Writer an rnic.Tap.
 func (w *Writer) Tap(ts time.Time, src, dst netip.AddrPort, ipID uint16, tos uint8, roce []byte) {
 	_ = w.WriteRoCE(ts, src, dst, ipID, tos, roce)
+}
+
+// Create creates (or truncates) the capture file at path and returns a
+// buffered Writer on it, and the function that flushes and closes it.
+func Create(path string) (*Writer, func() error, error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	buf := bufio.NewWriter(f)
+	w, err := NewWriter(buf)
+	if err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	closeFile := func() error {
+		err := w.Flush()
+		if e := buf.Flush(); err == nil {
+			err = e
+		}
+		if e := f.Close(); err == nil {
+			err = e
+		}
+		return err
+	}
+	return w, closeFile, nil
 }
