@@ -25,6 +25,11 @@ algbw and busbw as nccl-tests computes them, OK or WRONG) and what the
 RNICs counted, summed over the ranks: packets sent and received, packets
 retransmitted, congestion notifications (CNPs) sent.
 
+Then, unless --device=false, AllReduce runs on buffers of a simulated GPU
+per rank twice, side by side: with GPUDirect RDMA (the NIC reads and
+writes GPU memory) and staged through host memory, with the PCIe bytes of
+each path (goroce topo shows the simulated topology).
+
 Run under a launcher (goroce run, torchrun, ...) goroce demo is one rank of
 that job instead of starting its own.
 
@@ -46,6 +51,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	n := fs.Int("n", 4, "number of ranks (processes)")
 	sizeFlag := fs.String("size", "1M", "`bytes` each rank's larger buffer holds per collective (K, M suffixes)")
 	iters := fs.Int("iters", 5, "timed calls per collective, after the checked one")
+	device := fs.Bool("device", true, "also run AllReduce on simulated GPU buffers, GPUDirect RDMA and staged")
 	base := addrBaseFlag(fs)
 	grace := fs.Duration("grace", 3*time.Second, "how long ranks get to stop after one fails")
 	timeout := fs.Duration("timeout", nccl.DefaultTimeout, "a collective fails when none of its transfers completes for this long")
@@ -77,7 +83,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "goroce demo: %v\n", err)
 		return exitFail
 	}
-	code, err := demoRank(ctx, c, size, *iters, stdout)
+	code, err := demoRank(ctx, c, size, *iters, *device, stdout)
 	if err != nil {
 		c.Abort()
 		fmt.Fprintf(stderr, "goroce demo: rank %d: %v\n", c.Rank(), err)
@@ -98,7 +104,7 @@ type demoRow struct {
 }
 
 // demoRank is one rank's part of the demo; rank 0 prints the report.
-func demoRank(ctx context.Context, c *nccl.Comm, size, iters int, out io.Writer) (int, error) {
+func demoRank(ctx context.Context, c *nccl.Comm, size, iters int, device bool, out io.Writer) (int, error) {
 	rank, n := c.Rank(), c.Size()
 	if rank != 0 {
 		out = io.Discard
@@ -125,6 +131,12 @@ func demoRank(ctx context.Context, c *nccl.Comm, size, iters int, out io.Writer)
 	if counts, err = allReduceFloat64s(ctx, c, counts...); err != nil {
 		return exitFail, fmt.Errorf("summing the counters: %w", err)
 	}
+	var devRows []demoDeviceRow
+	if device {
+		if devRows, err = demoDevice(ctx, c, size, iters); err != nil {
+			return exitFail, err
+		}
+	}
 
 	fmt.Fprintf(out, "goroce demo: %d ranks, one process each, with a software RNIC each at %s … %s,\n", n, devices[0].addr, devices[n-1].addr)
 	fmt.Fprintln(out, "talking RoCEv2 (InfiniBand transport in UDP datagrams) over RC queue pairs on loopback.")
@@ -149,9 +161,22 @@ func demoRank(ctx context.Context, c *nccl.Comm, size, iters int, out io.Writer)
 		}
 	}
 	fmt.Fprintln(out)
+	devBad := 0
+	if devRows != nil {
+		devBad = printDemoDevice(out, devRows, size, iters)
+	}
+	if devBad > 0 {
+		fmt.Fprintf(out, "demo: AllReduce on device buffers returned WRONG results (%d of %d paths)\n", devBad, len(devRows))
+	}
 	if bad > 0 {
 		fmt.Fprintf(out, "demo: %d of %d collectives returned WRONG results\n", bad, len(rows))
 		return exitFail, nil
+	}
+	if devBad > 0 {
+		return exitFail, nil
+	}
+	if devRows != nil {
+		fmt.Fprintln(out, "demo: AllReduce on device buffers returned the right result on every rank, GDR and staged")
 	}
 	fmt.Fprintf(out, "demo: all %d collectives returned the right result on every rank\n", len(rows))
 	return exitOK, nil

@@ -56,11 +56,12 @@ type ncclPerfConfig struct {
 	op                 nccl.Op
 	root               int
 	timeout            time.Duration
+	device             *deviceConfig // --device; nil for host buffers
 }
 
 // runNcclPerf is `goroce nccl-perf`.
 func runNcclPerf(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("goroce nccl-perf COLLECTIVE [flags]", ncclPerfAbout)
+	fs := newFlagSet("goroce nccl-perf COLLECTIVE [flags]", ncclPerfAbout+"\n"+ncclPerfDeviceAbout)
 	var minB, maxB, stepB, dtName, opName string
 	var factor, iters, warmup, check, root, ngpus, nthreads int
 	strFlag(fs, &minB, "b", "minbytes", "32M", "smallest size in `bytes`")
@@ -76,6 +77,8 @@ func runNcclPerf(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	intFlag(fs, &ngpus, "g", "ngpus", 1, "GPUs per process (nccl-tests' flag; must be 1)")
 	intFlag(fs, &nthreads, "t", "nthreads", 1, "threads per process (nccl-tests' flag; must be 1)")
 	np := fs.Int("np", 0, "start this many ranks on this host (0: this process is a rank)")
+	var dev deviceFlags
+	dev.register(fs)
 	var obs observeFlags
 	obs.register(fs)
 	base := addrBaseFlag(fs)
@@ -127,6 +130,9 @@ func runNcclPerf(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	if cfg.op, ok = parseNcclOp(opName); !ok {
 		return usageErr("-o %q: unknown op", opName)
 	}
+	if cfg.device, err = dev.config(fs, cfg.coll); err != nil {
+		return usageErr("%v", err)
+	}
 
 	if *np > 0 {
 		return relaunch(ctx, fs, []string{"nccl-perf", cfg.coll.name}, *np, *base, *grace, stdout, stderr, "np")
@@ -140,6 +146,13 @@ func runNcclPerf(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	if cfg.root < 0 || cfg.root >= c.Size() {
 		c.Abort()
 		return usageErr("-r %d: there are %d ranks", cfg.root, c.Size())
+	}
+	if cfg.device != nil {
+		if err := cfg.device.setup(c, cfg.maxBytes); err != nil {
+			c.Abort()
+			fmt.Fprintf(stderr, "goroce nccl-perf: rank %d: --device: %v\n", c.Rank(), err)
+			return exitFail
+		}
 	}
 	code, err = ncclPerf(ctx, c, &cfg, stdout)
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"math"
 
+	"github.com/goroce/goroce/mr/gpu"
 	"github.com/goroce/goroce/nccl"
 	"github.com/goroce/goroce/nccl/reduce"
 )
@@ -41,6 +42,9 @@ type perfColl struct {
 	checkInPlace bool
 	// call issues the collective on comm.
 	call func(c *nccl.Comm, send, recv []byte, count int, dt nccl.DataType, op nccl.Op, root int) *nccl.Request
+	// callDevice issues it on device buffers (the *Device call); nil if
+	// the library has none (sendrecv).
+	callDevice func(c *nccl.Comm, send, recv gpu.Ptr, count int, dt nccl.DataType, op nccl.Op, root int) *nccl.Request
 	// expect returns what rank's recv buffer (recvBlocks × count elements)
 	// must hold afterwards, given input(r, elems), the data rank r starts
 	// with; nil if this rank's result is not defined (Reduce and Gather off
@@ -61,6 +65,9 @@ var perfColls = []perfColl{
 		call: func(c *nccl.Comm, send, recv []byte, count int, dt nccl.DataType, op nccl.Op, _ int) *nccl.Request {
 			return c.AllReduce(send, recv, count, dt, op)
 		},
+		callDevice: func(c *nccl.Comm, send, recv gpu.Ptr, count int, dt nccl.DataType, op nccl.Op, _ int) *nccl.Request {
+			return c.AllReduceDevice(send, recv, count, dt, op)
+		},
 		expect: func(_, n, count int, dt nccl.DataType, op nccl.Op, _ int, input func(r, elems int) []byte) []byte {
 			return reduceAll(n, count, dt, op, input)
 		}},
@@ -68,6 +75,9 @@ var perfColls = []perfColl{
 		sendBlocks: one, recvBlocks: ranks, sendInPlace: 1, algBlocks: ranks, busFactor: ringFactor, checkInPlace: true,
 		call: func(c *nccl.Comm, send, recv []byte, count int, dt nccl.DataType, _ nccl.Op, _ int) *nccl.Request {
 			return c.AllGather(send, recv, count, dt)
+		},
+		callDevice: func(c *nccl.Comm, send, recv gpu.Ptr, count int, dt nccl.DataType, _ nccl.Op, _ int) *nccl.Request {
+			return c.AllGatherDevice(send, recv, count, dt)
 		},
 		expect: func(_, n, count int, _ nccl.DataType, _ nccl.Op, _ int, input func(r, elems int) []byte) []byte {
 			var out []byte
@@ -81,6 +91,9 @@ var perfColls = []perfColl{
 		call: func(c *nccl.Comm, send, recv []byte, count int, dt nccl.DataType, op nccl.Op, _ int) *nccl.Request {
 			return c.ReduceScatter(send, recv, count, dt, op)
 		},
+		callDevice: func(c *nccl.Comm, send, recv gpu.Ptr, count int, dt nccl.DataType, op nccl.Op, _ int) *nccl.Request {
+			return c.ReduceScatterDevice(send, recv, count, dt, op)
+		},
 		expect: func(rank, n, count int, dt nccl.DataType, op nccl.Op, _ int, input func(r, elems int) []byte) []byte {
 			return block(reduceAll(n, n*count, dt, op, input), rank, count*dt.Size())
 		}},
@@ -88,6 +101,9 @@ var perfColls = []perfColl{
 		sendBlocks: ranks, recvBlocks: ranks, algBlocks: ranks, busFactor: ringFactor, checkInPlace: true,
 		call: func(c *nccl.Comm, send, recv []byte, count int, dt nccl.DataType, _ nccl.Op, _ int) *nccl.Request {
 			return c.AlltoAll(send, recv, count, dt)
+		},
+		callDevice: func(c *nccl.Comm, send, recv gpu.Ptr, count int, dt nccl.DataType, _ nccl.Op, _ int) *nccl.Request {
+			return c.AlltoAllDevice(send, recv, count, dt)
 		},
 		expect: func(rank, n, count int, dt nccl.DataType, _ nccl.Op, _ int, input func(r, elems int) []byte) []byte {
 			var out []byte
@@ -101,6 +117,9 @@ var perfColls = []perfColl{
 		call: func(c *nccl.Comm, send, recv []byte, count int, dt nccl.DataType, _ nccl.Op, root int) *nccl.Request {
 			return c.Broadcast(send, recv, count, dt, root)
 		},
+		callDevice: func(c *nccl.Comm, send, recv gpu.Ptr, count int, dt nccl.DataType, _ nccl.Op, root int) *nccl.Request {
+			return c.BroadcastDevice(send, recv, count, dt, root)
+		},
 		expect: func(_, _, count int, _ nccl.DataType, _ nccl.Op, root int, input func(r, elems int) []byte) []byte {
 			return input(root, count)
 		}},
@@ -108,6 +127,9 @@ var perfColls = []perfColl{
 		sendBlocks: one, recvBlocks: one, algBlocks: one, busFactor: unit, checkInPlace: true,
 		call: func(c *nccl.Comm, send, recv []byte, count int, dt nccl.DataType, op nccl.Op, root int) *nccl.Request {
 			return c.Reduce(send, recv, count, dt, op, root)
+		},
+		callDevice: func(c *nccl.Comm, send, recv gpu.Ptr, count int, dt nccl.DataType, op nccl.Op, root int) *nccl.Request {
+			return c.ReduceDevice(send, recv, count, dt, op, root)
 		},
 		expect: func(rank, n, count int, dt nccl.DataType, op nccl.Op, root int, input func(r, elems int) []byte) []byte {
 			if rank != root {
@@ -119,6 +141,9 @@ var perfColls = []perfColl{
 		sendBlocks: one, recvBlocks: ranks, sendInPlace: 1, algBlocks: ranks, busFactor: ringFactor, checkInPlace: true,
 		call: func(c *nccl.Comm, send, recv []byte, count int, dt nccl.DataType, _ nccl.Op, root int) *nccl.Request {
 			return c.Gather(send, recv, count, dt, root)
+		},
+		callDevice: func(c *nccl.Comm, send, recv gpu.Ptr, count int, dt nccl.DataType, _ nccl.Op, root int) *nccl.Request {
+			return c.GatherDevice(send, recv, count, dt, root)
 		},
 		expect: func(rank, n, count int, _ nccl.DataType, _ nccl.Op, root int, input func(r, elems int) []byte) []byte {
 			if rank != root {
@@ -134,6 +159,9 @@ var perfColls = []perfColl{
 		sendBlocks: ranks, recvBlocks: one, recvInPlace: 1, algBlocks: ranks, busFactor: ringFactor, checkInPlace: true,
 		call: func(c *nccl.Comm, send, recv []byte, count int, dt nccl.DataType, _ nccl.Op, root int) *nccl.Request {
 			return c.Scatter(send, recv, count, dt, root)
+		},
+		callDevice: func(c *nccl.Comm, send, recv gpu.Ptr, count int, dt nccl.DataType, _ nccl.Op, root int) *nccl.Request {
+			return c.ScatterDevice(send, recv, count, dt, root)
 		},
 		expect: func(rank, n, count int, dt nccl.DataType, _ nccl.Op, root int, input func(r, elems int) []byte) []byte {
 			return block(input(root, n*count), rank, count*dt.Size())
@@ -268,9 +296,15 @@ func (pc *perfCase) buffers(inPlace bool) (send, recv []byte) {
 		return pc.send, pc.recv[:pc.recvN*pc.dt.Size()]
 	}
 	esz := pc.dt.Size()
-	so := pc.coll.sendInPlace * pc.rank * pc.count * esz
-	ro := pc.coll.recvInPlace * pc.rank * pc.count * esz
+	so, ro := pc.inPlaceOffsets()
 	return pc.recv[so : so+pc.sendN*esz], pc.recv[ro : ro+pc.recvN*esz]
+}
+
+// inPlaceOffsets returns where, in place, the send and recv data start in
+// the recv buffer, in bytes.
+func (pc *perfCase) inPlaceOffsets() (send, recv int) {
+	esz := pc.dt.Size()
+	return pc.coll.sendInPlace * pc.rank * pc.count * esz, pc.coll.recvInPlace * pc.rank * pc.count * esz
 }
 
 // call issues the collective once.

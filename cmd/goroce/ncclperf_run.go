@@ -24,15 +24,24 @@ func ncclPerf(ctx context.Context, c *nccl.Comm, cfg *ncclPerfConfig, out io.Wri
 	if err != nil {
 		return exitFail, err
 	}
-	printPerfHeader(out, cfg, devices)
+	note := ""
+	if cfg.device != nil {
+		note = cfg.device.describe(c)
+	}
+	printPerfHeader(out, cfg, devices, note)
 
 	// Warm up at the largest and the smallest size, as nccl-tests does.
 	for _, size := range []int{cfg.maxBytes, cfg.minBytes} {
-		pc := newPerfCase(cfg.coll, rank, n, size, cfg.dt, cfg.op, cfg.root)
-		for range cfg.warmup {
-			pc.call(c, false)
+		run, free, err := cfg.runner(newPerfCase(cfg.coll, rank, n, size, cfg.dt, cfg.op, cfg.root))
+		if err != nil {
+			return exitFail, err
 		}
-		if err := barrier(ctx, c); err != nil {
+		for range cfg.warmup {
+			run.call(c, false)
+		}
+		err = barrier(ctx, c) // the stream runs in order: the warmup is done
+		free()
+		if err != nil {
 			return exitFail, err
 		}
 	}
@@ -42,10 +51,15 @@ func ncclPerf(ctx context.Context, c *nccl.Comm, cfg *ncclPerfConfig, out io.Wri
 	var wrongTotal int64
 	for size := cfg.minBytes; size <= cfg.maxBytes; size = cfg.next(size) {
 		pc := newPerfCase(cfg.coll, rank, n, size, cfg.dt, cfg.op, cfg.root)
+		run, free, err := cfg.runner(pc)
+		if err != nil {
+			return exitFail, err
+		}
 		var results [2]perfResult
 		for i, inPlace := range []bool{false, true} {
-			r, err := measure(ctx, c, pc, inPlace, cfg)
+			r, err := measure(ctx, c, run, inPlace, cfg)
 			if err != nil {
+				free()
 				return exitFail, fmt.Errorf("%s of %d bytes (%s): %w", cfg.coll.title, size, placeName(inPlace), err)
 			}
 			results[i] = r
@@ -53,7 +67,8 @@ func ncclPerf(ctx context.Context, c *nccl.Comm, cfg *ncclPerfConfig, out io.Wri
 			busRows++
 			wrongTotal += max(r.wrong, 0)
 		}
-		printPerfRow(out, pc, results)
+		free()
+		printPerfRow(out, pc, results, cfg.device != nil)
 	}
 	status := "OK"
 	if wrongTotal > 0 {
@@ -88,15 +103,22 @@ type perfResult struct {
 	sec          float64 // one call, averaged over the ranks
 	algbw, busbw float64 // GB/s
 	wrong        int64   // wrong elements summed over the ranks; -1: not checked
+	// pcie is, with --device, the bytes of one timed call over PCIe per
+	// rank by pcieFlows, averaged over the ranks.
+	pcie [len(pcieFlows)]float64
 }
 
 // measure times cfg.iters back-to-back calls after a barrier, then (with
 // -c 1) runs one more call on fresh data and checks it. The time and the
-// wrong elements are then summed over the ranks with an AllReduce, so
-// every rank ends with the same numbers, as nccl-tests' MPI_Allreduce.
-func measure(ctx context.Context, c *nccl.Comm, pc *perfCase, inPlace bool, cfg *ncclPerfConfig) (perfResult, error) {
+// wrong elements (and with --device the PCIe bytes the timed calls
+// moved) are then summed over the ranks with an AllReduce, so every rank
+// ends with the same numbers, as nccl-tests' MPI_Allreduce.
+func measure(ctx context.Context, c *nccl.Comm, pc perfRunner, inPlace bool, cfg *ncclPerfConfig) (perfResult, error) {
 	if err := barrier(ctx, c); err != nil {
 		return perfResult{}, err
+	}
+	if cfg.device != nil {
+		cfg.device.topo.sys.Meter().Reset()
 	}
 	start := time.Now()
 	var last *nccl.Request
@@ -107,22 +129,28 @@ func measure(ctx context.Context, c *nccl.Comm, pc *perfCase, inPlace bool, cfg 
 		return perfResult{}, err
 	}
 	sec := time.Since(start).Seconds() / float64(cfg.iters)
+	var pcie [len(pcieFlows)]float64
+	if cfg.device != nil {
+		pcie = cfg.device.flowBytes()
+	}
 
 	wrong := int64(0)
 	if cfg.check {
-		pc.prepare(inPlace)
-		if err := pc.call(c, inPlace).Wait(ctx); err != nil {
+		var err error
+		if wrong, err = pc.checked(ctx, c, inPlace); err != nil {
 			return perfResult{}, err
 		}
-		wrong = pc.wrong(inPlace)
 	}
 	checked := cfg.check && wrong >= 0
-	// One AllReduce carries both numbers; counts stay exact in a float64.
-	sums, err := allReduceFloat64s(ctx, c, sec, float64(max(wrong, 0)))
+	// One AllReduce carries every number; counts stay exact in a float64.
+	sums, err := allReduceFloat64s(ctx, c, append([]float64{sec, float64(max(wrong, 0))}, pcie[:]...)...)
 	if err != nil {
 		return perfResult{}, err
 	}
 	r := perfResult{sec: sums[0] / float64(c.Size()), wrong: int64(sums[1])}
+	for i := range r.pcie {
+		r.pcie[i] = sums[2+i] / float64(c.Size()) / float64(cfg.iters)
+	}
 	if !checked {
 		r.wrong = -1
 	}
@@ -189,8 +217,8 @@ func gatherDevices(ctx context.Context, c *nccl.Comm) ([]rankDevice, error) {
 }
 
 // printPerfHeader prints nccl-tests' header: the parameters, one line per
-// rank, and the column titles.
-func printPerfHeader(w io.Writer, cfg *ncclPerfConfig, devices []rankDevice) {
+// rank, note (if any: the device buffers' line), and the column titles.
+func printPerfHeader(w io.Writer, cfg *ncclPerfConfig, devices []rankDevice, note string) {
 	step := fmt.Sprintf("%d(bytes)", cfg.stepBytes)
 	if cfg.factor > 1 {
 		step = fmt.Sprintf("%d(factor)", cfg.factor)
@@ -207,14 +235,27 @@ func printPerfHeader(w io.Writer, cfg *ncclPerfConfig, devices []rankDevice) {
 		fmt.Fprintf(w, "#  Rank %2d Group  0 Pid %6d on %10s device  0 [%s] goroce RNIC (RoCEv2 over UDP)\n", r, d.pid, d.host, d.addr)
 	}
 	fmt.Fprintln(w, "#")
-	fmt.Fprintln(w, "#                                                              out-of-place                       in-place          ")
-	fmt.Fprintln(w, "#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong")
-	fmt.Fprintln(w, "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)            (us)  (GB/s)  (GB/s)       ")
+	if note != "" {
+		fmt.Fprintln(w, note)
+		fmt.Fprintln(w, "#")
+	}
+	titles := [3]string{
+		"#                                                              out-of-place                       in-place          ",
+		"#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong",
+		"#        (B)    (elements)                               (us)  (GB/s)  (GB/s)            (us)  (GB/s)  (GB/s)       ",
+	}
+	for i, t := range titles {
+		if cfg.device != nil {
+			t += pcieTitles[i]
+		}
+		fmt.Fprintln(w, t)
+	}
 }
 
 // printPerfRow prints one size: nccl-tests' "%12li  %12li  %8s  %6s  %6s"
-// then "  %7s  %6.2f  %6.2f  %5s" out of place and in place.
-func printPerfRow(w io.Writer, pc *perfCase, res [2]perfResult) {
+// then "  %7s  %6.2f  %6.2f  %5s" out of place and in place, then with
+// pcie the PCIe bytes per rank and call by path.
+func printPerfRow(w io.Writer, pc *perfCase, res [2]perfResult, pcie bool) {
 	op := "none"
 	if pc.coll.showsOp {
 		op = pc.op.String()
@@ -230,6 +271,9 @@ func printPerfRow(w io.Writer, pc *perfCase, res [2]perfResult) {
 			wrong = fmt.Sprint(r.wrong)
 		}
 		fmt.Fprintf(w, "  %7s  %6.2f  %6.2f  %5s", perfTime(r.sec*1e6), r.algbw, r.busbw, wrong)
+	}
+	if pcie {
+		printPCIe(w, res)
 	}
 	fmt.Fprintln(w)
 }
