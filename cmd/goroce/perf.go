@@ -41,9 +41,18 @@ min, max, median (t_typical), mean, standard deviation and the 99% and
 99.9% percentiles in microseconds, after dropping the two largest samples
 as perftest does; with -D they print the mean and transactions per second.
 
-The side channel is goroce's own, not perftest's (interop with perftest is
-future work); the client speaks first. Each side sends one parameter line,
-which must match the other's:
+The side channel is goroce's own unless the client is given --exchange
+perftest: then it speaks perftest's (ib_write_bw and the rest, version
+5.70 or later, without rdma_cm), so goroce faces perftest in either role.
+The server answers either: it tells a perftest client by its first bytes.
+goroce's exchange stays the default because it carries and checks every
+flag (-a, -D, -q, -t, -s, -n) where perftest's server silently trusts its
+own; with perftest's, give both sides the same -s and -n, and -a and -D
+are not supported. In perftest's exchange the two sides also agree on the
+smaller MTU and the larger buffer stride (page size), as perftest does.
+
+In goroce's exchange the client speaks first. Each side sends one
+parameter line, which must match the other's:
   goroce-perf 1 TEST qps=Q size=S all=A iters=N duration=D mtu=M
 then one line per QP, the client's first (the server connects its QPs
 before it answers):
@@ -116,10 +125,25 @@ type perfConfig struct {
 	addr     netip.Addr
 	cpuprof  string
 
+	// exchange is the side channel's format: exchangeGoroce or
+	// exchangePerftest ("" until chosen: the client's default is goroce's,
+	// the server follows the client).
+	exchange string
+	// perftestPeer is a perftest peer's version; cycle is the buffer
+	// stride both perftest sides agreed on (0 in goroce's exchange).
+	perftestPeer string
+	cycle        int
+
 	// stall bounds each wait for progress; dialFor is how long a client
 	// retries a refused connect.
 	stall, dialFor time.Duration
 }
+
+// Side-channel formats (--exchange).
+const (
+	exchangeGoroce   = "goroce"
+	exchangePerftest = "perftest"
+)
 
 // client reports whether this side is the client.
 func (c *perfConfig) client() bool { return c.server != "" }
@@ -204,6 +228,7 @@ func parsePerf(args []string, stdout, stderr io.Writer) (cfg perfConfig, code in
 	var dev string
 	fs.StringVar(&dev, "d", "", "use IB `device` (ignored: goroce opens one device)")
 	fs.StringVar(&dev, "ib-dev", "", "same as -d")
+	fs.StringVar(&cfg.exchange, "exchange", "", "side-channel `format`: goroce or perftest (default: goroce for the client; the server follows the client)")
 	fs.StringVar(&cfg.cpuprof, "cpuprofile", "", "write a CPU profile (runtime/pprof) to `file`")
 	addr := addrFlag(fs)
 
@@ -279,6 +304,10 @@ func parsePerf(args []string, stdout, stderr io.Writer) (cfg perfConfig, code in
 		return usageErr("-t %d: want 1..%d", cfg.txDepth, rnic.MaxQPWR/2)
 	case qp.MTUFromBytes(cfg.mtu) == 0:
 		return usageErr("-m %d: want 256, 512, 1024, 2048 or 4096", cfg.mtu)
+	case cfg.exchange != "" && cfg.exchange != exchangeGoroce && cfg.exchange != exchangePerftest:
+		return usageErr("--exchange %q: want %s or %s", cfg.exchange, exchangeGoroce, exchangePerftest)
+	case cfg.exchange == exchangePerftest && (cfg.all || secs > 0):
+		return usageErr("-a and -D are not supported with --exchange perftest")
 	}
 	return cfg, exitOK, true
 }

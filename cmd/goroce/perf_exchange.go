@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -92,10 +93,10 @@ func parsePerfDest(s string, i int) (perfDest, error) {
 	return d, nil
 }
 
-// exchange trades the parameter line and the QP lines with the peer and
-// connects every QP. The server connects before it answers.
-func (pc *perfContext) exchange(ctx context.Context, stderr io.Writer) (*sideChannel, error) {
-	cfg := pc.cfg
+// openPerfChannel connects the side channel: the client dials the
+// server (retrying a refused connect for cfg.dialFor), the server accepts
+// one client. The connection is closed when ctx ends.
+func openPerfChannel(ctx context.Context, cfg perfConfig, stderr io.Writer) (*sideChannel, error) {
 	var conn net.Conn
 	var err error
 	if cfg.client() {
@@ -106,16 +107,45 @@ func (pc *perfContext) exchange(ctx context.Context, stderr io.Writer) (*sideCha
 	} else if conn, err = acceptPeer(ctx, cfg.port, "goroce perf "+cfg.test.name, stderr); err != nil {
 		return nil, err
 	}
-	sc := &sideChannel{conn: conn, rd: bufio.NewReader(conn)}
 	context.AfterFunc(ctx, func() { conn.Close() })
+	return &sideChannel{conn: conn, rd: bufio.NewReader(conn)}, nil
+}
+
+// goroceMagic starts goroce's parameter line; a perftest client starts
+// with its version string instead.
+const goroceMagic = "goroce-perf "
+
+// chooseExchange returns the side channel's format: the client's is
+// --exchange (goroce's unless told otherwise); the server follows
+// --exchange if given, else looks at the client's first bytes.
+func (sc *sideChannel) chooseExchange(cfg perfConfig) (string, error) {
+	if cfg.exchange != "" || cfg.client() {
+		return cmp.Or(cfg.exchange, exchangeGoroce), nil
+	}
+	sc.conn.SetDeadline(time.Now().Add(cfg.stall))
+	head, err := sc.rd.Peek(len(goroceMagic))
+	if err != nil {
+		return "", fmt.Errorf("couldn't read the client's first message: %w", err)
+	}
+	if string(head) == goroceMagic {
+		return exchangeGoroce, nil
+	}
+	return exchangePerftest, nil
+}
+
+// exchange trades the parameter line and the QP lines with the peer and
+// connects every QP. The server connects before it answers.
+func (pc *perfContext) exchange(ctx context.Context, sc *sideChannel) error {
+	cfg := pc.cfg
+	conn := sc.conn
 	conn.SetDeadline(time.Now().Add(cfg.stall))
 	mine := []string{cfg.paramLine()}
 	for i, q := range pc.qps {
 		mine = append(mine, q.local.line(i))
 	}
-	fail := func(err error) (*sideChannel, error) {
+	fail := func(err error) error {
 		conn.Close()
-		return nil, ctxErr(ctx, err)
+		return ctxErr(ctx, err)
 	}
 	if cfg.client() {
 		if err := sc.writeLines(mine...); err != nil {
@@ -125,6 +155,9 @@ func (pc *perfContext) exchange(ctx context.Context, stderr io.Writer) (*sideCha
 	if err := pc.readPeer(sc); err != nil {
 		if !cfg.client() {
 			sc.writeLines(mine[0]) // so the client learns the mismatch too
+		}
+		if cfg.client() && errors.Is(err, io.ErrUnexpectedEOF) {
+			err = fmt.Errorf("%w (a perftest server? try --exchange perftest)", err)
 		}
 		return fail(err)
 	}
@@ -139,7 +172,7 @@ func (pc *perfContext) exchange(ctx context.Context, stderr io.Writer) (*sideCha
 		}
 	}
 	conn.SetDeadline(time.Time{})
-	return sc, nil
+	return nil
 }
 
 // readPeer reads the peer's parameter line, checks it matches ours, and

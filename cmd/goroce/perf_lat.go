@@ -94,10 +94,14 @@ func (pc *perfContext) latLoop(ctx context.Context, size int, done chan peerDone
 				err = pc.waitFor(ctx, "the server's answer", latSpins, func() bool { return q.received > recvBase+i }, handle, nil)
 			}
 		case qp.WRRDMAWrite:
-			marker := byte(i%255 + 1) // never 0, never the previous one
+			// As in perftest's write_lat, the server writes first and
+			// the client answers; iteration i's marker is i+1 (mod 256),
+			// which differs from the previous one and from the zeroed
+			// buffer's first byte.
+			marker := byte(i + 1)
 			peer := q.half + size - 1
-			if !client {
-				if err = pc.spinForByte(ctx, q.buf, peer, marker, watch); err != nil {
+			if client {
+				if err = pc.spinForByte(ctx, q.buf, peer, marker, nil); err != nil {
 					break
 				}
 			}
@@ -110,8 +114,8 @@ func (pc *perfContext) latLoop(ctx context.Context, size int, done chan peerDone
 			if err = post(); err != nil {
 				break
 			}
-			if client {
-				err = pc.spinForByte(ctx, q.buf, peer, marker, nil)
+			if !client {
+				err = pc.spinForByte(ctx, q.buf, peer, marker, watch)
 			}
 		case qp.WRRDMARead:
 			run.starts = appendStart(run.starts, timed, start)

@@ -70,24 +70,35 @@ func (r *bwRun) peak() time.Duration {
 	return best
 }
 
-// report prints the run's bandwidth line.
-func (r *bwRun) report(w io.Writer, gbits bool) {
+// rates returns the run's BW peak and average (in MB/sec, or Gb/sec with
+// gbits) and its message rate in Mpps.
+func (r *bwRun) rates(gbits bool) (peak, avg, rate float64) {
 	unit := float64(0x100000) // perftest's MB is a MiB
 	if gbits {
 		unit = 125e6 // Gb/s: 10^9 bits
 	}
 	secs := max(r.end.Sub(r.start).Seconds(), 1e-9)
-	avg := float64(r.size) * float64(r.ops) / secs / unit
-	rate := float64(r.ops) / secs / 1e6
-	var peak float64
+	avg = float64(r.size) * float64(r.ops) / secs / unit
+	rate = float64(r.ops) / secs / 1e6
 	if p := r.peak(); p > 0 {
 		peak = float64(r.size) / p.Seconds() / unit
 	}
+	return peak, avg, rate
+}
+
+// report prints the run's bandwidth line.
+func (r *bwRun) report(w io.Writer, gbits bool) {
+	peak, avg, rate := r.rates(gbits)
+	reportBW(w, r.size, r.iters, peak, avg, rate, gbits)
+}
+
+// reportBW prints a bandwidth line.
+func reportBW(w io.Writer, size, iters int, peak, avg, rate float64, gbits bool) {
 	format := " %-7d    %-10d       %-7.2f            %-7.2f\t\t   %-7.6f\n"
 	if gbits && avg < 0.1 {
 		format = " %-7d    %-10d       %-7.6f            %-7.6f            %-7.6f\n" // REPORT_FMT_EXT
 	}
-	fmt.Fprintf(w, format, r.size, r.iters, peak, avg, rate)
+	fmt.Fprintf(w, format, size, iters, peak, avg, rate)
 }
 
 // latStats are a latency run's statistics in microseconds.

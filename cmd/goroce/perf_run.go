@@ -10,6 +10,17 @@ import (
 
 // perf runs one side of a test and prints what perftest prints.
 func perf(ctx context.Context, cfg perfConfig, stdout, stderr io.Writer) error {
+	sc, err := openPerfChannel(ctx, cfg, stderr)
+	if err != nil {
+		return err
+	}
+	defer sc.conn.Close()
+	if cfg.exchange, err = sc.chooseExchange(cfg); err != nil {
+		return err
+	}
+	if cfg.exchange == exchangePerftest {
+		return perfWithPerftest(ctx, cfg, sc, stdout)
+	}
 	pc, err := newPerfContext(cfg)
 	if err != nil {
 		return err
@@ -17,11 +28,9 @@ func perf(ctx context.Context, cfg perfConfig, stdout, stderr io.Writer) error {
 	defer pc.closeObs() // runs after the device closes
 	defer pc.dev.Close()
 	pc.banner(stdout)
-	sc, err := pc.exchange(ctx, stderr)
-	if err != nil {
+	if err := pc.exchange(ctx, sc); err != nil {
 		return err
 	}
-	defer sc.conn.Close()
 	for i, q := range pc.qps {
 		fmt.Fprintf(stdout, " local address:  %s\n", q.local.line(i))
 	}
@@ -37,8 +46,7 @@ func perf(ctx context.Context, cfg perfConfig, stdout, stderr io.Writer) error {
 		done = make(chan peerDone, 1)
 		go func() { done <- <-sc.awaitDone(cfg.qps) }()
 	}
-	passive := !cfg.client() && (cfg.test.op == qp.WRRDMARead || cfg.test.op == qp.WRAtomicFetchAndAdd ||
-		cfg.test.op == qp.WRRDMAWrite && !cfg.test.lat)
+	passive := pc.passive()
 	if passive {
 		fmt.Fprintln(stdout, " (passive server: the client measures)")
 	} else {
@@ -48,7 +56,7 @@ func perf(ctx context.Context, cfg perfConfig, stdout, stderr io.Writer) error {
 	var counts []int
 	if !passive {
 		for _, size := range cfg.sizes() {
-			c, err := pc.runSize(ctx, size, done, stdout)
+			c, _, err := pc.runSize(ctx, size, done, stdout)
 			if err != nil {
 				return err
 			}
@@ -76,21 +84,29 @@ func perf(ctx context.Context, cfg perfConfig, stdout, stderr io.Writer) error {
 	return nil
 }
 
+// passive reports whether this side is a server that only lends its
+// memory: the client's READs, WRITEs and atomics need nothing of it.
+func (pc *perfContext) passive() bool {
+	op := pc.cfg.test.op
+	return !pc.cfg.client() && (op == qp.WRRDMARead || op == qp.WRAtomicFetchAndAdd ||
+		op == qp.WRRDMAWrite && !pc.cfg.test.lat)
+}
+
 // runSize runs and reports one message size; it returns each QP's
-// operation count for the done line.
-func (pc *perfContext) runSize(ctx context.Context, size int, done chan peerDone, stdout io.Writer) ([]int, error) {
+// operation count for the done line and, for a bandwidth test, the run.
+func (pc *perfContext) runSize(ctx context.Context, size int, done chan peerDone, stdout io.Writer) ([]int, *bwRun, error) {
 	cfg := pc.cfg
 	if cfg.test.lat {
 		run, err := pc.latLoop(ctx, size, done)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if cfg.duration > 0 {
 			reportLatDuration(stdout, size, run.iters, run.elapsed, pc.rttFactor())
 		} else {
 			reportLat(stdout, size, run.iters, latencyStats(run.starts, pc.rttFactor()))
 		}
-		return []int{run.iters}, nil
+		return []int{run.iters}, nil, nil
 	}
 	var run *bwRun
 	var err error
@@ -107,7 +123,7 @@ func (pc *perfContext) runSize(ctx context.Context, size int, done chan peerDone
 		run, err = pc.bwServerRecv(ctx, size, target, done)
 	}
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	run.report(stdout, cfg.gbits)
 	counts := make([]int, cfg.qps)
@@ -117,7 +133,7 @@ func (pc *perfContext) runSize(ctx context.Context, size int, done chan peerDone
 			counts[i] = run.iters // per QP in iteration mode
 		}
 	}
-	return counts, nil
+	return counts, run, nil
 }
 
 // rttFactor is 2 for the ping-pong tests, which time round trips and
@@ -146,7 +162,11 @@ func (pc *perfContext) banner(w io.Writer) {
 	if cfg.test.op == qp.WRRDMARead || cfg.test.op == qp.WRAtomicFetchAndAdd {
 		fmt.Fprintf(w, " Outstand reads  : %d\n", perfRdAtomic)
 	}
-	fmt.Fprintf(w, " Data ex. method : goroce text lines over TCP\n")
+	if cfg.exchange == exchangePerftest {
+		fmt.Fprintf(w, " Data ex. method : Ethernet (perftest's exchange, peer version %s)\n", cfg.perftestPeer)
+	} else {
+		fmt.Fprintf(w, " Data ex. method : goroce text lines over TCP\n")
+	}
 	if cfg.duration > 0 && !cfg.test.lat {
 		fmt.Fprintln(w, " WARNING: BW peak won't be measured in this run.")
 	}

@@ -21,6 +21,10 @@ type perfDest struct {
 	rkey uint32
 	addr uint64
 	size int
+	// outReads is how many RDMA READs and atomics the side accepts at
+	// once (its max_dest_rd_atomic), which perftest's exchange carries;
+	// 0 from goroce's exchange, which does not.
+	outReads int
 }
 
 // perfQP is one queue pair of the test with its own buffer. The buffer has
@@ -114,7 +118,14 @@ func (pc *perfContext) init() error {
 		return fmt.Errorf("couldn't create CQ: %w", err)
 	}
 	pc.wcs = make([]qp.WC, 64)
-	half := cfg.maxSize()
+	// A perftest peer spreads its RDMA WRITEs, READs and atomics over a
+	// cycle buffer (a page) when messages are small: the second half must
+	// hold it all.
+	half := max(cfg.maxSize(), cfg.cycle)
+	outReads := 1 // as perftest says for tests without READs or atomics
+	if cfg.test.op == qp.WRRDMARead || cfg.test.op == qp.WRAtomicFetchAndAdd {
+		outReads = perfRdAtomic
+	}
 	for i := 0; i < cfg.qps; i++ {
 		q := &perfQP{half: half, buf: make([]byte, 2*half)}
 		if q.mr, err = pc.pd.RegMR(q.buf, perfAccess); err != nil {
@@ -130,7 +141,7 @@ func (pc *perfContext) init() error {
 			return fmt.Errorf("failed to modify QP to INIT: %w", err)
 		}
 		q.local = perfDest{qpn: q.qp.QPN(), psn: randomPSN(), gid: pc.dev.GID(), rkey: q.mr.RKey(),
-			addr: q.mr.Addr() + uint64(half), size: half}
+			addr: q.mr.Addr() + uint64(half), size: half, outReads: outReads}
 		q.sge[0] = qp.SGE{Addr: q.mr.Addr(), Length: uint32(half), LKey: q.mr.LKey()}
 		q.rsge[0] = qp.SGE{Addr: q.mr.Addr() + uint64(half), Length: uint32(half), LKey: q.mr.LKey()}
 		q.recv = qp.RecvWR{SGL: q.rsge[:]}
@@ -161,6 +172,12 @@ func (q *perfQP) postRecv(n int) error {
 // (retry forever), so a receiver that falls behind slows the sender down
 // instead of failing it.
 func (pc *perfContext) connect(q *perfQP) error {
+	// This side's READs and atomics in flight: what the peer accepts, if
+	// it says (perftest's out_reads), within perfRdAtomic.
+	rdAtomic := perfRdAtomic
+	if q.remote.outReads > 0 {
+		rdAtomic = min(rdAtomic, q.remote.outReads)
+	}
 	attr := qp.Attr{State: qp.StateRTR, PathMTU: qp.MTUFromBytes(pc.cfg.mtu), DestQPN: q.remote.qpn,
 		RQPSN: q.remote.psn, MaxDestRdAtomic: perfRdAtomic, MinRNRTimer: 1, AH: qp.AH{GID: q.remote.gid, HopLimit: 1}}
 	if err := q.qp.Modify(&attr, qp.AttrState|qp.AttrAV|qp.AttrPathMTU|qp.AttrDestQPN|
@@ -168,7 +185,7 @@ func (pc *perfContext) connect(q *perfQP) error {
 		return fmt.Errorf("failed to modify QP to RTR: %w", err)
 	}
 	attr.State, attr.Timeout, attr.RetryCnt, attr.RNRRetry, attr.SQPSN, attr.MaxRdAtomic =
-		qp.StateRTS, 14, 7, 7, q.local.psn, perfRdAtomic
+		qp.StateRTS, 14, 7, 7, q.local.psn, uint8(rdAtomic)
 	if err := q.qp.Modify(&attr, qp.AttrState|qp.AttrTimeout|qp.AttrRetryCnt|qp.AttrRNRRetry|
 		qp.AttrSQPSN|qp.AttrMaxQPRdAtomic); err != nil {
 		return fmt.Errorf("failed to modify QP to RTS: %w", err)

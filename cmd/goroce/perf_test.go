@@ -20,6 +20,12 @@ import (
 // goroutines with the same flags and returns their outputs.
 func runPerfPair(t *testing.T, test string, flags ...string) (srvOut, cliOut string) {
 	t.Helper()
+	return runPerfPairWith(t, test, flags, flags)
+}
+
+// runPerfPairWith is runPerfPair with flags of each side's own.
+func runPerfPairWith(t *testing.T, test string, srvFlags, cliFlags []string) (srvOut, cliOut string) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 15*time.Second)
 	defer cancel()
 	srvAddr, cliAddr := loopbackPair()
@@ -27,7 +33,7 @@ func runPerfPair(t *testing.T, test string, flags ...string) (srvOut, cliOut str
 	srvErr := &portWriter{port: make(chan int, 1)}
 	srvCode := make(chan int, 1)
 	go func() {
-		srvCode <- run(ctx, append([]string{"perf", test, "--addr", srvAddr, "-p", "0"}, flags...), &srv, srvErr)
+		srvCode <- run(ctx, append([]string{"perf", test, "--addr", srvAddr, "-p", "0"}, srvFlags...), &srv, srvErr)
 	}()
 	var port int
 	select {
@@ -37,7 +43,7 @@ func runPerfPair(t *testing.T, test string, flags ...string) (srvOut, cliOut str
 	}
 	var cliErr bytes.Buffer
 	// HOST before the flags, as getopt allows.
-	code := run(ctx, append([]string{"perf", test, srvAddr, "--addr", cliAddr, "-p", strconv.Itoa(port)}, flags...), &cli, &cliErr)
+	code := run(ctx, append([]string{"perf", test, srvAddr, "--addr", cliAddr, "-p", strconv.Itoa(port)}, cliFlags...), &cli, &cliErr)
 	if code != exitOK {
 		t.Errorf("client exit %d: %s", code, cliErr.String())
 	}

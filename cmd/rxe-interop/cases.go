@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"strconv"
+	"strings"
 )
 
 // The lab's fixed addresses: the guest and the namespace's bridge, where
@@ -35,9 +36,15 @@ const (
 	ipv6 family = "ipv6"
 )
 
-// interopCase is one ping-pong between rxe and goroce.
+// perftests are the perftest programs the suite runs, by goroce perf's
+// TEST names: rxe runs ib_TEST.
+var perftests = []string{"write_bw", "read_bw", "send_bw", "atomic_bw", "send_lat", "write_lat", "read_lat"}
+
+// interopCase is one ping-pong, or one perftest run, between rxe and
+// goroce.
 type interopCase struct {
-	Transport string // rc, uc or ud: which ibv_*_pingpong
+	Transport string // rc, uc or ud: which ibv_*_pingpong (rc for perftest)
+	Perftest  string // "" for a ping-pong; else the test: rxe runs ib_<Perftest>, goroce `perf <Perftest>`
 	RxeRole   role
 	Family    family
 	MTU       int // path MTU in bytes: 1024 or 4096
@@ -49,19 +56,28 @@ type interopCase struct {
 // Name identifies the case in the guest's serial log (the lab's
 // "RXELAB-CASE BEGIN name" markers) and names its files.
 func (c interopCase) Name() string {
-	return fmt.Sprintf("%s_pingpong-%s-%s-mtu%d", c.Transport, c.RxeRole, c.Family, c.MTU)
+	return fmt.Sprintf("%s-%s-%s-mtu%d", c.program(), c.RxeRole, c.Family, c.MTU)
 }
 
 // Line is the start of the case's result line.
 func (c interopCase) Line() string {
-	return fmt.Sprintf("%s_pingpong rxe-%s %s mtu=%d", c.Transport, c.RxeRole, c.Family, c.MTU)
+	return fmt.Sprintf("%s rxe-%s %s mtu=%d", c.program(), c.RxeRole, c.Family, c.MTU)
+}
+
+// program is the rxe side's program: ibv_rc_pingpong's "rc_pingpong" or
+// perftest's "ib_write_bw".
+func (c interopCase) program() string {
+	if c.Perftest != "" {
+		return "ib_" + c.Perftest
+	}
+	return c.Transport + "_pingpong"
 }
 
 // goroceChecks reports whether goroce checks the payload it receives. It
 // does as the client: it sends a pattern, and rxe's examples echo the
 // buffer they received into. As the server it would receive rxe's
 // client's fill byte, not the pattern.
-func (c interopCase) goroceChecks() bool { return c.RxeRole == rxeServer }
+func (c interopCase) goroceChecks() bool { return c.RxeRole == rxeServer && c.Perftest == "" }
 
 // message sizes per transport and MTU: the lab's own choices at 1024 (one
 // packet each), and at 4096 an RC/UC message of two packets (SEND_FIRST +
@@ -79,18 +95,50 @@ func messageSize(transport string, mtu int) int {
 	}
 }
 
+// perftestSize is the message size of a perftest case: the lab's 4096
+// bytes for bandwidth (at MTU 4096, two packets: 8192), 64 for latency,
+// and an atomic's 8.
+func perftestSize(test string, mtu int) int {
+	switch {
+	case test == "atomic_bw":
+		return 8
+	case strings.HasSuffix(test, "_lat"):
+		return 64
+	default:
+		return max(4096, 2*mtu)
+	}
+}
+
+// plan is what the suite runs: every combination of its lists.
+type plan struct {
+	transports []string // ping-pong transports: rc, uc, ud
+	perftests  []string // perftest programs (see perftests)
+	roles      []role
+	families   []family
+	mtus       []int
+	iters      int // exchanges per ping-pong case
+	perfIters  int // operations per perftest case (-n)
+}
+
 // matrix lists the cases to run, in the order the guest runs them: all
 // cases of the smaller MTU first, since the guest can raise its MTU but
 // the suite never lowers it again.
-func matrix(transports []string, roles []role, families []family, mtus []int, iters int) []interopCase {
+func matrix(p plan) []interopCase {
 	var cs []interopCase
-	for _, mtu := range mtus {
-		for _, f := range families {
-			for _, r := range roles {
-				for _, t := range transports {
+	for _, mtu := range p.mtus {
+		for _, f := range p.families {
+			for _, r := range p.roles {
+				for _, t := range p.transports {
 					cs = append(cs, interopCase{
 						Transport: t, RxeRole: r, Family: f, MTU: mtu,
-						Size: messageSize(t, mtu), Iters: iters,
+						Size: messageSize(t, mtu), Iters: p.iters,
+						Port: firstPort + len(cs),
+					})
+				}
+				for _, t := range p.perftests {
+					cs = append(cs, interopCase{
+						Transport: "rc", Perftest: t, RxeRole: r, Family: f, MTU: mtu,
+						Size: perftestSize(t, mtu), Iters: p.perfIters,
 						Port: firstPort + len(cs),
 					})
 				}
@@ -110,6 +158,9 @@ func (c interopCase) goroceAddr() string {
 
 // goroceArgs is the goroce command line for the case (without the binary).
 func (c interopCase) goroceArgs() []string {
+	if c.Perftest != "" {
+		return c.gorocePerfArgs()
+	}
 	args := []string{"pingpong", "-t", c.Transport,
 		"-m", strconv.Itoa(c.MTU), "-s", strconv.Itoa(c.Size), "-n", strconv.Itoa(c.Iters),
 		"-p", strconv.Itoa(c.Port), "--addr", c.goroceAddr()}
@@ -122,6 +173,22 @@ func (c interopCase) goroceArgs() []string {
 	return args
 }
 
+// gorocePerfArgs is goroce perf's command line: perftest's flags as the
+// lab gives them to rxe's side (-d and -x are accepted and ignored), and
+// as the client, perftest's side-channel format.
+func (c interopCase) gorocePerfArgs() []string {
+	args := []string{"perf", c.Perftest, "-d", "rxe0", "-x", "1", "-F", "-m", strconv.Itoa(c.MTU),
+		"-n", strconv.Itoa(c.Iters)}
+	if c.Perftest != "atomic_bw" {
+		args = append(args, "-s", strconv.Itoa(c.Size))
+	}
+	args = append(args, "-p", strconv.Itoa(c.Port), "--addr", c.goroceAddr())
+	if c.RxeRole == rxeServer {
+		args = append(args, "--exchange", "perftest", guestIPv4) // the side channel is IPv4 only
+	}
+	return args
+}
+
 // rxeCommand is the guest's command line for the case. $G4 and $G6 are
 // the guest script's GID indexes of its IPv4-mapped and IPv6 GIDs.
 // ibv_ud_pingpong has no -m: a datagram's limit is the port's active MTU.
@@ -129,6 +196,17 @@ func (c interopCase) rxeCommand() string {
 	gid := "$G4"
 	if c.Family == ipv6 {
 		gid = "$G6"
+	}
+	if c.Perftest != "" {
+		cmd := fmt.Sprintf("ib_%s -d rxe0 -x %s -n %d", c.Perftest, gid, c.Iters)
+		if c.Perftest != "atomic_bw" {
+			cmd += fmt.Sprintf(" -s %d", c.Size)
+		}
+		cmd += fmt.Sprintf(" -F -m %d -p %d", c.MTU, c.Port)
+		if c.RxeRole == rxeClient {
+			cmd += " " + goroceIPv4
+		}
+		return cmd
 	}
 	cmd := fmt.Sprintf("ibv_%s_pingpong -d rxe0 -g %s -n %d -s %d", c.Transport, gid, c.Iters, c.Size)
 	if c.Transport != "ud" {

@@ -8,7 +8,8 @@ import (
 )
 
 func TestMatrixOrderAndPorts(t *testing.T) {
-	cs := matrix([]string{"rc", "uc", "ud"}, []role{rxeServer, rxeClient}, []family{ipv4, ipv6}, []int{1024, 4096}, 5)
+	cs := matrix(plan{transports: []string{"rc", "uc", "ud"}, roles: []role{rxeServer, rxeClient},
+		families: []family{ipv4, ipv6}, mtus: []int{1024, 4096}, iters: 5})
 	if len(cs) != 24 {
 		t.Fatalf("got %d cases, want 24", len(cs))
 	}
@@ -63,7 +64,8 @@ func TestCommandLines(t *testing.T) {
 }
 
 func TestGuestScriptRaisesMTUOnceBeforeTheFirst4096Case(t *testing.T) {
-	cs := matrix([]string{"rc"}, []role{rxeServer, rxeClient}, []family{ipv4}, []int{1024, 4096}, 5)
+	cs := matrix(plan{transports: []string{"rc"}, roles: []role{rxeServer, rxeClient},
+		families: []family{ipv4}, mtus: []int{1024, 4096}, iters: 5})
 	s := guestScript(cs, 10*time.Second)
 	if n := strings.Count(s, "\nset_mtu 9000\n"); n != 1 {
 		t.Fatalf("set_mtu 9000 appears %d times, want once:\n%s", n, s)
@@ -84,13 +86,52 @@ func TestParseFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(cfg.mtus, []int{1024, 4096}) || !slices.Equal(cfg.transports, []string{"ud"}) ||
-		!slices.Equal(cfg.families, []family{ipv6}) || len(cfg.roles) != 2 {
+	if !slices.Equal(cfg.plan.mtus, []int{1024, 4096}) || !slices.Equal(cfg.plan.transports, []string{"ud"}) ||
+		!slices.Equal(cfg.plan.families, []family{ipv6}) || len(cfg.plan.roles) != 2 {
 		t.Errorf("got %+v", cfg)
 	}
 	for _, bad := range [][]string{{"-mtus", "2048"}, {"-transports", "rd"}, {"-roles", "both"}, {"-iters", "0"}, {"extra"}} {
 		if _, err := parseFlags(bad, &strings.Builder{}); err == nil {
 			t.Errorf("parseFlags(%q): want an error", bad)
 		}
+	}
+}
+
+func TestPerftestCases(t *testing.T) {
+	cs := matrix(plan{transports: []string{"rc"}, perftests: perftests, roles: []role{rxeServer, rxeClient},
+		families: []family{ipv4}, mtus: []int{1024}, iters: 5, perfIters: 20})
+	if len(cs) != 2*(1+len(perftests)) {
+		t.Fatalf("got %d cases, want %d", len(cs), 2*(1+len(perftests)))
+	}
+	c := cs[1]
+	if c.Line() != "ib_write_bw rxe-server ipv4 mtu=1024" || c.Name() != "ib_write_bw-server-ipv4-mtu1024" || c.goroceChecks() {
+		t.Errorf("case %q named %q", c.Line(), c.Name())
+	}
+	if got, want := c.rxeCommand(), "ib_write_bw -d rxe0 -x $G4 -n 20 -s 4096 -F -m 1024 -p 18601"; got != want {
+		t.Errorf("rxe server command\n got %s\nwant %s", got, want)
+	}
+	want := []string{"perf", "write_bw", "-d", "rxe0", "-x", "1", "-F", "-m", "1024", "-n", "20", "-s", "4096",
+		"-p", "18601", "--addr", "10.99.0.254", "--exchange", "perftest", "10.99.0.1"}
+	if got := c.goroceArgs(); !slices.Equal(got, want) {
+		t.Errorf("goroce client args\n got %q\nwant %q", got, want)
+	}
+	c = interopCase{Transport: "rc", Perftest: "atomic_bw", RxeRole: rxeClient, Family: ipv6, MTU: 4096, Size: 8, Iters: 20, Port: 18650}
+	if got, want := c.rxeCommand(), "ib_atomic_bw -d rxe0 -x $G6 -n 20 -F -m 4096 -p 18650 10.99.0.254"; got != want {
+		t.Errorf("rxe client command\n got %s\nwant %s", got, want)
+	}
+	want = []string{"perf", "atomic_bw", "-d", "rxe0", "-x", "1", "-F", "-m", "4096", "-n", "20",
+		"-p", "18650", "--addr", "fd00:99::254"}
+	if got := c.goroceArgs(); !slices.Equal(got, want) {
+		t.Errorf("goroce server args\n got %q\nwant %q", got, want)
+	}
+	if perftestSize("write_bw", 4096) != 8192 || perftestSize("send_lat", 4096) != 64 || perftestSize("atomic_bw", 1024) != 8 {
+		t.Error("perftestSize")
+	}
+	if _, err := parseFlags([]string{"-transports", "none", "-perftests", "none"}, &strings.Builder{}); err == nil {
+		t.Error("nothing to run: want an error")
+	}
+	cfg, err := parseFlags([]string{"-transports", "none", "-perftests", "ib_send_bw,read_lat"}, &strings.Builder{})
+	if err != nil || !slices.Equal(cfg.plan.perftests, []string{"send_bw", "read_lat"}) || len(cfg.plan.transports) != 0 {
+		t.Errorf("parseFlags: %+v %v", cfg.plan, err)
 	}
 }

@@ -48,11 +48,7 @@ type config struct {
 	out         string
 	ns          string
 	verbose     bool
-	transports  []string
-	roles       []role
-	families    []family
-	mtus        []int
-	iters       int
+	plan        plan
 	caseTimeout time.Duration
 }
 
@@ -73,7 +69,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	start := time.Now()
-	cases := matrix(cfg.transports, cfg.roles, cfg.families, cfg.mtus, cfg.iters)
+	cases := matrix(cfg.plan)
 
 	if err := os.MkdirAll(cfg.out, 0o755); err != nil {
 		fmt.Fprintf(stderr, "rxe-interop: %v\n", err)
@@ -158,7 +154,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: rxe-interop [flags]   (as root, from the module root)")
-		fmt.Fprintln(stderr, "Runs goroce pingpong against rxe's ibv_rc/uc/ud_pingpong in the rxe lab; see the package doc.")
+		fmt.Fprintln(stderr, "Runs goroce pingpong and goroce perf against rxe's ibv_rc/uc/ud_pingpong and perftest in the rxe lab; see the package doc.")
 		fs.PrintDefaults()
 	}
 	labDir := os.Getenv("RXE_LAB_DIR")
@@ -170,18 +166,20 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		lab = findLab()
 	}
 	var cfg config
-	var transports, roles, families, mtus string
+	var transports, perfs, roles, families, mtus string
 	fs.StringVar(&cfg.goroce, "goroce", "", "goroce `binary` to test (default: go build ./cmd/goroce)")
 	fs.StringVar(&cfg.lab, "lab", lab, "the rxe-lab `script` (env RXE_LAB)")
 	fs.StringVar(&cfg.out, "out", filepath.Join(labDir, "interop", time.Now().Format("20060102T150405")),
 		"`directory` for the serial log, goroce's output and one pcap per case")
 	fs.StringVar(&cfg.ns, "ns", "rxe-interop", "network `namespace` for the lab (RXE_LAB_NS), apart from other users of the lab")
 	fs.BoolVar(&cfg.verbose, "v", false, "show the lab's progress lines")
-	fs.StringVar(&transports, "transports", "rc,uc,ud", "`list` of transports: rc, uc, ud")
+	fs.StringVar(&transports, "transports", "rc,uc,ud", "`list` of ping-pong transports: rc, uc, ud, or none")
+	fs.StringVar(&perfs, "perftests", strings.Join(perftests, ","), "`list` of perftest programs (ib_TEST), or none")
 	fs.StringVar(&roles, "roles", "server,client", "`list` of rxe's roles: server, client")
 	fs.StringVar(&families, "families", "ipv4,ipv6", "`list` of address families: ipv4, ipv6")
 	fs.StringVar(&mtus, "mtus", "1024,4096", "`list` of path MTUs: 1024, 4096")
-	fs.IntVar(&cfg.iters, "iters", 5, "exchanges per case (`n`)")
+	fs.IntVar(&cfg.plan.iters, "iters", 5, "exchanges per ping-pong case (`n`)")
+	fs.IntVar(&cfg.plan.perfIters, "perf-iters", 20, "operations per perftest case (`n`, -n)")
 	fs.DurationVar(&cfg.caseTimeout, "case-timeout", 10*time.Second, "longest rxe's side of one case may take (`duration`)")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
@@ -190,31 +188,46 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		return cfg, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	var err error
-	if cfg.transports, err = parseList(transports, "-transports", func(s string) (string, bool) {
-		return s, s == "rc" || s == "uc" || s == "ud"
-	}); err != nil {
-		return cfg, err
+	p := &cfg.plan
+	if transports != "none" {
+		if p.transports, err = parseList(transports, "-transports", func(s string) (string, bool) {
+			return s, s == "rc" || s == "uc" || s == "ud"
+		}); err != nil {
+			return cfg, err
+		}
 	}
-	if cfg.roles, err = parseList(roles, "-roles", func(s string) (role, bool) {
+	if perfs != "none" {
+		if p.perftests, err = parseList(perfs, "-perftests", func(s string) (string, bool) {
+			s = strings.TrimPrefix(s, "ib_")
+			return s, slices.Contains(perftests, s)
+		}); err != nil {
+			return cfg, err
+		}
+	}
+	if p.roles, err = parseList(roles, "-roles", func(s string) (role, bool) {
 		return role(s), s == string(rxeServer) || s == string(rxeClient)
 	}); err != nil {
 		return cfg, err
 	}
-	if cfg.families, err = parseList(families, "-families", func(s string) (family, bool) {
+	if p.families, err = parseList(families, "-families", func(s string) (family, bool) {
 		return family(s), s == string(ipv4) || s == string(ipv6)
 	}); err != nil {
 		return cfg, err
 	}
-	if cfg.mtus, err = parseList(mtus, "-mtus", func(s string) (int, bool) {
+	if p.mtus, err = parseList(mtus, "-mtus", func(s string) (int, bool) {
 		n, err := strconv.Atoi(s)
 		return n, err == nil && (n == 1024 || n == 4096)
 	}); err != nil {
 		return cfg, err
 	}
-	slices.Sort(cfg.mtus) // the guest only raises its MTU
+	slices.Sort(p.mtus) // the guest only raises its MTU
 	switch {
-	case cfg.iters < 1:
-		return cfg, fmt.Errorf("-iters %d: want at least 1", cfg.iters)
+	case len(p.transports) == 0 && len(p.perftests) == 0:
+		return cfg, fmt.Errorf("-transports none and -perftests none: nothing to run")
+	case p.iters < 1:
+		return cfg, fmt.Errorf("-iters %d: want at least 1", p.iters)
+	case p.perfIters < 5:
+		return cfg, fmt.Errorf("-perf-iters %d: want at least 5 (perftest's latency tests drop two samples)", p.perfIters)
 	case cfg.caseTimeout < 5*time.Second:
 		return cfg, fmt.Errorf("-case-timeout %v: want at least 5s (a TCG guest is slow to start a program)", cfg.caseTimeout)
 	}
