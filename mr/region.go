@@ -65,6 +65,9 @@ func (pd *PD) RegMemory(m Memory, access Access) (*MR, error) {
 }
 
 func (pd *PD) register(op string, m Memory, access Access, useIOVA bool, iova uint64) (*MR, error) {
+	if pd == nil {
+		return nil, errorf(ErrInvalidArgument, "%s: nil PD", op)
+	}
 	if err := checkMRAccess(access); err != nil {
 		return nil, err
 	}

@@ -84,6 +84,9 @@ type QP struct {
 
 // New creates a QP in the RESET state.
 func New(qpn uint32, pd *mr.PD, ia *InitAttr, env *Env) (*QP, error) {
+	if ia == nil {
+		return nil, fmt.Errorf("%w: nil InitAttr", ErrInvalidAttr)
+	}
 	l := &env.Limits
 	switch {
 	case ia.Type != RC && ia.Type != UC && ia.Type != UD:
@@ -152,6 +155,9 @@ func (q *QP) SRQ() *SRQ { return q.srq }
 // the attributes to apply; the error names any required attribute missing
 // or one the transition does not accept.
 func (q *QP) Modify(attr *Attr, mask AttrMask, now time.Time) error {
+	if attr == nil {
+		return fmt.Errorf("%w: nil Attr", ErrInvalidAttr)
+	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	cur := q.State()
@@ -259,6 +265,9 @@ func (q *QP) Query() Attr {
 // PostRecv posts a receive work request (ibv_post_recv). The QP must not be
 // in RESET and must not use an SRQ.
 func (q *QP) PostRecv(wr *RecvWR) error {
+	if wr == nil {
+		return fmt.Errorf("%w: nil RecvWR", ErrInvalidWR)
+	}
 	if q.srq != nil {
 		return fmt.Errorf("%w: QP %#x takes its receives from an SRQ; post there", ErrInvalidWR, q.qpn)
 	}
@@ -280,6 +289,9 @@ func (q *QP) PostRecv(wr *RecvWR) error {
 // keys and bounds are checked when the WR is processed and fail as a
 // completion with an error status, as on a real NIC.
 func (q *QP) PostSend(wr *SendWR) error {
+	if wr == nil {
+		return fmt.Errorf("%w: nil SendWR", ErrInvalidWR)
+	}
 	if s := q.State(); s == StateReset || s == StateInit || s == StateRTR {
 		return fmt.Errorf("%w: PostSend on a QP in %v (the send queue works from RTS)", ErrInvalidState, s)
 	}

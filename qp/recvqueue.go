@@ -138,7 +138,12 @@ func NewSRQ(attr SRQAttr, onLimit func()) (*SRQ, error) {
 }
 
 // PostRecv posts a receive to the SRQ (ibv_post_srq_recv).
-func (s *SRQ) PostRecv(wr *RecvWR) error { return s.q.post(wr) }
+func (s *SRQ) PostRecv(wr *RecvWR) error {
+	if wr == nil {
+		return fmt.Errorf("%w: nil RecvWR", ErrInvalidWR)
+	}
+	return s.q.post(wr)
+}
 
 // Modify arms the limit event with a new srq_limit (ibv_modify_srq with
 // IBV_SRQ_LIMIT). A limit of 0 disarms it.

@@ -84,6 +84,7 @@ type Device struct {
 
 	mu   sync.Mutex
 	qps  map[uint32]*QP
+	srqs map[*qp.SRQ]*mr.PD             // SRQs and the PDs they hold
 	view atomic.Pointer[map[uint32]*QP] // copy-on-write snapshot for the receive path
 
 	events  chan qp.Event
@@ -184,7 +185,7 @@ func Open(cfg Config) (*Device, error) {
 	}
 	d := &Device{
 		cfg: cfg, link: l, caps: l.Caps(), local: l.LocalAddr(), mem: mem, log: log,
-		qps: make(map[uint32]*QP), events: make(chan qp.Event, 256), closing: make(chan struct{}),
+		qps: make(map[uint32]*QP), srqs: make(map[*qp.SRQ]*mr.PD), events: make(chan qp.Event, 256), closing: make(chan struct{}),
 	}
 	d.limits = qp.Limits{MaxMTU: mtu, MaxRdAtomic: MaxRdAtomic, MaxSendWR: MaxQPWR, MaxSGE: MaxSGE,
 		MaxInline: MaxInline, MaxMsgSize: MaxMsgSize, IPv4: d.local.Addr().Unmap().Is4()}
@@ -252,10 +253,26 @@ func (d *Device) GID() netip.Addr {
 func (d *Device) Mem() *mr.Table { return d.mem }
 
 // AllocPD allocates a protection domain (ibv_alloc_pd).
-func (d *Device) AllocPD() (*mr.PD, error) { return d.mem.AllocPD() }
+func (d *Device) AllocPD() (*mr.PD, error) {
+	if err := d.open("AllocPD"); err != nil {
+		return nil, err
+	}
+	return d.mem.AllocPD()
+}
+
+// open returns ErrClosed, naming the call, once the device is closed.
+func (d *Device) open(call string) error {
+	if d.closed.Load() {
+		return fmt.Errorf("%w: %s", ErrClosed, call)
+	}
+	return nil
+}
 
 // CreateCQ creates a completion queue of cqe entries (ibv_create_cq).
 func (d *Device) CreateCQ(cqe int) (*qp.CQ, error) {
+	if err := d.open("CreateCQ"); err != nil {
+		return nil, err
+	}
 	if cqe > MaxCQE {
 		return nil, fmt.Errorf("%w: cqe %d exceeds max_cqe %d", ErrInvalidArg, cqe, MaxCQE)
 	}
@@ -269,12 +286,37 @@ func (d *Device) CreateCQ(cqe int) (*qp.CQ, error) {
 // CreateSRQ creates a shared receive queue (ibv_create_srq). The limit
 // event arrives on Events.
 func (d *Device) CreateSRQ(pd *mr.PD, attr qp.SRQAttr) (*qp.SRQ, error) {
+	if err := d.open("CreateSRQ"); err != nil {
+		return nil, err
+	}
 	if pd == nil || pd.Table() != d.mem {
 		return nil, fmt.Errorf("%w: PD", ErrWrongDevice)
 	}
 	var srq *qp.SRQ
 	srq, err := qp.NewSRQ(attr, func() { d.event(qp.Event{Type: qp.EventSRQLimitReached, SRQ: srq}) })
-	return srq, err
+	if err != nil {
+		return nil, err
+	}
+	if err := pd.Hold(); err != nil { // the SRQ uses the PD until DestroySRQ
+		return nil, err
+	}
+	d.mu.Lock()
+	d.srqs[srq] = pd
+	d.mu.Unlock()
+	return srq, nil
+}
+
+// DestroySRQ releases an SRQ and its hold on its PD (ibv_destroy_srq). QPs
+// that still use it keep their posted receives.
+func (d *Device) DestroySRQ(srq *qp.SRQ) error {
+	d.mu.Lock()
+	pd, ok := d.srqs[srq]
+	delete(d.srqs, srq)
+	d.mu.Unlock()
+	if !ok {
+		return fmt.Errorf("%w: SRQ not created by this device, or already destroyed", ErrInvalidArg)
+	}
+	return pd.Release()
 }
 
 // Events delivers asynchronous events (ibv_get_async_event): PORT_ACTIVE
@@ -342,10 +384,13 @@ func (q *QP) fired() {
 // is drawn at random: predictable QPNs make packet injection easy.
 func (d *Device) CreateQP(pd *mr.PD, ia *qp.InitAttr) (*QP, error) {
 	if d.closed.Load() {
-		return nil, ErrClosed
+		return nil, fmt.Errorf("%w: CreateQP", ErrClosed)
 	}
 	if pd == nil || pd.Table() != d.mem {
 		return nil, fmt.Errorf("%w: PD", ErrWrongDevice)
+	}
+	if ia == nil {
+		return nil, fmt.Errorf("%w: nil InitAttr", ErrInvalidArg)
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -417,9 +462,30 @@ func (d *Device) publish() {
 // Modify changes the QP's attributes and state (ibv_modify_qp); mask bits
 // are libibverbs' IBV_QP_* values.
 func (q *QP) Modify(attr *qp.Attr, mask qp.AttrMask) error {
+	if err := q.d.open("Modify"); err != nil {
+		return err
+	}
 	err := q.QP.Modify(attr, mask, time.Now())
 	q.w.ring(q)
 	return err
+}
+
+// PostSend posts a send work request (ibv_post_send); see qp.QP.PostSend.
+// On a closed device it returns ErrClosed: nothing would complete it.
+func (q *QP) PostSend(wr *qp.SendWR) error {
+	if err := q.d.open("PostSend"); err != nil {
+		return err
+	}
+	return q.QP.PostSend(wr)
+}
+
+// PostRecv posts a receive work request (ibv_post_recv); see
+// qp.QP.PostRecv. On a closed device it returns ErrClosed.
+func (q *QP) PostRecv(wr *qp.RecvWR) error {
+	if err := q.d.open("PostRecv"); err != nil {
+		return err
+	}
+	return q.QP.PostRecv(wr)
 }
 
 // Destroy removes the QP from the device (ibv_destroy_qp). Outstanding WRs

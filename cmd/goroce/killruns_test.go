@@ -1,0 +1,247 @@
+//go:build unix
+
+package main
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/signal"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/goroce/goroce/nccl"
+)
+
+// Collectives under failure (GitHub issue 10). TestKillRuns makes
+// GOROCE_KILLRUNS randomized runs (default 5) of `goroce run -n 3`; each rank
+// loops over a seeded random sequence of collectives, and one rank, drawn
+// from the same seed, SIGKILLs itself a random time into the loop, so it
+// dies in the middle of a random collective. The full hundred runs:
+//
+//	GOROCE_KILLRUNS=100 go test -run KillRuns ./cmd/goroce
+//
+// A failed run names its seed; GOROCE_KILLRUNS_SEED=S replays it alone.
+const (
+	killRunsEnv  = "GOROCE_KILLRUNS"
+	killSeedEnv  = "GOROCE_KILLRUNS_SEED"
+	killRanks    = 3
+	killOpTimout = time.Second      // nccl.Options.Timeout of the ranks
+	killBound    = 15 * time.Second // a run, start to launcher exit
+	killMaxDelay = 300 * time.Millisecond
+)
+
+// killCollectives are the collectives the ranks draw from.
+var killCollectives = []string{"AllReduce", "Broadcast", "Reduce", "AllGather", "ReduceScatter", "AlltoAll", "Gather", "Scatter"}
+
+// killPlan is what a seed decides, the same in every rank: who dies and
+// when, and the source of the collectives' sequence.
+type killPlan struct {
+	rng    *rand.Rand
+	victim int
+	delay  time.Duration
+}
+
+func newKillPlan(seed uint64) killPlan {
+	rng := rand.New(rand.NewPCG(seed, 0x6b696c6c))
+	victim := rng.IntN(killRanks)
+	delay := time.Duration(rng.Int64N(int64(killMaxDelay)))
+	return killPlan{rng: rng, victim: victim, delay: delay}
+}
+
+func TestKillRuns(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes; not in -short")
+	}
+	runs := 5
+	if s := os.Getenv(killRunsEnv); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 {
+			t.Fatalf("%s=%q: want a positive number of runs", killRunsEnv, s)
+		}
+		runs = n
+	}
+	seeds := make([]uint64, runs)
+	for i := range seeds {
+		seeds[i] = rand.Uint64()
+	}
+	if s := os.Getenv(killSeedEnv); s != "" {
+		seed, err := strconv.ParseUint(s, 0, 64)
+		if err != nil {
+			t.Fatalf("%s=%q: %v", killSeedEnv, s, err)
+		}
+		seeds = []uint64{seed}
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The ranks are this test binary running TestKillRunsRank: not goroce
+	// (TestMain), and with the run's seed.
+	t.Setenv(asGoroceEnv, "0")
+	var total, slowest time.Duration
+	named := 0          // survivors, over all runs, whose error names the dead rank
+	var others []string // the errors of the others, a few of them
+	for i, seed := range seeds {
+		t.Setenv(killSeedEnv, strconv.FormatUint(seed, 10))
+		plan := newKillPlan(seed)
+		ctx, cancel := context.WithTimeout(t.Context(), 4*killBound) // past the bound, a hang
+		var out, errOut strings.Builder
+		start := time.Now()
+		code := run(ctx, []string{"run", "-n", strconv.Itoa(killRanks), "--addr-base", testBase(), "--grace", "20s", "--",
+			exe, "-test.run=^TestKillRunsRank$", "-test.timeout=2m"}, &out, &errOut)
+		took := time.Since(start)
+		cancel()
+		total += took
+		slowest = max(slowest, took)
+		n, other, problems := checkKillRun(plan, code, out.String(), errOut.String(), took)
+		named += n
+		if len(others) < 5 {
+			others = append(others, other...)
+		}
+		if i == 0 {
+			t.Logf("run 0 (%s=%d), exit %d in %v:\n%s%s", killSeedEnv, seed, code, took.Round(time.Millisecond), &out, &errOut)
+		}
+		if len(problems) > 0 {
+			t.Errorf("run %d (%s=%d, rank %d killed after %v): %s\nstdout:\n%s\nstderr:\n%s",
+				i, killSeedEnv, seed, plan.victim, plan.delay.Round(time.Millisecond), strings.Join(problems, "; "), &out, &errOut)
+		}
+	}
+	t.Logf("%d runs of %d ranks: %v per run on average, slowest %v; %d of %d survivors named the dead rank",
+		len(seeds), killRanks, (total / time.Duration(len(seeds))).Round(time.Millisecond), slowest.Round(time.Millisecond),
+		named, len(seeds)*(killRanks-1))
+	for _, o := range others {
+		t.Logf("a survivor that names another peer: %s", o)
+	}
+}
+
+// checkKillRun checks one run: goroce run reports the victim's SIGKILL and
+// exits 137 within the bound, the victim died in a collective, and every
+// survivor saw a collective fail with an error naming the operation and a
+// peer. The survivors ignore goroce run's SIGTERM and the grace before its
+// SIGKILL (20 s) is beyond the bound, so a run within the bound means they
+// all returned from their collective and exited on their own. A survivor may
+// name a live peer: it timed out waiting for a rank that waits for the dead
+// one. It returns how many survivors named the victim, the errors of those
+// that named another peer, and what was wrong.
+func checkKillRun(plan killPlan, code int, out, errOut string, took time.Duration) (named int, others, problems []string) {
+	bad := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
+	if took > killBound {
+		bad("took %v, bound %v", took.Round(time.Millisecond), killBound)
+	}
+	if code != 128+int(syscall.SIGKILL) {
+		bad("goroce run exited %d, want 137", code)
+	}
+	launcher := fmt.Sprintf(`goroce run: rank %d \(pid \d+\) was killed by signal 9 \(killed\); stopping the other %d rank\(s\)`,
+		plan.victim, killRanks-1)
+	if !regexp.MustCompile(launcher).MatchString(errOut) {
+		bad("goroce run does not report rank %d's SIGKILL", plan.victim)
+	}
+	if !regexp.MustCompile(fmt.Sprintf(`(?m)^\[%d\] killing myself in \w+ #\d+$`, plan.victim)).MatchString(out) {
+		bad("rank %d did not die in a collective", plan.victim)
+	}
+	if strings.Contains(out, "not stopped") {
+		bad("a rank's collectives went on without the dead rank")
+	}
+	for r := range killRanks {
+		if r == plan.victim {
+			continue
+		}
+		m := regexp.MustCompile(fmt.Sprintf(`(?m)^\[%d\] (\w+) #\d+ failed after \S+: (.*)$`, r)).FindStringSubmatch(out)
+		if m == nil {
+			bad("rank %d reported no failed collective", r)
+			continue
+		}
+		if !strings.Contains(m[2], "nccl: "+m[1]+" #") || !strings.Contains(m[2], "peer") {
+			bad("rank %d: %q does not name the operation and a peer", r, m[2])
+		}
+		if strings.Contains(m[2], fmt.Sprintf("peer %d:", plan.victim)) {
+			named++
+		} else {
+			others = append(others, fmt.Sprintf("rank %d (rank %d killed): %s", r, plan.victim, m[2]))
+		}
+	}
+	if named == 0 {
+		bad("no survivor names the dead rank %d", plan.victim)
+	}
+	return named, others, problems
+}
+
+// TestKillRunsRank is one rank of TestKillRuns, started by goroce run; on
+// its own it skips. It exits the process: 4 once a collective fails, 5 if
+// the communicator does not come up, 6 if the collectives go on long after
+// a rank was killed.
+func TestKillRunsRank(t *testing.T) {
+	seed, err := strconv.ParseUint(os.Getenv(killSeedEnv), 10, 64)
+	if err != nil || os.Getenv("RANK") == "" {
+		t.Skip("a rank of TestKillRuns, started by goroce run")
+	}
+	os.Exit(killRunsRank(seed))
+}
+
+func killRunsRank(seed uint64) int {
+	// goroce run sends SIGTERM to the survivors once the victim dies; they
+	// ignore it, to show that they return an error on their own.
+	signal.Ignore(syscall.SIGTERM)
+	plan := newKillPlan(seed)
+	ctx := context.Background()
+	c, err := nccl.CommInitFromEnv(ctx, nccl.Options{Timeout: killOpTimout, BootstrapTimeout: 10 * time.Second})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "init:", err)
+		return 5
+	}
+	rank, size := c.Rank(), c.Size()
+	var current atomic.Pointer[string] // the collective under way, as "Name #i"
+	die := func() {
+		fmt.Printf("killing myself in %s\n", *current.Load())
+		syscall.Kill(os.Getpid(), syscall.SIGKILL)
+	}
+	const elem = 4 // Float32
+	counts := []int{1, 1 << 10, 64 << 10}
+	big := counts[len(counts)-1] * elem * size
+	sendBuf, recvBuf := make([]byte, big), make([]byte, big)
+	start := time.Now()
+	for i := 0; time.Since(start) < killMaxDelay+killBound; i++ {
+		name := killCollectives[plan.rng.IntN(len(killCollectives))]
+		count := counts[plan.rng.IntN(len(counts))]
+		root := plan.rng.IntN(size)
+		one, all := count*elem, count*elem*size
+		op := fmt.Sprintf("%s #%d", name, i)
+		current.Store(&op)
+		if i == 0 && rank == plan.victim {
+			time.AfterFunc(plan.delay, die)
+		}
+		var req *nccl.Request
+		switch name {
+		case "AllReduce":
+			req = c.AllReduce(sendBuf[:one], recvBuf[:one], count, nccl.Float32, nccl.Sum)
+		case "Broadcast":
+			req = c.Broadcast(sendBuf[:one], recvBuf[:one], count, nccl.Float32, root)
+		case "Reduce":
+			req = c.Reduce(sendBuf[:one], recvBuf[:one], count, nccl.Float32, nccl.Sum, root)
+		case "AllGather":
+			req = c.AllGather(sendBuf[:one], recvBuf[:all], count, nccl.Float32)
+		case "ReduceScatter":
+			req = c.ReduceScatter(sendBuf[:all], recvBuf[:one], count, nccl.Float32, nccl.Sum)
+		case "AlltoAll":
+			req = c.AlltoAll(sendBuf[:all], recvBuf[:all], count, nccl.Float32)
+		case "Gather":
+			req = c.Gather(sendBuf[:one], recvBuf[:all], count, nccl.Float32, root)
+		case "Scatter":
+			req = c.Scatter(sendBuf[:all], recvBuf[:one], count, nccl.Float32, root)
+		}
+		t0 := time.Now()
+		if err := req.Wait(ctx); err != nil {
+			fmt.Printf("%s failed after %v: %v\n", op, time.Since(t0).Round(time.Millisecond), err)
+			return 4
+		}
+	}
+	fmt.Println("not stopped")
+	return 6
+}
