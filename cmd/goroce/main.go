@@ -31,6 +31,7 @@ var commands = []command{
 	{"pingpong", "ibv_{rc,uc,ud,srq}_pingpong over a goroce device: ping-pong between two processes", runPingpong},
 	{"topo", "the simulated GPU/NIC PCIe topology as nvidia-smi topo -m prints it, with each link's speed", runTopo},
 	{"run", "start N ranks of a command on loopback, each with its own RNIC (torchrun-style)", runRun},
+	{"stat", "print the counters and QPs of a running device started with --metrics-addr (rdma statistic, rdma res)", runStat},
 }
 
 // Exit statuses shared by all commands.

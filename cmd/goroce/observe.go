@@ -16,8 +16,9 @@ import (
 // ranks that `goroce run`, `goroce demo` and `goroce nccl-perf -np` start
 // inherit them.
 type observeFlags struct {
-	trace bool
-	pcap  string
+	trace       bool
+	pcap        string
+	metricsAddr string
 }
 
 func (o *observeFlags) register(fs *flag.FlagSet) {
@@ -26,6 +27,8 @@ func (o *observeFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.pcap, "pcap", os.Getenv("GOROCE_PCAP"),
 		"write every packet the device sends or receives to this pcap `file` (Wireshark decodes it as RoCE); "+
 			"with several ranks, each writes FILE.rankN.pcap")
+	fs.StringVar(&o.metricsAddr, "metrics-addr", "",
+		"serve the device's counters and QPs on this `address` (/metrics for Prometheus, /stat and /res for goroce stat)")
 }
 
 // env returns the environment that passes the flags on to child ranks.
@@ -38,6 +41,15 @@ func (o *observeFlags) env() []string {
 		env = append(env, "GOROCE_PCAP="+o.pcap)
 	}
 	return env
+}
+
+// attach starts what needs the open device (--metrics-addr) and returns
+// the function that stops it.
+func (o *observeFlags) attach(dev *rnic.Device, stderr io.Writer) (func() error, error) {
+	if o.metricsAddr == "" {
+		return func() error { return nil }, nil
+	}
+	return startMetrics(o.metricsAddr, dev, stderr)
 }
 
 // setenv passes the flags to package nccl, which opens the device of a

@@ -79,6 +79,14 @@ func newPerfContext(cfg perfConfig) (*perfContext, error) {
 		closeObs()
 		return nil, fmt.Errorf("couldn't open the device on %v: %w", cfg.addr, err)
 	}
+	stopMetrics, err := cfg.obs.attach(dev, os.Stderr)
+	if err != nil {
+		dev.Close()
+		closeObs()
+		return nil, err
+	}
+	closeCapture := closeObs
+	closeObs = func() error { stopMetrics(); return closeCapture() }
 	pc := &perfContext{cfg: cfg, dev: dev, cqMod: min(perfCQMod, cfg.txDepth), closeObs: closeObs}
 	if err := pc.init(); err != nil {
 		dev.Close()

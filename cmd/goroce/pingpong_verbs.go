@@ -71,6 +71,14 @@ func newPingpongContext(cfg pingpongConfig) (*ppContext, error) {
 		closeObs()
 		return nil, fmt.Errorf("couldn't open the device on %v: %w", cfg.addr, err)
 	}
+	stopMetrics, err := cfg.obs.attach(dev, os.Stderr)
+	if err != nil {
+		dev.Close()
+		closeObs()
+		return nil, err
+	}
+	closeCapture := closeObs
+	closeObs = func() error { stopMetrics(); return closeCapture() }
 	pp := &ppContext{cfg: cfg, dev: dev, closeObs: closeObs}
 	if err := pp.init(); err != nil {
 		dev.Close()
