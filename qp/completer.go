@@ -217,7 +217,22 @@ func (c *completer) ackThrough(now time.Time, a wire.PSN) bool {
 		}
 		q.complete(now, w, WCSuccess, false)
 	}
-	c.progress(now, a.Next())
+	// Acknowledge through a, but never past the first response a READ or
+	// atomic at the head still waits for: a READ response with PSN p
+	// acknowledges what precedes p, and when p lies inside the READ (its
+	// last packet arriving after a lost middle one) the missing response
+	// must stay expected, or its resent copy would be dropped as stale.
+	next := a.Next()
+	if q.retired.Load() < q.posted.Load() {
+		if w := q.head(); !w.local() && w.npkts != 0 && w.needsResponse() {
+			if exp := c.expectedResponse(w); next.Diff(exp) > 0 {
+				next = exp
+			}
+		}
+	}
+	if next.Diff(c.psn) > 0 {
+		c.progress(now, next)
+	}
 	return true
 }
 
