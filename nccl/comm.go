@@ -24,7 +24,9 @@ const (
 // Options tune a communicator. The zero value is usable.
 type Options struct {
 	// Timeout bounds how long an operation waits without any of its
-	// transfers completing before it fails naming the peer it waits for.
+	// transfers completing before it fails. If no rank has been reported
+	// dead by then, it waits up to one more Timeout for another rank's
+	// notice naming the culprit, so a failure takes at most 2 × Timeout.
 	// Default DefaultTimeout.
 	Timeout time.Duration
 	// Algo forces the AllReduce algorithm; AlgoAuto (default) reads
@@ -101,6 +103,8 @@ type Comm struct {
 
 	mu     sync.Mutex
 	broken error // first failure; later operations fail with ErrBroken
+
+	board *noticeBoard // dead and stalled ranks heard of (notice.go)
 }
 
 // NewComm makes a communicator over an already connected transport. It is
@@ -128,7 +132,7 @@ func NewComm(t transport.Transport, opts Options) (*Comm, error) {
 	c := &Comm{rank: t.Rank(), size: t.Size(), opts: opts,
 		log:   opts.Logger.With(zap.Int("rank", t.Rank()), zap.Int("nranks", t.Size())),
 		exec:  executor{t: t, timeout: opts.Timeout},
-		tasks: make(chan *task, 1024), done: make(chan struct{})}
+		tasks: make(chan *task, 1024), done: make(chan struct{}), board: newNoticeBoard()}
 	c.ctx, c.cancel = context.WithCancelCause(context.Background())
 	c.closers = append(c.closers, t.Close)
 	go c.stream()
@@ -182,7 +186,9 @@ func (r *Request) Err() error {
 	}
 }
 
-// Seq is the operation's sequence number on the communicator.
+// Seq is the operation's sequence number on the communicator (see
+// OpError): 0 for a call rejected at once, and for an operation inside a
+// group until GroupEnd.
 func (r *Request) Seq() uint64 { return r.seq }
 
 // task is one unit of work of the stream: a plan per step, run in order.
@@ -202,15 +208,22 @@ type step struct {
 	before func() // runs first (e.g. a private copy of the input)
 }
 
+// newRequest makes an operation's request; it gets its sequence number
+// when it goes to the stream (number).
 func (c *Comm) newRequest(op string) *Request {
-	c.seq++
-	return &Request{op: op, seq: c.seq, done: make(chan struct{})}
+	return &Request{op: op, done: make(chan struct{})}
 }
 
-// failed returns a completed request carrying err.
+// number gives r the next sequence number.
+func (c *Comm) number(r *Request) {
+	c.seq++
+	r.seq = c.seq
+}
+
+// failed returns a completed request carrying err; it is not numbered.
 func (c *Comm) failed(op string, err error) *Request {
 	r := c.newRequest(op)
-	r.err = &OpError{Op: op, Seq: r.seq, Rank: c.rank, Peer: -1, Err: err}
+	r.err = &OpError{Op: op, Rank: c.rank, Peer: -1, Err: err}
 	close(r.done)
 	return r
 }
@@ -222,6 +235,7 @@ func (c *Comm) submit(t *task) *Request {
 		c.held = append(c.held, t)
 		return t.req
 	}
+	c.number(t.req)
 	c.enqueue(t)
 	return t.req
 }
@@ -234,9 +248,30 @@ func (c *Comm) enqueue(t *task) {
 	}
 	select {
 	case c.tasks <- t:
+		// The stream exits only after the context is cancelled, draining
+		// the queue. If it was cancelled by now, the task may have landed
+		// after that drain: wait for the stream to end and fail what is
+		// left, so no request is lost.
+		if c.ctx.Err() != nil {
+			<-c.done
+			c.failQueued()
+		}
 	case <-c.ctx.Done():
 		t.req.err = &OpError{Op: t.req.op, Seq: t.req.seq, Rank: c.rank, Peer: -1, Err: context.Cause(c.ctx)}
 		close(t.req.done)
+	}
+}
+
+// failQueued fails every task still in the queue with the context's cause.
+func (c *Comm) failQueued() {
+	for {
+		select {
+		case t := <-c.tasks:
+			t.req.err = &OpError{Op: t.req.op, Seq: t.req.seq, Rank: c.rank, Peer: -1, Err: context.Cause(c.ctx)}
+			close(t.req.done)
+		default:
+			return
+		}
 	}
 }
 
@@ -248,16 +283,8 @@ func (c *Comm) stream() {
 		case t := <-c.tasks:
 			c.execute(t)
 		case <-c.ctx.Done():
-			// Fail what is still queued.
-			for {
-				select {
-				case t := <-c.tasks:
-					t.req.err = &OpError{Op: t.req.op, Seq: t.req.seq, Rank: c.rank, Peer: -1, Err: context.Cause(c.ctx)}
-					close(t.req.done)
-				default:
-					return
-				}
-			}
+			c.failQueued()
+			return
 		}
 	}
 }
@@ -291,7 +318,9 @@ func (c *Comm) execute(t *task) {
 		}
 		if err != nil {
 			if cause := context.Cause(c.ctx); cause != nil {
-				err = cause
+				err, peer = cause, -1
+			} else {
+				peer, err = c.blame(peer, err)
 			}
 			oe := &OpError{Op: t.req.op, Seq: t.req.seq, Rank: c.rank, Peer: peer, Err: err}
 			t.req.err = oe

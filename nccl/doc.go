@@ -24,8 +24,16 @@
 // Failures. An operation fails, never hangs: if a peer's connection
 // breaks, or no transfer of the operation completes for Options.Timeout,
 // the Request ends with an *OpError naming the operation, its sequence
-// number and the peer. After a failure the communicator is broken: later
-// operations fail at once with ErrBroken. Abort fails everything pending.
+// number (#N, see OpError) and the peer to blame. When a rank dies, every
+// surviving rank names it, even one that was only waiting on a live rank
+// stuck behind the dead one: the ranks tell each other about dead and
+// stalled ranks over the bootstrap connections, which stay open as an
+// out-of-band failure channel (notice.go, bootstrap.Client.Watch), and the
+// error then says who reported it (*RankError). A timeout with no dead
+// rank reported says the peer "stalled", not that it died, after waiting
+// up to one more Timeout for a notice. After a failure the communicator is
+// broken: later operations fail at once with ErrBroken. Abort fails
+// everything pending.
 //
 // Device buffers. After UseGPU attaches a simulated GPU (package
 // mr/gpu), the *Device collectives (AllReduceDevice, ...) take device

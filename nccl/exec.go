@@ -148,7 +148,7 @@ func (e *executor) wait(ctx context.Context) (peer int, err error) {
 		if err != nil && time.Since(last) >= e.timeout {
 			for i, r := range e.reqs {
 				if !done[i] {
-					return r.Peer(), fmt.Errorf("%w: nothing completed for %v", ErrTimeout, e.timeout)
+					return r.Peer(), fmt.Errorf("%w: nothing from peer %d completed for %v", ErrTimeout, r.Peer(), e.timeout)
 				}
 			}
 		}

@@ -106,9 +106,11 @@ func (c *Comm) GroupEnd() error {
 			p2p = t
 			continue
 		}
+		c.number(t.req)
 		c.enqueue(t)
 	}
 	if p2p != nil {
+		c.number(p2p.req)
 		c.enqueue(p2p)
 	}
 	return nil

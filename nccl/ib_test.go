@@ -26,6 +26,15 @@ func ibComms(t testing.TB, n int, opts Options, link simlink.PortConfig) []*Comm
 
 func ibCommsNet(t testing.TB, n int, opts Options, link simlink.PortConfig) ([]*Comm, *simlink.Network) {
 	t.Helper()
+	comms, network, _ := ibCommsDevs(t, n, opts, link)
+	return comms, network
+}
+
+// ibCommsDevs is ibCommsNet that also returns each rank's device, for
+// tests that kill one.
+func ibCommsDevs(t testing.TB, n int, opts Options, link simlink.PortConfig) ([]*Comm, *simlink.Network, []*rnic.Device) {
+	t.Helper()
+	devs := make([]*rnic.Device, n)
 	network := simlink.NewNetwork(simlink.Config{Seed: 1})
 	t.Cleanup(func() { network.Close() })
 	trs := make([]*ib.Transport, n)
@@ -40,6 +49,7 @@ func ibCommsNet(t testing.TB, n int, opts Options, link simlink.PortConfig) ([]*
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { dev.Close() })
+		devs[r] = dev
 		if trs[r], err = ib.New(ib.Config{Device: dev, Rank: r, Size: n, Slots: 4, SlotSize: 4096, MTU: 1024,
 			Timeout: 10, RetryCnt: 3}); err != nil {
 			t.Fatal(err)
@@ -61,7 +71,7 @@ func ibCommsNet(t testing.TB, n int, opts Options, link simlink.PortConfig) ([]*
 		t.Cleanup(func() { c.Abort() })
 		comms[r] = c
 	}
-	return comms, network
+	return comms, network, devs
 }
 
 // TestCollectivesIB runs every collective over goroce RC QPs on a

@@ -173,10 +173,15 @@ func CommInitRank(ctx context.Context, nranks int, id UniqueID, rank int, opts O
 	if err := boot.Barrier(ctx); err != nil {
 		return fail(err)
 	}
-	boot.Close()
-	if root != nil {
-		if err := root.Wait(ctx); err != nil {
-			return fail(err)
+	// The bootstrap connections stay open as the failure channel: every
+	// rank hears which rank died, even one not talking to it (notice.go).
+	board := newNoticeBoard()
+	if err := boot.Watch(ctx, func(n bootstrap.Notice) { board.record(n) }); err != nil {
+		return fail(err)
+	}
+	board.send = func(n notice) {
+		if err := boot.Report(n); err != nil {
+			log.Warn("could not report a failure to the other ranks", zap.Error(err))
 		}
 	}
 	c, err := NewComm(tr, opts)
@@ -184,6 +189,18 @@ func CommInitRank(ctx context.Context, nranks int, id UniqueID, rank int, opts O
 		return fail(err)
 	}
 	c.dev = dev
+	c.board = board
+	c.closers = append(c.closers, boot.Close)
+	if root != nil {
+		// Destroy leaves the root serving the other ranks' notices until
+		// they have all said goodbye; Abort stops it.
+		c.closers = append(c.closers, func() error {
+			if errors.Is(context.Cause(c.ctx), ErrAborted) {
+				root.Close()
+			}
+			return nil
+		})
+	}
 	if opts.Device == nil {
 		c.closers = append(c.closers, dev.Close, obsClose)
 	}

@@ -13,6 +13,7 @@ type Client struct {
 	conn    net.Conn
 	rank, n int
 	timeout time.Duration
+	w       *watcher // set by Watch
 }
 
 // Connect dials the root at addr (retrying while it is not up yet), says
@@ -88,5 +89,11 @@ func (c *Client) Barrier(ctx context.Context) error {
 	return err
 }
 
-// Close hangs up.
-func (c *Client) Close() error { return c.conn.Close() }
+// Close hangs up; after Watch it first says goodbye, so the root does not
+// take the hang-up for a death, and waits for the listening goroutine.
+func (c *Client) Close() error {
+	if c.w != nil {
+		return c.watchClose()
+	}
+	return c.conn.Close()
+}

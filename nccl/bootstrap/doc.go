@@ -15,6 +15,14 @@
 // magic (8), rank (4), nranks (4). Answers: a status byte (0 ok, 1 error)
 // and either the error text or, for a round, n × (length (4), blob).
 //
-// Where it sits: used once by nccl.CommInitRank, before and beside the
-// RDMA transport; nothing on the data path.
+// Watch mode. The last round is Watch: the connections then stay open as
+// the communicator's failure channel. A rank Reports a dead or stalled
+// rank and the root relays the notice to the others; a client whose
+// connection closes without a goodbye (a killed process) is reported dead
+// by the root itself, and a client that loses the root reports rank 0
+// (watch.go). Control frames set the top bit of the length.
+//
+// Where it sits: used by nccl.CommInitRank, before and beside the RDMA
+// transport: the rendezvous, then failure notices; nothing on the data
+// path.
 package bootstrap

@@ -10,26 +10,47 @@ import (
 // without limit.
 const maxFrame = 64 << 20
 
-func writeFrame(w io.Writer, payload []byte) error {
+// controlBit in a frame's length marks a control frame (see watch.go):
+// its payload is a kind byte and its fields, not a round's blob.
+const controlBit = 1 << 31
+
+func writeFrame(w io.Writer, payload []byte) error { return writeFrameKind(w, payload, false) }
+
+func writeFrameKind(w io.Writer, payload []byte, control bool) error {
 	b := make([]byte, 4+len(payload))
-	binary.BigEndian.PutUint32(b, uint32(len(payload)))
+	n := uint32(len(payload))
+	if control {
+		n |= controlBit
+	}
+	binary.BigEndian.PutUint32(b, n)
 	copy(b[4:], payload)
 	_, err := w.Write(b)
 	return err
 }
 
+// readFrame reads a data frame; a control frame is a protocol error.
 func readFrame(r io.Reader) ([]byte, error) {
+	b, control, err := readFrameKind(r)
+	if err == nil && control {
+		err = fmt.Errorf("%w: control frame where data was expected", ErrProtocol)
+	}
+	return b, err
+}
+
+func readFrameKind(r io.Reader) (b []byte, control bool, err error) {
 	var h [4]byte
 	if _, err := io.ReadFull(r, h[:]); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	n := binary.BigEndian.Uint32(h[:])
+	control = n&controlBit != 0
+	n &^= controlBit
 	if n > maxFrame {
-		return nil, fmt.Errorf("%w: frame of %d bytes", ErrProtocol, n)
+		return nil, false, fmt.Errorf("%w: frame of %d bytes", ErrProtocol, n)
 	}
-	b := make([]byte, n)
-	_, err := io.ReadFull(r, b)
-	return b, err
+	b = make([]byte, n)
+	_, err = io.ReadFull(r, b)
+	return b, control, err
 }
 
 const (

@@ -46,13 +46,15 @@ type Root struct {
 	done    chan struct{}
 	err     error
 
-	mu    sync.Mutex
-	conns []net.Conn // by rank, once said hello
+	mu      sync.Mutex
+	conns   []net.Conn // by rank, once said hello; nil again once gone in watch mode
+	closing bool       // Close was called: lost connections are no deaths
 }
 
 // StartRoot serves the rendezvous on ln in a new goroutine: it waits up to
 // timeout for all nranks hellos (and up to timeout for each round), and
-// ends when every client has hung up, or on a failure. It closes ln.
+// ends when every client has hung up (or, after Watch, said goodbye or
+// died), or on a failure. It closes ln.
 func StartRoot(ln net.Listener, nranks int, magic uint64, timeout time.Duration) *Root {
 	r := &Root{ln: ln, nranks: nranks, magic: magic, timeout: timeout, done: make(chan struct{}),
 		conns: make([]net.Conn, nranks)}
@@ -75,6 +77,7 @@ func (r *Root) Wait(ctx context.Context) error {
 func (r *Root) Close() {
 	r.ln.Close()
 	r.mu.Lock()
+	r.closing = true
 	for _, c := range r.conns {
 		if c != nil {
 			c.Close()
@@ -95,20 +98,35 @@ func (r *Root) run() {
 	for {
 		blobs := make([][]byte, r.nranks)
 		var missing, gone []int
+		watching := 0
 		deadline := time.Now().Add(r.timeout)
 		for rank, c := range r.conns {
 			c.SetReadDeadline(deadline)
-			b, err := readFrame(c)
+			b, control, err := readFrameKind(c)
 			switch {
 			case errors.Is(err, io.EOF):
 				gone = append(gone, rank) // hung up: normal after the last round
 			case err != nil:
 				missing = append(missing, rank)
+			case control && len(b) == 1 && b[0] == kindWatch:
+				watching++
+			case control:
+				missing = append(missing, rank) // a control frame that is no round
 			default:
 				blobs[rank] = b
 			}
 		}
 		if len(gone) == r.nranks {
+			return
+		}
+		if watching == r.nranks {
+			r.broadcast(okFrame(nil))
+			r.watch()
+			return
+		}
+		if watching > 0 && len(missing) == 0 && len(gone) == 0 {
+			r.err = fmt.Errorf("%w: %d of %d ranks asked to watch, the others ran a round", ErrProtocol, watching, r.nranks)
+			r.broadcast(errFrame(r.err.Error()))
 			return
 		}
 		if len(missing) > 0 || len(gone) > 0 {
