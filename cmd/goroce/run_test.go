@@ -32,11 +32,23 @@ func TestMain(m *testing.M) {
 	if len(os.Args) > 2 && os.Args[1] == "test-child" {
 		os.Exit(testChild(os.Args[2]))
 	}
-	if os.Getenv(asGoroceEnv) == "1" {
+	// A re-executed copy is goroce itself, except the fuzzer's workers,
+	// which are this test binary running its fuzz target.
+	if os.Getenv(asGoroceEnv) == "1" && !fuzzWorker() {
 		main()
 	}
 	os.Setenv(asGoroceEnv, "1")
 	os.Exit(m.Run())
+}
+
+// fuzzWorker reports whether this process is a worker of go test -fuzz.
+func fuzzWorker() bool {
+	for _, a := range os.Args[1:] {
+		if strings.HasPrefix(a, "-test.fuzzworker") {
+			return true
+		}
+	}
+	return false
 }
 
 // testChild is one rank of the goroce run tests. Modes:
