@@ -43,6 +43,27 @@ func (o *observeFlags) env() []string {
 	return env
 }
 
+// openDevice opens a device with the flags applied: trace, capture and
+// metrics. closeObs flushes the capture and stops the metrics server; call
+// it after the device is closed.
+func (o *observeFlags) openDevice(dc rnic.Config, stderr io.Writer) (dev *rnic.Device, closeObs func() error, err error) {
+	closeCapture, err := o.apply(&dc, stderr)
+	if err != nil {
+		return nil, nil, err
+	}
+	if dev, err = rnic.Open(dc); err != nil {
+		closeCapture()
+		return nil, nil, fmt.Errorf("couldn't open the device on %v: %w", dc.Addr.Addr(), err)
+	}
+	stopMetrics, err := o.attach(dev, stderr)
+	if err != nil {
+		dev.Close()
+		closeCapture()
+		return nil, nil, err
+	}
+	return dev, func() error { stopMetrics(); return closeCapture() }, nil
+}
+
 // attach starts what needs the open device (--metrics-addr) and returns
 // the function that stops it.
 func (o *observeFlags) attach(dev *rnic.Device, stderr io.Writer) (func() error, error) {

@@ -70,23 +70,10 @@ const perfAccess = mr.AccessLocalWrite | mr.AccessRemoteWrite | mr.AccessRemoteR
 // QPs in INIT with their buffers, as perftest's ctx_init does.
 func newPerfContext(cfg perfConfig) (*perfContext, error) {
 	dc := rnic.Config{Addr: netip.AddrPortFrom(cfg.addr, 0), MTU: 4096}
-	closeObs, err := cfg.obs.apply(&dc, os.Stderr)
+	dev, closeObs, err := cfg.obs.openDevice(dc, os.Stderr)
 	if err != nil {
 		return nil, err
 	}
-	dev, err := rnic.Open(dc)
-	if err != nil {
-		closeObs()
-		return nil, fmt.Errorf("couldn't open the device on %v: %w", cfg.addr, err)
-	}
-	stopMetrics, err := cfg.obs.attach(dev, os.Stderr)
-	if err != nil {
-		dev.Close()
-		closeObs()
-		return nil, err
-	}
-	closeCapture := closeObs
-	closeObs = func() error { stopMetrics(); return closeCapture() }
 	pc := &perfContext{cfg: cfg, dev: dev, cqMod: min(perfCQMod, cfg.txDepth), closeObs: closeObs}
 	if err := pc.init(); err != nil {
 		dev.Close()

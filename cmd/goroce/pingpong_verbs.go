@@ -62,23 +62,10 @@ func newPingpongContext(cfg pingpongConfig) (*ppContext, error) {
 	if cfg.transport == "ud" {
 		dc.MTU = cfg.mtu // the port's active MTU, which bounds a datagram
 	}
-	closeObs, err := cfg.obs.apply(&dc, os.Stderr)
+	dev, closeObs, err := cfg.obs.openDevice(dc, os.Stderr)
 	if err != nil {
 		return nil, err
 	}
-	dev, err := rnic.Open(dc)
-	if err != nil {
-		closeObs()
-		return nil, fmt.Errorf("couldn't open the device on %v: %w", cfg.addr, err)
-	}
-	stopMetrics, err := cfg.obs.attach(dev, os.Stderr)
-	if err != nil {
-		dev.Close()
-		closeObs()
-		return nil, err
-	}
-	closeCapture := closeObs
-	closeObs = func() error { stopMetrics(); return closeCapture() }
 	pp := &ppContext{cfg: cfg, dev: dev, closeObs: closeObs}
 	if err := pp.init(); err != nil {
 		dev.Close()
