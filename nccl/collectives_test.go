@@ -255,7 +255,7 @@ func TestAllReduceBitIdenticalMem(t *testing.T) {
 					mustAll(t, "AllReduce", onAll(t, comms, func(r int, c *Comm) *Request {
 						in := make([]byte, count*dt.Size())
 						for i := 0; i < count; i++ {
-							putValue(in[i*dt.Size():], dt, 0)
+							reduce.PutInt(in[i*dt.Size():], dt, 0)
 							f := rng.NormFloat64() * 100
 							putFloat(in[i*dt.Size():], dt, f)
 						}
@@ -284,8 +284,8 @@ func TestGroupSendRecvRing(t *testing.T) {
 		outs[r] = make([]byte, 8)
 		c.Recv(outs[r], 2, Int32, (r+n-1)%n)
 		send := make([]byte, 8)
-		putValue(send, Int32, int64(r))
-		putValue(send[4:], Int32, int64(100+r))
+		reduce.PutInt(send, Int32, int64(r))
+		reduce.PutInt(send[4:], Int32, int64(100+r))
 		req := c.Send(send, 2, Int32, (r+1)%n)
 		if err := c.GroupEnd(); err != nil {
 			t.Fatal(err)
@@ -295,8 +295,8 @@ func TestGroupSendRecvRing(t *testing.T) {
 	for r := range n {
 		want := make([]byte, 8)
 		p := (r + n - 1) % n
-		putValue(want, Int32, int64(p))
-		putValue(want[4:], Int32, int64(100+p))
+		reduce.PutInt(want, Int32, int64(p))
+		reduce.PutInt(want[4:], Int32, int64(100+p))
 		if !bytes.Equal(outs[r], want) {
 			t.Fatalf("rank %d got % x want % x", r, outs[r], want)
 		}

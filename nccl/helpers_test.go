@@ -69,29 +69,9 @@ func exactValues(rng *rand.Rand, dt reduce.DataType, op reduce.Op, count int) []
 		if !dt.IsFloat() && op != reduce.Prod && op != reduce.Avg {
 			v = int64(rng.Uint64()) // integers wrap exactly whatever the size
 		}
-		putValue(b[i*dt.Size():], dt, v)
+		reduce.PutInt(b[i*dt.Size():], dt, v)
 	}
 	return b
-}
-
-func putValue(b []byte, dt reduce.DataType, v int64) {
-	le := binary.LittleEndian
-	switch dt {
-	case reduce.Int8, reduce.Uint8:
-		b[0] = byte(v)
-	case reduce.Int32, reduce.Uint32:
-		le.PutUint32(b, uint32(v))
-	case reduce.Int64, reduce.Uint64:
-		le.PutUint64(b, uint64(v))
-	case reduce.Float16:
-		le.PutUint16(b, reduce.Float64ToFloat16(float64(v)))
-	case reduce.BFloat16:
-		le.PutUint16(b, reduce.Float64ToBFloat16(float64(v)))
-	case reduce.Float32:
-		le.PutUint32(b, math.Float32bits(float32(v)))
-	case reduce.Float64:
-		le.PutUint64(b, math.Float64bits(float64(v)))
-	}
 }
 
 // reference reduces the inputs in rank order, then divides for Avg.

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"encoding/binary"
-	"math"
 
 	"github.com/goroce/goroce/mr/gpu"
 	"github.com/goroce/goroce/nccl"
@@ -220,30 +218,9 @@ func perfInput(rank, elems int, dt nccl.DataType, op nccl.Op) []byte {
 		if op == nccl.Prod {
 			v = [3]int64{-1, 1, 2}[(i+rank*5)%3]
 		}
-		putElem(b[i*dt.Size():], dt, v)
+		reduce.PutInt(b[i*dt.Size():], dt, v)
 	}
 	return b
-}
-
-// putElem stores v as one element of dt, little-endian.
-func putElem(b []byte, dt nccl.DataType, v int64) {
-	le := binary.LittleEndian
-	switch dt {
-	case nccl.Int8, nccl.Uint8:
-		b[0] = byte(v)
-	case nccl.Int32, nccl.Uint32:
-		le.PutUint32(b, uint32(v))
-	case nccl.Int64, nccl.Uint64:
-		le.PutUint64(b, uint64(v))
-	case nccl.Float16:
-		le.PutUint16(b, reduce.Float64ToFloat16(float64(v)))
-	case nccl.BFloat16:
-		le.PutUint16(b, reduce.Float64ToBFloat16(float64(v)))
-	case nccl.Float32:
-		le.PutUint32(b, math.Float32bits(float32(v)))
-	case nccl.Float64:
-		le.PutUint64(b, math.Float64bits(float64(v)))
-	}
 }
 
 // countWrong returns how many elements of got differ from want, bit for

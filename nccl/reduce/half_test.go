@@ -140,3 +140,26 @@ func TestWideningTables(t *testing.T) {
 		}
 	}
 }
+
+func TestPutInt(t *testing.T) {
+	b := make([]byte, 8)
+	for _, tt := range []struct {
+		t    DataType
+		v    int64
+		want []byte
+	}{
+		{Int8, -2, []byte{0xFE}},
+		{Uint32, 258, []byte{2, 1, 0, 0}},
+		{Int64, -1, []byte{0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF}},
+		{Float16, 1, []byte{0x00, 0x3C}},
+		{BFloat16, -2, []byte{0x00, 0xC0}},
+		{Float32, 1, []byte{0, 0, 0x80, 0x3F}},
+		{Float64, 2, []byte{0, 0, 0, 0, 0, 0, 0, 0x40}},
+	} {
+		clear(b)
+		PutInt(b, tt.t, tt.v)
+		if got := b[:tt.t.Size()]; string(got) != string(tt.want) {
+			t.Errorf("PutInt(%v, %d) = %x, want %x", tt.t, tt.v, got, tt.want)
+		}
+	}
+}

@@ -1,8 +1,10 @@
 package reduce
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 )
 
 // DataType is the element type of a collective's buffers, numbered as
@@ -90,3 +92,27 @@ var (
 	ErrOp       = errors.New("reduce: invalid reduction op")
 	ErrLength   = errors.New("reduce: buffer lengths differ or are not a whole number of elements")
 )
+
+// PutInt stores v as one element of type t, little-endian, at the start of
+// b (at least t.Size() bytes): integers wrap to their width, floats round
+// to nearest even. Tests and tools use it to fill buffers with values every
+// type represents the same way.
+func PutInt(b []byte, t DataType, v int64) {
+	le := binary.LittleEndian
+	switch t {
+	case Int8, Uint8:
+		b[0] = byte(v)
+	case Int32, Uint32:
+		le.PutUint32(b, uint32(v))
+	case Int64, Uint64:
+		le.PutUint64(b, uint64(v))
+	case Float16:
+		le.PutUint16(b, Float64ToFloat16(float64(v)))
+	case BFloat16:
+		le.PutUint16(b, Float64ToBFloat16(float64(v)))
+	case Float32:
+		le.PutUint32(b, math.Float32bits(float32(v)))
+	case Float64:
+		le.PutUint64(b, math.Float64bits(float64(v)))
+	}
+}
