@@ -1,7 +1,6 @@
 package main
 
 import (
-
 	"github.com/goroce/goroce/mr/gpu"
 	"github.com/goroce/goroce/nccl"
 	"github.com/goroce/goroce/nccl/reduce"

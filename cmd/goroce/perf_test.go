@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -191,41 +190,8 @@ func TestPerfProcesses(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 15*time.Second)
 	defer cancel()
-	srvAddr, cliAddr := loopbackPair()
-	flags := []string{"-s", "65536", "-n", "2000"}
-	srv := exec.CommandContext(ctx, bin, append([]string{"perf", "write_bw", "--addr", srvAddr, "-p", "0"}, flags...)...)
-	var srvOut bytes.Buffer
-	srv.Stdout = &srvOut
-	srvStderr, err := srv.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	rd := bufio.NewReader(srvStderr)
-	first, err := rd.ReadString('\n')
-	m := listeningRE.FindStringSubmatch(first)
-	if m == nil {
-		srv.Wait()
-		t.Fatalf("server's first stderr line %q (%v)", first, err)
-	}
-	var srvErrOut bytes.Buffer
-	drained := make(chan struct{})
-	go func() { io.Copy(&srvErrOut, rd); close(drained) }()
-	cli := exec.CommandContext(ctx, bin, append([]string{"perf", "write_bw", "--addr", cliAddr, "-p", m[1], srvAddr}, flags...)...)
-	cliOut, err := cli.Output()
-	if err != nil {
-		t.Errorf("client: %v\n%s", err, cliOut)
-		if ee, ok := errors.AsType[*exec.ExitError](err); ok {
-			t.Errorf("client stderr: %s", ee.Stderr)
-		}
-	}
-	<-drained
-	if err := srv.Wait(); err != nil {
-		t.Errorf("server: %v\nstderr: %s", err, srvErrOut.String())
-	}
-	rows := reportRows(t, "client", string(cliOut), bwHeaderMB)
+	_, cliOut := runTwoProcesses(t, ctx, bin, []string{"perf", "write_bw"}, []string{"-s", "65536", "-n", "2000"})
+	rows := reportRows(t, "client", cliOut, bwHeaderMB)
 	if len(rows) != 1 {
 		t.Fatalf("client rows %v", rows)
 	}

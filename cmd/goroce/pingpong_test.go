@@ -160,46 +160,55 @@ func TestPingpongProcesses(t *testing.T) {
 		t.Run(tc.transport, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 			defer cancel()
-			srvAddr, cliAddr := loopbackPair()
 			flags := []string{"-t", tc.transport, "-n", "200", "-c"}
-			srv := exec.CommandContext(ctx, bin, append([]string{"pingpong", "--addr", srvAddr, "-p", "0"}, flags...)...)
-			var srvOut bytes.Buffer
-			srv.Stdout = &srvOut
-			srvStderr, err := srv.StderrPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := srv.Start(); err != nil {
-				t.Fatal(err)
-			}
-			// The first stderr line reports the port; keep draining the rest.
-			rd := bufio.NewReader(srvStderr)
-			first, err := rd.ReadString('\n')
-			m := listeningRE.FindStringSubmatch(first)
-			if m == nil {
-				srv.Wait()
-				t.Fatalf("server's first stderr line %q (%v)", first, err)
-			}
-			var srvErrOut bytes.Buffer
-			drained := make(chan struct{})
-			go func() { io.Copy(&srvErrOut, rd); close(drained) }()
-
-			cli := exec.CommandContext(ctx, bin, append([]string{"pingpong", "--addr", cliAddr, "-p", m[1], srvAddr}, flags...)...)
-			cliOut, err := cli.Output()
-			if err != nil {
-				t.Errorf("client: %v\n%s", err, cliOut)
-				if ee, ok := err.(*exec.ExitError); ok {
-					t.Errorf("client stderr: %s", ee.Stderr)
-				}
-			}
-			<-drained
-			if err := srv.Wait(); err != nil {
-				t.Errorf("server: %v\nstderr: %s", err, srvErrOut.String())
-			}
-			checkClosingLines(t, "server", srvOut.String(), tc.size, 200, 1)
-			checkClosingLines(t, "client", string(cliOut), tc.size, 200, 1)
+			srvOut, cliOut := runTwoProcesses(t, ctx, bin, []string{"pingpong"}, flags)
+			checkClosingLines(t, "server", srvOut, tc.size, 200, 1)
+			checkClosingLines(t, "client", cliOut, tc.size, 200, 1)
 		})
 	}
+}
+
+// runTwoProcesses runs the goroce binary bin as a server (cmd --addr A -p 0
+// flags) and, once it reports its port, as a client (cmd --addr B -p PORT A
+// flags), each on its own loopback address, and returns both outputs. Any
+// failure of either is a test error.
+func runTwoProcesses(t *testing.T, ctx context.Context, bin string, cmd, flags []string) (srvOut, cliOut string) {
+	t.Helper()
+	srvAddr, cliAddr := loopbackPair()
+	srv := exec.CommandContext(ctx, bin, slices.Concat(cmd, []string{"--addr", srvAddr, "-p", "0"}, flags)...)
+	var srvBuf bytes.Buffer
+	srv.Stdout = &srvBuf
+	srvStderr, err := srv.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// The first stderr line reports the port; keep draining the rest.
+	rd := bufio.NewReader(srvStderr)
+	first, err := rd.ReadString('\n')
+	m := listeningRE.FindStringSubmatch(first)
+	if m == nil {
+		srv.Wait()
+		t.Fatalf("server's first stderr line %q (%v)", first, err)
+	}
+	var srvErrOut bytes.Buffer
+	drained := make(chan struct{})
+	go func() { io.Copy(&srvErrOut, rd); close(drained) }()
+	cli := exec.CommandContext(ctx, bin, slices.Concat(cmd, []string{"--addr", cliAddr, "-p", m[1], srvAddr}, flags)...)
+	out, err := cli.Output()
+	if err != nil {
+		t.Errorf("client: %v\n%s", err, out)
+		if ee, ok := errors.AsType[*exec.ExitError](err); ok {
+			t.Errorf("client stderr: %s", ee.Stderr)
+		}
+	}
+	<-drained
+	if err := srv.Wait(); err != nil {
+		t.Errorf("server: %v\nstderr: %s", err, srvErrOut.String())
+	}
+	return srvBuf.String(), string(out)
 }
 
 func TestPingpongDestMessage(t *testing.T) {
