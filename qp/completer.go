@@ -215,7 +215,7 @@ func (c *completer) ackThrough(now time.Time, a wire.PSN) bool {
 			c.rewind(now, next, true)
 			return false
 		}
-		q.complete(now, w, WCSuccess, false)
+		q.complete(now, w, WCSuccess)
 	}
 	// Acknowledge through a, but never past the first response a READ or
 	// atomic at the head still waits for: a READ response with PSN p
@@ -295,7 +295,7 @@ func (c *completer) onReadResponse(now time.Time, p wire.Packet, psn wire.PSN) {
 	c.progress(now, psn.Next())
 	if pos&wire.Last != 0 {
 		q.req.rdAtomic--
-		q.complete(now, w, WCSuccess, false)
+		q.complete(now, w, WCSuccess)
 	}
 }
 
@@ -314,7 +314,7 @@ func (c *completer) onAtomicAck(now time.Time, p wire.Packet, psn wire.PSN) {
 	binary.LittleEndian.PutUint64(w.bufs[0][:8], p.AtomicAckETH().OrigData())
 	c.progress(now, psn.Next())
 	q.req.rdAtomic--
-	q.complete(now, w, WCSuccess, false)
+	q.complete(now, w, WCSuccess)
 }
 
 // rewind makes the requester resend from psn (go-back-N): it resumes at
@@ -362,10 +362,10 @@ func (c *completer) rewind(now time.Time, psn wire.PSN, retransmit bool) {
 func (c *completer) failAt(now time.Time, idx uint64, status WCStatus, ev EventType, why string) {
 	q := c.q
 	for q.retired.Load() < idx {
-		q.complete(now, q.head(), WCWRFlushErr, true)
+		q.complete(now, q.head(), WCWRFlushErr)
 	}
 	if q.retired.Load() < q.posted.Load() {
-		q.complete(now, q.head(), status, false)
+		q.complete(now, q.head(), status)
 	}
 	c.timer, c.rnrUntil = time.Time{}, time.Time{}
 	q.fail(now, ev, why)
@@ -375,7 +375,7 @@ func (c *completer) failAt(now time.Time, idx uint64, status WCStatus, ev EventT
 func (c *completer) completeSent(now time.Time) {
 	q := c.q
 	for q.retired.Load() < q.req.cur {
-		q.complete(now, q.head(), WCSuccess, false)
+		q.complete(now, q.head(), WCSuccess)
 	}
 }
 
@@ -404,7 +404,7 @@ func (c *completer) executeLocal(now time.Time, w *sendWQE) bool {
 	if err != nil {
 		q.trace(now, "wr_id=%d %v: %v", w.wr.WRID, w.wr.Opcode, err)
 	}
-	q.complete(now, w, status, false)
+	q.complete(now, w, status)
 	if status != WCSuccess {
 		q.fail(now, EventQPFatal, w.wr.Opcode.String()+" failed")
 		return false

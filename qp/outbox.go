@@ -37,12 +37,10 @@ func (p *OutPacket) Opcode() wire.Opcode { return wire.Opcode(p.head[0]) }
 type Outbox struct {
 	pkts []OutPacket
 	n    int
-	mtu  int
 }
 
-// NewOutbox returns an outbox for up to n packets of at most mtu payload
-// bytes each.
-func NewOutbox(n, mtu int) *Outbox { return &Outbox{pkts: make([]OutPacket, n), mtu: mtu} }
+// NewOutbox returns an outbox for up to n packets.
+func NewOutbox(n int) *Outbox { return &Outbox{pkts: make([]OutPacket, n)} }
 
 // Packets returns the packets added since the last Reset.
 func (o *Outbox) Packets() []OutPacket { return o.pkts[:o.n] }

@@ -499,7 +499,7 @@ func (q *QP) flush(now time.Time) {
 	posted := q.posted.Load()
 	for i := q.retired.Load(); i < posted; i++ {
 		w := &q.sq[i%uint64(len(q.sq))]
-		q.complete(now, w, WCWRFlushErr, true)
+		q.complete(now, w, WCWRFlushErr)
 	}
 	if q.srq == nil {
 		q.rq.drain(func(id uint64) {
@@ -512,7 +512,7 @@ func (q *QP) flush(now time.Time) {
 
 // complete retires the oldest send WQE w with the given status, adding a
 // completion if it is signaled or failed (failed WRs always complete).
-func (q *QP) complete(now time.Time, w *sendWQE, status WCStatus, flushing bool) {
+func (q *QP) complete(now time.Time, w *sendWQE, status WCStatus) {
 	if status != WCSuccess || w.signaled(q.sigAll) {
 		wc := WC{WRID: w.wr.WRID, Status: status, Opcode: w.wcOpcode(), QPNum: q.qpn}
 		if status == WCSuccess {
@@ -524,7 +524,6 @@ func (q *QP) complete(now time.Time, w *sendWQE, status WCStatus, flushing bool)
 		q.env.Counters.SendErr.Add(1)
 	}
 	q.retired.Add(1)
-	_ = flushing
 }
 
 // pushWC adds a completion; an overrun CQ moves the QP to ERR.

@@ -475,7 +475,6 @@ func (r *responder) transmit(now time.Time, out *Outbox) {
 	q := r.q
 	mtu := q.attr.PathMTU.Bytes()
 	dst := q.attr.AH.Addr()
-	sent := 0
 	for len(r.queue) > 0 && out.Room() > 0 {
 		e := &r.queue[0]
 		h := wire.Headers{BTH: wire.BTHFields{PKey: wire.DefaultPKey, DestQP: q.attr.DestQPN, PSN: e.psn}}
@@ -506,15 +505,12 @@ func (r *responder) transmit(now time.Time, out *Outbox) {
 			pkt := out.add(&h, n, dst, q.qpn)
 			pkt.Payload = e.data[:n:n]
 			e.data, e.first, e.psn = e.data[n:], false, e.psn.Next()
-			sent++
 			if !last {
 				continue
 			}
 		}
-		sent++
 		r.queue = r.queue[:copy(r.queue, r.queue[1:])]
 	}
-	_ = sent
 }
 
 // receiveUC handles a UC request: like RC without ACKs, NAKs or duplicates.

@@ -159,7 +159,6 @@ func connect(t testing.TB, e, peer *end, pc pairConfig) {
 			t.Fatalf("modify to %v: %v", s.attr.State, err)
 		}
 	}
-	_ = wire.PSN(0)
 }
 
 // connectUD moves e's UD QP through INIT, RTR and RTS.

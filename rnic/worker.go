@@ -156,7 +156,7 @@ type sender struct {
 const outboxSize = 64
 
 func newSender(d *Device) *sender {
-	return &sender{d: d, out: qp.NewOutbox(outboxSize, d.cfg.MTU), pkts: make([]link.Packet, outboxSize),
+	return &sender{d: d, out: qp.NewOutbox(outboxSize), pkts: make([]link.Packet, outboxSize),
 		tails: make([][8]byte, outboxSize)}
 }
 
