@@ -56,8 +56,17 @@ type Options struct {
 	MTU int
 	// Device, if set, is the RNIC to use (for example one on a simulated
 	// network); the communicator does not close it. Otherwise
-	// CommInitRank opens one and closes it in Destroy/Abort.
+	// CommInitRank opens one and closes it in Destroy/Abort, with peer
+	// memory enabled if GPU.PeerMemory or GOROCE_PEER_MEMORY=1 says so.
 	Device *rnic.Device
+	// GPU, if set, is this rank's GPU (cudaSetDevice before
+	// ncclCommInitRank): the communicator starts with it attached, as
+	// after UseGPU, and the receive FIFOs of connections that use
+	// GPUDirect RDMA are allocated in its memory and registered through
+	// peer memory, so the NIC writes there directly. A Device given
+	// alongside must have been opened with rnic.Config.PeerMemory for
+	// that.
+	GPU *GPU
 }
 
 func (o *Options) defaults() {
@@ -96,7 +105,7 @@ type Comm struct {
 	// buffers (set by onGPU), nil for host buffers.
 	issuing transport.Transport
 
-	gpu *gpuRank // set by UseGPU
+	gpu *gpuRank // set by UseGPU or Options.GPU
 
 	closeOnce sync.Once
 	closers   []func() error // run by Destroy/Abort after the stream stops
@@ -133,6 +142,13 @@ func NewComm(t transport.Transport, opts Options) (*Comm, error) {
 		log:   opts.Logger.With(zap.Int("rank", t.Rank()), zap.Int("nranks", t.Size())),
 		exec:  executor{t: t, timeout: opts.Timeout},
 		tasks: make(chan *task, 1024), done: make(chan struct{}), board: newNoticeBoard()}
+	if opts.GPU != nil {
+		r, err := newGPURank(*opts.GPU, c.rank, c.size, c.log)
+		if err != nil {
+			return nil, err
+		}
+		c.attachGPU(r)
+	}
 	c.ctx, c.cancel = context.WithCancelCause(context.Background())
 	c.closers = append(c.closers, t.Close)
 	go c.stream()

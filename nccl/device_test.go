@@ -2,9 +2,7 @@ package nccl
 
 import (
 	"fmt"
-	"sync"
 	"testing"
-	"time"
 )
 
 // Comm.Device exposes the RNIC CommInitRank opened, whose counters show
@@ -16,31 +14,7 @@ func TestCommDevice(t *testing.T) {
 	if testing.Short() {
 		t.Skip("real sockets")
 	}
-	const n = 2
-	id, err := GetUniqueID()
-	if err != nil {
-		t.Fatal(err)
-	}
-	comms := make([]*Comm, n)
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for r := range n {
-		wg.Go(func() {
-			comms[r], errs[r] = CommInitRank(t.Context(), n, id, r, Options{
-				Addr: fmt.Sprintf("127.61.6.%d", 20+r), BootstrapTimeout: 10 * time.Second, Timeout: 10 * time.Second})
-		})
-	}
-	wg.Wait()
-	for r, err := range errs {
-		if err != nil {
-			t.Fatalf("rank %d: %v", r, err)
-		}
-	}
-	defer func() {
-		for _, c := range comms {
-			c.Destroy()
-		}
-	}()
+	comms := initComms(t, 2, 6, func(int) Options { return Options{} })
 	mustAll(t, "AllReduce", onAll(t, comms, func(r int, c *Comm) *Request {
 		return c.AllReduce(make([]byte, 64<<10), make([]byte, 64<<10), 16<<10, Float32, Sum)
 	}))

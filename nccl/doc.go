@@ -1,7 +1,7 @@
 // Package nccl is goroce's collective communication library, shaped like
 // NVIDIA's NCCL: a communicator (Comm) of n ranks, created from a unique ID
 // (GetUniqueID, CommInitRank) or from launcher environment variables
-// (CommInitFromEnv), runs AllReduce, Broadcast, Reduce, AllGather,
+// (CommInitFromEnv) or split from another (CommSplit), runs AllReduce, Broadcast, Reduce, AllGather,
 // ReduceScatter, AlltoAll, Gather, Scatter and grouped Send/Recv over
 // goroce RDMA devices.
 //
@@ -35,12 +35,16 @@
 // broken: later operations fail at once with ErrBroken. Abort fails
 // everything pending.
 //
-// Device buffers. After UseGPU attaches a simulated GPU (package
-// mr/gpu), the *Device collectives (AllReduceDevice, ...) take device
-// pointers. Each peer connection moves them by GPUDirect RDMA when the NIC
-// has peer memory and the GPU–NIC distance is within NCCL_NET_GDR_LEVEL
-// (default PXB), otherwise through pinned host bounce buffers; the GPU's
-// meter counts the PCIe bytes of either path (gpu_transport.go).
+// Device buffers. With a simulated GPU (package mr/gpu) given to
+// CommInitRank (Options.GPU) or attached later (UseGPU), the *Device
+// collectives (AllReduceDevice, ...) take device pointers. Each peer
+// connection moves them by GPUDirect RDMA when the NIC has peer memory and
+// the GPU–NIC distance is within NCCL_NET_GDR_LEVEL (default PXB),
+// otherwise through pinned host bounce buffers; the GPU's meter counts the
+// PCIe bytes of either path (gpu_transport.go). With Options.GPU and
+// GPUDirect RDMA, the connections' FIFOs are allocated in GPU memory and
+// registered through peer memory, so the RNIC writes there directly, as
+// NCCL's do.
 //
 // Bit-identical results: each reduced element is computed by one rank in a
 // fixed order (ring) or by partners with commutative kernels (recursive

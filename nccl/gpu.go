@@ -1,11 +1,13 @@
 package nccl
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 
 	"go.uber.org/zap"
 
+	"github.com/goroce/goroce/mr"
 	"github.com/goroce/goroce/mr/gpu"
 	"github.com/goroce/goroce/nccl/transport"
 )
@@ -72,12 +74,34 @@ type gpuRank struct {
 // memory. With NCCL_DEBUG=INFO it logs the choice and the reason for every
 // peer. Call it once, before issuing device operations, from the goroutine
 // that issues operations.
+//
+// UseGPU is for a communicator that exists already (NewComm). The
+// connections' receive FIFOs were made before it, in host memory; to have
+// them in GPU memory when GPUDirect RDMA is chosen, as NCCL does, give the
+// GPU to CommInitRank (Options.GPU) instead.
 func (c *Comm) UseGPU(g GPU) error {
-	switch {
-	case g.Device == nil:
-		return fmt.Errorf("%w: UseGPU: no device", ErrInvalidArgument)
-	case c.gpu != nil:
+	if c.gpu != nil {
 		return fmt.Errorf("%w: UseGPU: %s already attached", ErrInvalidArgument, c.gpu.dev.Name())
+	}
+	r, err := newGPURank(g, c.rank, c.size, c.log)
+	if err != nil {
+		return err
+	}
+	c.attachGPU(r)
+	return nil
+}
+
+// attachGPU makes r the communicator's GPU.
+func (c *Comm) attachGPU(r *gpuRank) {
+	r.net = &gpuTransport{Transport: c.exec.t, r: r}
+	c.gpu = r
+}
+
+// newGPURank chooses the network path of device buffers for every peer of
+// rank (of size), and logs the choice.
+func newGPURank(g GPU, rank, size int, log *zap.Logger) (*gpuRank, error) {
+	if g.Device == nil {
+		return nil, fmt.Errorf("%w: UseGPU: no device", ErrInvalidArgument)
 	}
 	sys := g.Device.System()
 	level := g.GDRLevel
@@ -89,16 +113,16 @@ func (c *Comm) UseGPU(g GPU) error {
 	if strings.TrimSpace(level) != "" {
 		var err error
 		if gdrL, err = gpu.ParsePathType(level); err != nil {
-			return fmt.Errorf("%w: %s: %v", ErrInvalidArgument, src, err)
+			return nil, fmt.Errorf("%w: %s: %v", ErrInvalidArgument, src, err)
 		}
 	}
 	dist, err := sys.PathType(g.Device.Node(), g.NIC)
 	if err != nil {
-		return fmt.Errorf("%w: UseGPU: %v", ErrInvalidArgument, err)
+		return nil, fmt.Errorf("%w: UseGPU: %v", ErrInvalidArgument, err)
 	}
 	host, err := sys.Host(g.Device.Node())
 	if err != nil {
-		return fmt.Errorf("%w: UseGPU: %v", ErrInvalidArgument, err)
+		return nil, fmt.Errorf("%w: UseGPU: %v", ErrInvalidArgument, err)
 	}
 	nicName, _, _ := sys.Node(g.NIC)
 	path, why := PathStaged, ""
@@ -111,20 +135,38 @@ func (c *Comm) UseGPU(g GPU) error {
 		path = PathGDR
 		why = fmt.Sprintf("%s-%s distance %v is within NCCL_NET_GDR_LEVEL %v", g.Device.Name(), nicName, dist, gdrL)
 	}
-	r := &gpuRank{dev: g.Device, sys: sys, nic: g.NIC, host: host, paths: make([]NetPath, c.size),
+	r := &gpuRank{dev: g.Device, sys: sys, nic: g.NIC, host: host, paths: make([]NetPath, size),
 		why: why, distance: dist, gdrL: gdrL}
-	for p := range c.size {
-		if p == c.rank {
+	for p := range size {
+		if p == rank {
 			continue
 		}
 		r.paths[p] = path
-		c.log.Info("NET/IB: peer connection path for device buffers", zap.Int("peer", p),
+		log.Info("NET/IB: peer connection path for device buffers", zap.Int("peer", p),
 			zap.Stringer("path", path), zap.String("why", why),
 			zap.String("gpu", g.Device.Name()), zap.String("nic", nicName))
 	}
-	r.net = &gpuTransport{Transport: c.exec.t, r: r}
-	c.gpu = r
-	return nil
+	return r, nil
+}
+
+// slotMemory is the transport's Config.SlotMemory for a rank with a GPU:
+// the FIFOs of a GPUDirect RDMA connection live in device memory, where
+// the NIC writes and reads them directly and the GPU copies them to and
+// from the user's buffers without crossing PCIe (NCCL's GDR FIFO);
+// those of a staged connection in host memory, the bounce buffers.
+func (r *gpuRank) slotMemory(peer, n int) (mr.Memory, func() error, error) {
+	if r.paths[peer] != PathGDR {
+		return mr.HostMemory(make([]byte, n)), func() error { return nil }, nil
+	}
+	p, err := r.dev.Alloc(int64(n))
+	if err != nil {
+		return nil, nil, fmt.Errorf("GDR FIFO in %s memory: %w", r.dev.Name(), err)
+	}
+	m, err := r.dev.Memory(p)
+	if err != nil {
+		return nil, nil, errors.Join(err, r.dev.Free(p))
+	}
+	return m, func() error { return r.dev.Free(p) }, nil
 }
 
 // GPUPath returns the path the connection to peer uses for device buffers

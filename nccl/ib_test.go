@@ -160,29 +160,7 @@ func TestCommInitRankUDP(t *testing.T) {
 	if testing.Short() {
 		t.Skip("real sockets")
 	}
-	const n = 3
-	id, err := GetUniqueID()
-	if err != nil {
-		t.Fatal(err)
-	}
-	comms := make([]*Comm, n)
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for r := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			comms[r], errs[r] = CommInitRank(t.Context(), n, id, r, Options{
-				Addr: fmt.Sprintf("127.61.%d.%d", 7, 20+r), BootstrapTimeout: 10 * time.Second,
-				Slots: 4, SlotSize: 16 << 10, Timeout: 10 * time.Second})
-		}()
-	}
-	wg.Wait()
-	for r, err := range errs {
-		if err != nil {
-			t.Fatalf("rank %d: %v", r, err)
-		}
-	}
+	comms := initComms(t, 3, 7, func(int) Options { return Options{Slots: 4, SlotSize: 16 << 10} })
 	rng := rand.New(rand.NewPCG(5, 5))
 	for _, mc := range matrix {
 		t.Run(mc.name, func(t *testing.T) { mc.run(t, comms, rng, Float32, Sum, 50000, false) })

@@ -138,6 +138,12 @@ func CommInitRank(ctx context.Context, nranks int, id UniqueID, rank int, opts O
 	}
 	cleanup = append(cleanup, boot.Close)
 
+	var gr *gpuRank
+	if opts.GPU != nil {
+		if gr, err = newGPURank(*opts.GPU, rank, nranks, log); err != nil {
+			return fail(err)
+		}
+	}
 	dev := opts.Device
 	var obsClose func() error
 	if dev == nil {
@@ -145,7 +151,8 @@ func CommInitRank(ctx context.Context, nranks int, id UniqueID, rank int, opts O
 		if err != nil {
 			return fail(err)
 		}
-		dc := rnic.Config{Addr: addr, MTU: opts.MTU, Logger: opts.Logger}
+		peerMemory := getenv("GOROCE_PEER_MEMORY") == "1" || (opts.GPU != nil && opts.GPU.PeerMemory)
+		dc := rnic.Config{Addr: addr, MTU: opts.MTU, Logger: opts.Logger, PeerMemory: peerMemory}
 		closeObs, err := observeFromEnv(&dc, rank)
 		if err != nil {
 			return fail(err)
@@ -157,7 +164,11 @@ func CommInitRank(ctx context.Context, nranks int, id UniqueID, rank int, opts O
 		cleanup = append(cleanup, dev.Close)
 		obsClose = closeObs
 	}
-	tr, err := ib.New(ib.Config{Device: dev, Rank: rank, Size: nranks, Slots: opts.Slots, SlotSize: opts.SlotSize, MTU: opts.MTU})
+	ic := ib.Config{Device: dev, Rank: rank, Size: nranks, Slots: opts.Slots, SlotSize: opts.SlotSize, MTU: opts.MTU}
+	if gr != nil {
+		ic.SlotMemory = gr.slotMemory
+	}
+	tr, err := ib.New(ic)
 	if err != nil {
 		return fail(err)
 	}
@@ -184,12 +195,17 @@ func CommInitRank(ctx context.Context, nranks int, id UniqueID, rank int, opts O
 			log.Warn("could not report a failure to the other ranks", zap.Error(err))
 		}
 	}
-	c, err := NewComm(tr, opts)
+	copts := opts
+	copts.GPU = nil // attached below, with the FIFOs already placed
+	c, err := NewComm(tr, copts)
 	if err != nil {
 		return fail(err)
 	}
 	c.dev = dev
 	c.board = board
+	if gr != nil {
+		c.attachGPU(gr)
+	}
 	c.closers = append(c.closers, boot.Close)
 	if root != nil {
 		// Destroy leaves the root serving the other ranks' notices until

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"time"
 
 	"github.com/goroce/goroce/nccl"
@@ -78,6 +79,11 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return relaunch(ctx, fs, []string{"demo"}, *n, *base, *grace, stdout, stderr, "")
 	}
 	obs.setenv() // each rank's device reads GOROCE_TRACE and GOROCE_PCAP
+	if *device {
+		// The simulated host has nvidia_peermem loaded: the RNIC may
+		// register GPU memory (the GDR row's FIFOs live there).
+		os.Setenv("GOROCE_PEER_MEMORY", "1")
+	}
 	c, err := nccl.CommInitFromEnv(ctx, nccl.Options{Timeout: *timeout})
 	if err != nil {
 		fmt.Fprintf(stderr, "goroce demo: %v\n", err)

@@ -27,8 +27,8 @@ type demoDeviceRow struct {
 }
 
 // demoDevice runs AllReduce of size bytes on device buffers with peer
-// memory on, then off; each on a communicator of its own (UseGPU is once
-// per communicator) over the ranks' RNICs.
+// memory on, then off; each on a communicator split from c with the GPU
+// attached, over the ranks' RNICs.
 func demoDevice(ctx context.Context, c *nccl.Comm, size, iters int) ([]demoDeviceRow, error) {
 	var rows []demoDeviceRow
 	for _, peer := range []bool{true, false} {
@@ -49,11 +49,16 @@ func onOff(b bool) string {
 }
 
 // demoDeviceMode is one row: a new communicator whose GPU sits with the
-// NIC under one PCIe switch (preset PIX), one checked call, then iters
-// timed calls metered.
+// NIC under one PCIe switch (preset PIX), with its FIFOs in GPU memory
+// when peer memory is on, one checked call, then iters timed calls
+// metered.
 func demoDeviceMode(ctx context.Context, c *nccl.Comm, size, iters int, peer bool) (demoDeviceRow, error) {
 	rank, n := c.Rank(), c.Size()
-	sub, err := subComm(ctx, c)
+	topo, err := buildTopo(gpu.PathPIX, 1, 2*int64(size)+fifoBytes, gpu.Options{})
+	if err != nil {
+		return demoDeviceRow{}, err
+	}
+	sub, err := c.CommSplit(ctx, 0, rank, nccl.Options{GPU: &nccl.GPU{Device: topo.gpus[0], NIC: topo.nic, PeerMemory: peer}})
 	if err != nil {
 		return demoDeviceRow{}, err
 	}
@@ -63,13 +68,6 @@ func demoDeviceMode(ctx context.Context, c *nccl.Comm, size, iters int, peer boo
 			sub.Abort()
 		}
 	}()
-	topo, err := buildTopo(gpu.PathPIX, 1, 2*int64(size)+1<<20, gpu.Options{})
-	if err != nil {
-		return demoDeviceRow{}, err
-	}
-	if err := sub.UseGPU(nccl.GPU{Device: topo.gpus[0], NIC: topo.nic, PeerMemory: peer}); err != nil {
-		return demoDeviceRow{}, err
-	}
 	path, _, err := sub.GPUPath((rank + 1) % n)
 	if err != nil {
 		return demoDeviceRow{}, err
@@ -109,24 +107,6 @@ func demoDeviceMode(ctx context.Context, c *nccl.Comm, size, iters int, peer boo
 	}
 	ok = true
 	return row, sub.Destroy()
-}
-
-// subComm makes a new communicator of c's ranks over their RNICs: rank 0
-// gets a unique ID and broadcasts it over c, as ncclCommSplit would
-// arrange.
-func subComm(ctx context.Context, c *nccl.Comm) (*nccl.Comm, error) {
-	var id nccl.UniqueID
-	var idErr error
-	if c.Rank() == 0 {
-		id, idErr = nccl.GetUniqueID() // on failure the zero ID fails the others' init at once
-	}
-	if err := c.Broadcast(id[:], id[:], len(id), nccl.Uint8, 0).Wait(ctx); err != nil {
-		return nil, err
-	}
-	if idErr != nil {
-		return nil, idErr
-	}
-	return nccl.CommInitRank(ctx, c.Size(), id, c.Rank(), nccl.Options{Device: c.Device()})
 }
 
 // printDemoDevice prints the second table; it returns the rows with

@@ -138,7 +138,17 @@ func runNcclPerf(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		return relaunch(ctx, fs, []string{"nccl-perf", cfg.coll.name}, *np, *base, *grace, stdout, stderr, "np")
 	}
 	obs.setenv() // each rank's device reads GOROCE_TRACE and GOROCE_PCAP
-	c, err := commFromEnv(ctx, *base, nccl.Options{Timeout: cfg.timeout})
+	opts := nccl.Options{Timeout: cfg.timeout}
+	if cfg.device != nil {
+		// The GPU is chosen before the communicator, as cudaSetDevice
+		// comes before ncclCommInitRank: with GPUDirect RDMA the
+		// connections' FIFOs are then allocated in its memory.
+		if opts.GPU, err = cfg.device.setup(cfg.maxBytes); err != nil {
+			fmt.Fprintf(stderr, "goroce nccl-perf: --device: %v\n", err)
+			return exitFail
+		}
+	}
+	c, err := commFromEnv(ctx, *base, opts)
 	if err != nil {
 		fmt.Fprintf(stderr, "goroce nccl-perf: %v\n", err)
 		return exitFail
@@ -146,13 +156,6 @@ func runNcclPerf(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	if cfg.root < 0 || cfg.root >= c.Size() {
 		c.Abort()
 		return usageErr("-r %d: there are %d ranks", cfg.root, c.Size())
-	}
-	if cfg.device != nil {
-		if err := cfg.device.setup(c, cfg.maxBytes); err != nil {
-			c.Abort()
-			fmt.Fprintf(stderr, "goroce nccl-perf: rank %d: --device: %v\n", c.Rank(), err)
-			return exitFail
-		}
 	}
 	code, err = ncclPerf(ctx, c, &cfg, stdout)
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/goroce/goroce/mr/gpu"
 	"github.com/goroce/goroce/nccl"
+	"github.com/goroce/goroce/nccl/transport/ib"
 )
 
 // This file holds nccl-perf --device: the collectives on buffers of a
@@ -87,18 +88,21 @@ type deviceConfig struct {
 }
 
 // setup builds this rank's simulated system, with memory for the largest
-// size's buffers, and attaches its GPU to c.
-func (d *deviceConfig) setup(c *nccl.Comm, maxBytes int) error {
-	topo, err := buildTopo(d.preset, 1, 2*int64(maxBytes)+1<<20, gpu.Options{Emulate: d.emulate})
+// size's buffers and the connections' FIFOs, and returns its GPU for the
+// communicator.
+func (d *deviceConfig) setup(maxBytes int) (*nccl.GPU, error) {
+	topo, err := buildTopo(d.preset, 1, 2*int64(maxBytes)+fifoBytes, gpu.Options{Emulate: d.emulate})
 	if err != nil {
-		return err
-	}
-	if err := c.UseGPU(nccl.GPU{Device: topo.gpus[0], NIC: topo.nic, PeerMemory: d.peerMemory}); err != nil {
-		return err
+		return nil, err
 	}
 	d.topo = topo
-	return nil
+	return &nccl.GPU{Device: topo.gpus[0], NIC: topo.nic, PeerMemory: d.peerMemory}, nil
 }
+
+// fifoBytes is room in GPU memory for the connections' FIFOs that a
+// communicator with GPUDirect RDMA allocates there: ib's default slots, a
+// receive and a send FIFO for each of up to 16 peers.
+const fifoBytes = 16 * 2 * ib.DefaultSlots * ib.DefaultSlotSize
 
 // describe is the header line about the device buffers: where the GPU is
 // and which path the library chose, and why.

@@ -20,6 +20,7 @@ type conn struct {
 	// Slots the peer writes into, and the staging copies of the slots we
 	// write into the peer's.
 	recvMR, sendMR *mr.MR
+	frees          []func() error // Config.SlotMemory's, run by Close
 	remoteAddr     uint64
 	remoteKey      uint32
 

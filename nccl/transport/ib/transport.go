@@ -36,6 +36,14 @@ type Config struct {
 	// retransmits to a dead peer before its WRs fail with RETRY_EXC_ERR:
 	// about RetryCnt+1 × 4.096 µs × 2^Timeout.
 	Timeout, RetryCnt uint8
+	// SlotMemory, if set, provides the memory of the slots towards peer:
+	// the FIFO the peer writes into and the one this rank writes from,
+	// Slots×SlotSize bytes each. With GPUDirect RDMA, NCCL keeps both in
+	// GPU memory, and so does package nccl: it returns device memory
+	// (the device must have been opened with rnic.Config.PeerMemory to
+	// register it). free releases the memory after deregistration. Nil:
+	// host memory.
+	SlotMemory func(peer, n int) (m mr.Memory, free func() error, err error)
 }
 
 // Errors.
@@ -144,12 +152,11 @@ func (c *conn) setup(rqDepth int) error {
 	if err != nil {
 		return err
 	}
-	size := t.cfg.Slots * t.cfg.SlotSize
-	if c.recvMR, err = t.pd.RegMR(make([]byte, size), mr.AccessLocalWrite|mr.AccessRemoteWrite); err != nil {
-		return err
+	if c.recvMR, err = c.slots(mr.AccessLocalWrite | mr.AccessRemoteWrite); err != nil {
+		return fmt.Errorf("receive slots: %w", err)
 	}
-	if c.sendMR, err = t.pd.RegMR(make([]byte, size), mr.AccessLocalWrite); err != nil {
-		return err
+	if c.sendMR, err = c.slots(mr.AccessLocalWrite); err != nil {
+		return fmt.Errorf("send slots: %w", err)
 	}
 	var b [4]byte
 	rand.Read(b[:]) // a random start PSN, as verbs applications should
@@ -164,6 +171,26 @@ func (c *conn) setup(rqDepth int) error {
 		}
 	}
 	return nil
+}
+
+// slots allocates and registers one FIFO of the connection, in host memory
+// or where Config.SlotMemory says.
+func (c *conn) slots(access mr.Access) (*mr.MR, error) {
+	t := c.t
+	size := t.cfg.Slots * t.cfg.SlotSize
+	if t.cfg.SlotMemory == nil {
+		return t.pd.RegMR(make([]byte, size), access)
+	}
+	m, free, err := t.cfg.SlotMemory(c.peer, size)
+	if err != nil {
+		return nil, err
+	}
+	reg, err := t.pd.RegMemory(m, access)
+	if err != nil {
+		return nil, errors.Join(err, free())
+	}
+	c.frees = append(c.frees, free)
+	return reg, nil
 }
 
 // Rank returns this rank.
@@ -319,6 +346,9 @@ func (t *Transport) Close() error {
 			if m != nil {
 				errs = append(errs, m.Dereg())
 			}
+		}
+		for _, free := range c.frees {
+			errs = append(errs, free())
 		}
 	}
 	if t.pd != nil {
