@@ -162,6 +162,9 @@ func (l *Link) ReadBatch(pkts []link.Packet) (int, error) {
 		}
 	}
 	n, err := l.rx.receive(pkts)
+	if n > 0 {
+		wireReceived()
+	}
 	return n, l.mapErr(err)
 }
 
@@ -178,6 +181,7 @@ func (l *Link) WriteBatch(pkts []link.Packet) (int, error) {
 	valid, verr := l.checkSend(pkts)
 	n, err := 0, error(nil)
 	if valid > 0 {
+		wireSent()
 		n, err = l.tx.send(pkts[:valid])
 	}
 	if err != nil {
