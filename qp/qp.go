@@ -512,18 +512,25 @@ func (q *QP) flush(now time.Time) {
 
 // complete retires the oldest send WQE w with the given status, adding a
 // completion if it is signaled or failed (failed WRs always complete).
+//
+// The WQE's slot is freed before the completion is added: a program that
+// polls the completion may post into that slot at once, as in verbs.
 func (q *QP) complete(now time.Time, w *sendWQE, status WCStatus) {
-	if status != WCSuccess || w.signaled(q.sigAll) {
-		wc := WC{WRID: w.wr.WRID, Status: status, Opcode: w.wcOpcode(), QPNum: q.qpn}
+	report := status != WCSuccess || w.signaled(q.sigAll)
+	var wc WC
+	if report {
+		wc = WC{WRID: w.wr.WRID, Status: status, Opcode: w.wcOpcode(), QPNum: q.qpn}
 		if status == WCSuccess {
 			wc.ByteLen = uint32(w.length)
 		}
-		q.pushWC(now, q.sendCQ, &wc, false)
 	}
 	if status != WCSuccess && status != WCWRFlushErr {
 		q.env.Counters.SendErr.Add(1)
 	}
-	q.retired.Add(1)
+	q.retired.Add(1) // w may be reused from here on
+	if report {
+		q.pushWC(now, q.sendCQ, &wc, false)
+	}
 }
 
 // pushWC adds a completion; an overrun CQ moves the QP to ERR.
