@@ -1,0 +1,239 @@
+// Command collcompare measures AllReduce in goroce and, in the same run,
+// in the CPU collective libraries people would otherwise use on one host:
+// Open MPI over TCP on loopback and over shared memory, and Gloo's ring,
+// ring-chunked and halving-doubling algorithms over its TCP transport
+// (see bench/cpucoll for exactly what runs). It prints every measurement,
+// then for each rank count a table of latency at the smallest size and
+// busbw at the others, with goroce's ratio to each other library.
+//
+//	go run ./bench/cmd/collcompare                       # 2 and 4 ranks, 8 B to 64 MiB
+//	go run ./bench/cmd/collcompare -np 2 -sizes 8,1M -only goroce,gloo
+//	go run ./bench/cmd/collcompare -install              # apt-get install what is missing first
+//
+// The libraries run one after the other, never two at once (a shared
+// machine with few cores would measure the contention). A library that is
+// not installed is skipped with a line saying so; the exit status is
+// still 0. Exit status 1 means a library failed or returned a wrong sum,
+// 2 bad flags. Absolute numbers on shared machines swing between runs;
+// ratios from one run are what to compare.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/goroce/goroce/bench/cpucoll"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	_, code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	os.Exit(code)
+}
+
+// Exit statuses.
+const (
+	exitOK    = 0
+	exitFail  = 1
+	exitUsage = 2
+)
+
+// options are the parsed flags.
+type options struct {
+	ranks   []int
+	cfg     cpucoll.Config
+	libs    []cpucoll.Library
+	install bool
+	goroce  string
+}
+
+func parseFlags(args []string, stderr io.Writer) (*options, int, bool) {
+	fs := flag.NewFlagSet("collcompare", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	np := fs.String("np", "2,4", "rank counts to measure, comma-separated")
+	sizes := fs.String("sizes", "8,1K,64K,1M,16M,64M", "sizes in bytes (K, M, G: powers of 1024), multiples of 4; the smallest is reported as latency")
+	iters := fs.Int("iters", 20, "timed calls per size and mode")
+	warmup := fs.Int("warmup", 5, "untimed calls per size and mode before them")
+	only := fs.String("only", "", "measure only these libraries or families, comma-separated (goroce, openmpi-tcp, openmpi-shm, gloo-ring, gloo-ring-chunked, gloo-halving-doubling; openmpi, gloo)")
+	install := fs.Bool("install", false, "apt-get install the missing libraries first (Debian; needs root)")
+	goroce := fs.String("goroce", "", "goroce binary to measure (default: build ./cmd/goroce)")
+	addrBase := fs.String("addr-base", "127.83.0.10", "goroce: rank 0's RNIC address on loopback; rank r gets this + r")
+	timeout := fs.Duration("timeout", 15*time.Minute, "give up on one library with one rank count after this long")
+	if err := fs.Parse(args); err != nil {
+		if err == flag.ErrHelp {
+			return nil, exitOK, false
+		}
+		return nil, exitUsage, false
+	}
+	usage := func(format string, a ...any) (*options, int, bool) {
+		fmt.Fprintf(stderr, "collcompare: "+format+"\n", a...)
+		return nil, exitUsage, false
+	}
+	if fs.NArg() > 0 {
+		return usage("unexpected arguments %q", fs.Args())
+	}
+	o := &options{install: *install, goroce: *goroce, cfg: cpucoll.Config{
+		Iters: *iters, Warmup: *warmup, Timeout: *timeout, AddrBase: *addrBase, Log: stderr,
+	}}
+	var err error
+	if o.ranks, err = parseList(*np, strconv.Atoi); err != nil {
+		return usage("-np: %v", err)
+	}
+	for _, n := range o.ranks {
+		if n < 2 {
+			return usage("-np: %d ranks; an AllReduce comparison needs at least 2", n)
+		}
+	}
+	if o.cfg.Sizes, err = parseList(*sizes, parseSize); err != nil {
+		return usage("-sizes: %v", err)
+	}
+	for _, s := range o.cfg.Sizes {
+		if s <= 0 || s%4 != 0 {
+			return usage("-sizes: %d bytes is not a positive multiple of 4 (float32 elements)", s)
+		}
+	}
+	if *iters < 1 || *warmup < 0 || *timeout <= 0 {
+		return usage("-iters %d -warmup %d -timeout %v: want at least 1 iteration, no negative warmup, a positive timeout", *iters, *warmup, *timeout)
+	}
+	if o.libs, err = cpucoll.Select(*only); err != nil {
+		return usage("-only: %v", err)
+	}
+	return o, exitOK, true
+}
+
+// run is the command: it returns what it measured and the exit status.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) ([]cpucoll.Result, int) {
+	o, code, ok := parseFlags(args, stderr)
+	if !ok {
+		return nil, code
+	}
+	fams := cpucoll.Families(o.libs)
+	if o.install {
+		if err := cpucoll.Install(ctx, fams, stderr); err != nil {
+			fmt.Fprintf(stderr, "collcompare: -install: %v\n", err)
+			return nil, exitFail
+		}
+	}
+	libs, ready := available(o, fams, stdout)
+	if len(libs) == 0 {
+		fmt.Fprintln(stdout, "collcompare: nothing to measure")
+		return nil, exitOK
+	}
+
+	dir, err := os.MkdirTemp("", "collcompare")
+	if err != nil {
+		fmt.Fprintf(stderr, "collcompare: %v\n", err)
+		return nil, exitFail
+	}
+	defer os.RemoveAll(dir)
+	fmt.Fprintf(stderr, "collcompare: building %v in %s\n", ready, dir)
+	progs, err := cpucoll.Build(ctx, dir, ready, cpucoll.Programs{Goroce: o.goroce})
+	if err != nil {
+		fmt.Fprintf(stderr, "collcompare: %v\n", err)
+		return nil, exitFail
+	}
+
+	var results []cpucoll.Result
+	code = exitOK
+	for _, n := range o.ranks {
+		for _, l := range libs {
+			cfg := o.cfg
+			cfg.Ranks = n
+			fmt.Fprintf(stderr, "collcompare: %s, %d ranks (%s)\n", l.Name, n, l.About)
+			start := time.Now()
+			res, err := cpucoll.Run(ctx, l, progs, cfg)
+			if err != nil {
+				fmt.Fprintf(stderr, "collcompare: %v\n", err)
+				code = exitFail
+				if ctx.Err() != nil {
+					return results, code
+				}
+				continue
+			}
+			fmt.Fprintf(stderr, "collcompare: %s, %d ranks: done in %.1fs\n", l.Name, n, time.Since(start).Seconds())
+			results = append(results, res)
+		}
+	}
+	fmt.Fprintf(stdout, "AllReduce float32 sum, every measurement (us: one call; GB/s: busbw = algbw x 2(n-1)/n; %d timed calls after %d warmup)\n",
+		o.cfg.Iters, o.cfg.Warmup)
+	cpucoll.WriteFull(stdout, results)
+	fmt.Fprintln(stdout)
+	cpucoll.WriteSummary(stdout, results)
+	return results, code
+}
+
+// available returns the selected libraries whose family is installed,
+// and those families, saying on stdout which are skipped and why.
+func available(o *options, fams []cpucoll.Family, stdout io.Writer) ([]cpucoll.Library, []cpucoll.Family) {
+	var libs []cpucoll.Library
+	var ready []cpucoll.Family
+	for _, f := range fams {
+		why := f.Missing()
+		if f == cpucoll.Goroce && o.goroce != "" {
+			why = "" // prebuilt: no go command needed
+		}
+		if why != "" {
+			hint := "-goroce names a prebuilt binary"
+			if pkgs := f.Packages(); len(pkgs) > 0 {
+				hint = fmt.Sprintf("-install (as root) or `apt-get install -y %s` installs it", strings.Join(pkgs, " "))
+			}
+			fmt.Fprintf(stdout, "collcompare: skipping %s: %s; %s\n", libNames(o.libs, f), why, hint)
+			continue
+		}
+		ready = append(ready, f)
+		for _, l := range o.libs {
+			if l.Family == f {
+				libs = append(libs, l)
+			}
+		}
+	}
+	return libs, ready
+}
+
+// libNames lists the selected libraries of one family.
+func libNames(libs []cpucoll.Library, f cpucoll.Family) string {
+	var names []string
+	for _, l := range libs {
+		if l.Family == f {
+			names = append(names, l.Name)
+		}
+	}
+	return strings.Join(names, ", ")
+}
+
+// parseList parses a comma-separated list with parse.
+func parseList(s string, parse func(string) (int, error)) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		v, err := parse(strings.TrimSpace(f))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+// parseSize reads a byte count with an optional K, M or G suffix
+// (powers of 1024), as nccl-tests does.
+func parseSize(s string) (int, error) {
+	num, mult := s, 1
+	for suffix, m := range map[string]int{"K": 1 << 10, "M": 1 << 20, "G": 1 << 30} {
+		if strings.HasSuffix(strings.ToUpper(s), suffix) {
+			num, mult = s[:len(s)-1], m
+		}
+	}
+	v, err := strconv.Atoi(num)
+	if err != nil || v < 0 || v > (1<<33)/mult {
+		return 0, fmt.Errorf("%q is not a size (bytes up to 8G, with an optional K, M or G)", s)
+	}
+	return v * mult, nil
+}

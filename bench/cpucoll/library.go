@@ -1,0 +1,108 @@
+package cpucoll
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// A Family is one piece of software: what has to be installed and built
+// before any of its Libraries can run.
+type Family int
+
+// The families measured.
+const (
+	Goroce  Family = iota // goroce nccl-perf, built from this module
+	OpenMPI               // Debian's openmpi-bin and libopenmpi-dev
+	Gloo                  // Debian's libgloo-dev
+)
+
+func (f Family) String() string {
+	switch f {
+	case Goroce:
+		return "goroce"
+	case OpenMPI:
+		return "openmpi"
+	case Gloo:
+		return "gloo"
+	}
+	return fmt.Sprintf("Family(%d)", int(f))
+}
+
+// A Library is one way of running AllReduce: a family and the transport
+// and algorithm it is told to use.
+type Library struct {
+	Name   string // the -only name, and the row label in reports
+	Family Family
+	About  string // transport and algorithm, one line
+
+	btl  string // Open MPI: the --mca btl list
+	algo string // Gloo: gloo_allreduce's --algo
+}
+
+// Libraries are all the libraries measured, in the order they run and
+// are reported. goroce comes first: every ratio is goroce's figure over
+// another library's.
+var Libraries = []Library{
+	{Name: "goroce", Family: Goroce, About: "goroce nccl-perf: RoCEv2 over UDP on loopback, NCCL-style ring/tree"},
+	{Name: "openmpi-tcp", Family: OpenMPI, btl: "self,tcp", About: "Open MPI ob1 over btl tcp on lo, coll/tuned's choice"},
+	{Name: "openmpi-shm", Family: OpenMPI, btl: "self,vader", About: "Open MPI ob1 over btl vader (shared memory), coll/tuned's choice"},
+	{Name: "gloo-ring", Family: Gloo, algo: "ring", About: "Gloo allreduce_ring over TCP on 127.0.0.1"},
+	{Name: "gloo-ring-chunked", Family: Gloo, algo: "ring_chunked", About: "Gloo allreduce_ring_chunked over TCP on 127.0.0.1"},
+	{Name: "gloo-halving-doubling", Family: Gloo, algo: "halving_doubling", About: "Gloo allreduce_halving_doubling over TCP on 127.0.0.1"},
+}
+
+// ErrUnknownLibrary is returned by Select for a name that is neither a
+// library nor a family.
+var ErrUnknownLibrary = errors.New("cpucoll: unknown library")
+
+// Select returns the libraries named in a comma-separated list, in
+// Libraries' order. A family name (goroce, openmpi, gloo) stands for all
+// its libraries; an empty list selects everything.
+func Select(list string) ([]Library, error) {
+	if strings.TrimSpace(list) == "" {
+		return Libraries, nil
+	}
+	want := make(map[string]bool)
+	for _, name := range strings.Split(list, ",") {
+		name = strings.TrimSpace(name)
+		found := false
+		for _, l := range Libraries {
+			if name == l.Name || name == l.Family.String() {
+				want[l.Name] = true
+				found = true
+			}
+		}
+		if !found {
+			return nil, fmt.Errorf("%w %q (want one of %s, or a family: goroce, openmpi, gloo)", ErrUnknownLibrary, name, names())
+		}
+	}
+	var out []Library
+	for _, l := range Libraries {
+		if want[l.Name] {
+			out = append(out, l)
+		}
+	}
+	return out, nil
+}
+
+func names() string {
+	var n []string
+	for _, l := range Libraries {
+		n = append(n, l.Name)
+	}
+	return strings.Join(n, ", ")
+}
+
+// Families returns the families of libs, each once, in order.
+func Families(libs []Library) []Family {
+	var out []Family
+	seen := make(map[Family]bool)
+	for _, l := range libs {
+		if !seen[l.Family] {
+			seen[l.Family] = true
+			out = append(out, l.Family)
+		}
+	}
+	return out
+}

@@ -1,0 +1,261 @@
+package cpucoll
+
+import (
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+)
+
+// BusBW is nccl-tests' AllReduce bus bandwidth in GB/s (10^9 bytes/s)
+// of a call on bytes taking usec microseconds among ranks:
+// bytes/time × 2(n−1)/n. Reports compute it from the time rather than
+// read the table's two decimals, so that small sizes keep their digits.
+func BusBW(bytes int, usec float64, ranks int) float64 {
+	if usec <= 0 {
+		return 0
+	}
+	return float64(bytes) / usec / 1e3 * 2 * float64(ranks-1) / float64(ranks)
+}
+
+// SizeLabel writes a size as people say it: 8 B, 64 KiB, 16 MiB.
+func SizeLabel(bytes int) string {
+	switch {
+	case bytes >= 1<<20 && bytes%(1<<20) == 0:
+		return fmt.Sprintf("%d MiB", bytes>>20)
+	case bytes >= 1<<10 && bytes%(1<<10) == 0:
+		return fmt.Sprintf("%d KiB", bytes>>10)
+	}
+	return fmt.Sprintf("%d B", bytes)
+}
+
+// WriteFull writes every measurement of every result: one line per rank
+// count, library and size, with the time and busbw out of place and in
+// place (N/A where the library has no out-of-place call) and the wrong
+// elements found by the checks.
+func WriteFull(w io.Writer, results []Result) {
+	fmt.Fprintf(w, "%5s  %-22s %8s  %10s %9s  %10s %9s  %6s\n",
+		"ranks", "library", "size", "oop us", "oop GB/s", "ip us", "ip GB/s", "#wrong")
+	for _, res := range results {
+		for _, r := range res.Rows {
+			fmt.Fprintf(w, "%5d  %-22s %8s", res.Ranks, res.Library.Name, SizeLabel(r.Bytes))
+			wrong := 0
+			for _, m := range []Measurement{r.OutOfPlace, r.InPlace} {
+				if !m.Valid {
+					fmt.Fprintf(w, "  %10s %9s", "N/A", "N/A")
+					continue
+				}
+				wrong += max(m.Wrong, 0)
+				fmt.Fprintf(w, "  %10s %9s", formatUsec(m.Usec), formatBW(BusBW(r.Bytes, m.Usec, res.Ranks)))
+			}
+			fmt.Fprintf(w, "  %6d\n", wrong)
+		}
+	}
+}
+
+// WriteSummary writes, for each rank count, one table of the in-place
+// figures: the time of one call at the smallest size (latency) and busbw
+// at every other size, one line per library, then goroce's figure over
+// each other library's; and, where 16 MiB was measured, whether goroce
+// meets issue 5's target there (busbw at least Open MPI over TCP's and
+// the best Gloo algorithm's).
+func WriteSummary(w io.Writer, results []Result) {
+	for i, n := range rankCounts(results) {
+		if i > 0 {
+			fmt.Fprintln(w)
+		}
+		writeSummary(w, n, ofRanks(results, n))
+	}
+}
+
+// cell is what a summary table shows for one library and size: the
+// in-place time, or nothing when the library did not measure it.
+func cell(res *Result, bytes int) (usec float64, ok bool) {
+	if res == nil {
+		return 0, false
+	}
+	if i := indexOfSize(res.Rows, bytes); i >= 0 && res.Rows[i].InPlace.Valid {
+		return res.Rows[i].InPlace.Usec, true
+	}
+	return 0, false
+}
+
+func writeSummary(w io.Writer, n int, results []Result) {
+	sizes := allSizes(results)
+	if len(sizes) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "AllReduce float32 sum, %d ranks, in place: time of one call (us) at %s, busbw (GB/s) at the other sizes\n",
+		n, SizeLabel(sizes[0]))
+	fmt.Fprintf(w, "%-32s", "library")
+	for i, s := range sizes {
+		label := SizeLabel(s)
+		if i == 0 {
+			label += " us"
+		}
+		fmt.Fprintf(w, " %9s", label)
+	}
+	fmt.Fprintln(w)
+	var goroce *Result
+	for i := range results {
+		res := &results[i]
+		if res.Library.Family == Goroce {
+			goroce = res
+		}
+		fmt.Fprintf(w, "%-32s", res.Library.Name)
+		for j, s := range sizes {
+			usec, ok := cell(res, s)
+			switch {
+			case !ok:
+				fmt.Fprintf(w, " %9s", "-")
+			case j == 0:
+				fmt.Fprintf(w, " %9s", formatUsec(usec))
+			default:
+				fmt.Fprintf(w, " %9s", formatBW(BusBW(s, usec, n)))
+			}
+		}
+		fmt.Fprintln(w)
+	}
+	if goroce == nil || len(results) < 2 {
+		return
+	}
+	for i := range results {
+		other := &results[i]
+		if other == goroce {
+			continue
+		}
+		fmt.Fprintf(w, "%-32s", "goroce / "+other.Library.Name)
+		for j, s := range sizes {
+			// At the first size, the time ratio: above 1 goroce is slower.
+			// At the others, the busbw ratio, which is the inverse time
+			// ratio: above 1 goroce is faster.
+			g, okG := cell(goroce, s)
+			o, okO := cell(other, s)
+			switch {
+			case !okG || !okO || g <= 0 || o <= 0:
+				fmt.Fprintf(w, " %9s", "-")
+			case j == 0:
+				fmt.Fprintf(w, " %8.2fx", g/o)
+			default:
+				fmt.Fprintf(w, " %8.2fx", o/g)
+			}
+		}
+		fmt.Fprintln(w)
+	}
+	fmt.Fprintf(w, "(goroce / other: time at %s, above 1 = goroce slower; busbw elsewhere, above 1 = goroce faster)\n", SizeLabel(sizes[0]))
+	writeTarget(w, n, goroce, results)
+}
+
+// targetSize is where issue 5 sets goroce's target.
+const targetSize = 16 << 20
+
+// writeTarget says whether goroce's busbw at 16 MiB is at least Open MPI
+// over TCP's and the best Gloo algorithm's, and where it stands against
+// Open MPI over shared memory.
+func writeTarget(w io.Writer, n int, goroce *Result, results []Result) {
+	g, ok := cell(goroce, targetSize)
+	if !ok {
+		return
+	}
+	gbw := BusBW(targetSize, g, n)
+	var lines []string
+	compare := func(label string, res *Result, goal bool) {
+		o, ok := cell(res, targetSize)
+		if !ok {
+			return
+		}
+		obw := BusBW(targetSize, o, n)
+		verdict := ""
+		switch {
+		case !goal:
+		case gbw >= obw:
+			verdict = "met, "
+		default:
+			verdict = "not met, "
+		}
+		lines = append(lines, fmt.Sprintf("  %s %s GB/s: %sgoroce %.2fx", label, formatBW(obw), verdict, gbw/obw))
+	}
+	var bestGloo *Result
+	var bestUsec float64
+	for i := range results {
+		res := &results[i]
+		switch {
+		case res.Library.Name == "openmpi-tcp":
+			compare(">= openmpi-tcp", res, true)
+		case res.Library.Family == Gloo:
+			if u, ok := cell(res, targetSize); ok && (bestGloo == nil || u < bestUsec) {
+				bestGloo, bestUsec = res, u
+			}
+		}
+	}
+	if bestGloo != nil {
+		compare(">= the best gloo, "+bestGloo.Library.Name, bestGloo, true)
+	}
+	for i := range results {
+		if results[i].Library.Name == "openmpi-shm" {
+			compare("beside shared memory, openmpi-shm", &results[i], false)
+		}
+	}
+	if len(lines) > 0 {
+		fmt.Fprintf(w, "issue 5 target at 16 MiB, goroce busbw %s GB/s:\n%s\n", formatBW(gbw), strings.Join(lines, "\n"))
+	}
+}
+
+// formatUsec shows a time with fewer decimals as it grows.
+func formatUsec(us float64) string {
+	switch {
+	case us >= 10000:
+		return fmt.Sprintf("%.0f", us)
+	case us >= 100:
+		return fmt.Sprintf("%.1f", us)
+	}
+	return fmt.Sprintf("%.2f", us)
+}
+
+// formatBW shows a bandwidth with three significant digits or more.
+func formatBW(gbps float64) string {
+	switch {
+	case gbps >= 10:
+		return fmt.Sprintf("%.1f", gbps)
+	case gbps >= 1:
+		return fmt.Sprintf("%.2f", gbps)
+	case gbps >= 0.01:
+		return fmt.Sprintf("%.3f", gbps)
+	}
+	return fmt.Sprintf("%.5f", gbps)
+}
+
+// rankCounts are the rank counts of results, each once, in order.
+func rankCounts(results []Result) []int {
+	var out []int
+	for _, r := range results {
+		if !slices.Contains(out, r.Ranks) {
+			out = append(out, r.Ranks)
+		}
+	}
+	return out
+}
+
+func ofRanks(results []Result, n int) []Result {
+	var out []Result
+	for _, r := range results {
+		if r.Ranks == n {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// allSizes are the sizes any result measured, smallest first.
+func allSizes(results []Result) []int {
+	var out []int
+	for _, res := range results {
+		for _, r := range res.Rows {
+			if !slices.Contains(out, r.Bytes) {
+				out = append(out, r.Bytes)
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
