@@ -1,0 +1,365 @@
+// Package docs holds goroce's documentation. Its only code is this test,
+// which keeps the course "RDMA from the wire up" (docs/course) honest:
+// every command a chapter marks as checked runs, exits 0 and prints what
+// the chapter says it prints.
+//
+// The convention, visible in every chapter:
+//
+//	```sh
+//	$ goroce lesson send --trace
+//	```
+//	<!-- expect: RC_SEND_ONLY qp=0x[0-9a-f]{6} psn=0x000a00 ackreq -->
+//	<!-- expect: aeth\(ACK msn=1\) -->
+//
+// A ```sh block whose lines all start with "$ " is checked. Each line is
+// one goroce command, optionally preceded by VAR=value settings and
+// followed by " &" to run it in the background (it must still end, with
+// status 0, before the block is checked). The "<!-- expect: REGEXP -->"
+// comments right after the block are Go regular expressions (multi-line
+// mode: ^ and $ match at line ends) that must each match the block's
+// output, stdout and stderr together. A checked block needs at least one.
+// The blocks of a chapter run in order in one fresh directory, so one
+// block can read a file another wrote. Other blocks (```text excerpts,
+// ```sh without "$ ") are not run.
+package docs
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+// blockTimeout bounds the commands of one block together; the slowest
+// blocks, a multi-process nccl-perf or a dcqcn run, take under a second.
+const blockTimeout = 30 * time.Second
+
+// A checkedBlock is one ```sh block of a chapter with its expectations.
+type checkedBlock struct {
+	line     int // of the opening fence, for messages
+	commands []courseCommand
+	expects  []*regexp.Regexp
+}
+
+// A courseCommand is one "$ " line of a block.
+type courseCommand struct {
+	line       int
+	text       string   // as written, after "$ "
+	env        []string // VAR=value settings before "goroce"
+	args       []string // after "goroce"
+	background bool     // ended with " &"
+}
+
+// TestCourse runs every checked block of every chapter against a goroce
+// built from this tree.
+func TestCourse(t *testing.T) {
+	chapters, err := filepath.Glob(filepath.Join("course", "*.md"))
+	if err != nil || len(chapters) == 0 {
+		t.Fatalf("no chapters in docs/course: %v", err)
+	}
+	parsed := make(map[string][]checkedBlock)
+	for _, ch := range chapters {
+		blocks, err := parseChapter(ch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// A numbered chapter is an exercise: it has something to run.
+		if numbered.MatchString(filepath.Base(ch)) && len(blocks) == 0 {
+			t.Errorf("%s has no checked command block", ch)
+		}
+		parsed[ch] = blocks
+	}
+	if t.Failed() {
+		return
+	}
+	bin := buildGoroce(t)
+	env := cleanEnv(os.Environ())
+	for _, ch := range chapters {
+		t.Run(strings.TrimSuffix(filepath.Base(ch), ".md"), func(t *testing.T) {
+			dir := t.TempDir()
+			for _, b := range parsed[ch] {
+				runBlock(t, ch, b, bin, dir, env)
+			}
+		})
+	}
+}
+
+// TestParseChapter checks the parser on the mistakes it must catch, so a
+// chapter cannot silently lose its checks.
+func TestParseChapter(t *testing.T) {
+	cases := []struct {
+		name, text, err string // err: "" for a valid chapter
+		blocks, expects int
+	}{
+		{"checked", "```sh\n$ goroce lesson send\n```\n<!-- expect: A -->\n<!-- expect: B -->\n", "", 1, 2},
+		{"env and background", "```sh\n$ NCCL_ALGO=Ring goroce nccl-perf all_reduce &\n$ goroce help\n```\n<!-- expect: x -->\n", "", 1, 1},
+		{"excerpts are not run", "```text\n$ goroce lesson send\n```\n```sh\ngo build ./cmd/goroce\n```\n", "", 0, 0},
+		{"no expectation", "```sh\n$ goroce lesson send\n```\n\nText.\n", "no <!-- expect", 0, 0},
+		{"orphan expectation", "Text.\n<!-- expect: A -->\n", "not right after a checked block", 0, 0},
+		{"mixed block", "```sh\n$ goroce lesson send\ngoroce lesson read\n```\n<!-- expect: A -->\n", "every line", 0, 0},
+		{"not goroce", "```sh\n$ rm -rf /\n```\n<!-- expect: A -->\n", "only goroce commands", 0, 0},
+		{"bad regexp", "```sh\n$ goroce help\n```\n<!-- expect: ( -->\n", "expect", 0, 0},
+		{"unclosed", "```sh\n$ goroce help\n", "not closed", 0, 0},
+		{"nested fences", "````markdown\n```sh\n$ goroce help\n```\n<!-- expect: x -->\n````\n", "", 0, 0},
+	}
+	for _, c := range cases {
+		path := filepath.Join(t.TempDir(), "chapter.md")
+		if err := os.WriteFile(path, []byte(c.text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		blocks, err := parseChapter(path)
+		switch {
+		case c.err == "" && err != nil:
+			t.Errorf("%s: %v", c.name, err)
+		case c.err != "" && (err == nil || !strings.Contains(err.Error(), c.err)):
+			t.Errorf("%s: error %v, want one saying %q", c.name, err, c.err)
+		case c.err == "" && (len(blocks) != c.blocks || c.blocks > 0 && len(blocks[0].expects) != c.expects):
+			t.Errorf("%s: %d blocks %+v, want %d with %d expectations", c.name, len(blocks), blocks, c.blocks, c.expects)
+		}
+	}
+}
+
+// numbered matches the file name of a chapter, 00-setup.md and on.
+var numbered = regexp.MustCompile(`^[0-9]{2}-.*\.md$`)
+
+// expectRE is an expectation comment.
+var expectRE = regexp.MustCompile(`^<!-- expect: (.*) -->$`)
+
+// parseChapter returns the checked blocks of a chapter.
+func parseChapter(path string) ([]checkedBlock, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var lines []string
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	for sc.Scan() {
+		lines = append(lines, sc.Text())
+	}
+	var blocks []checkedBlock
+	for i := 0; i < len(lines); i++ {
+		where := fmt.Sprintf("%s:%d", path, i+1)
+		if expectRE.MatchString(lines[i]) {
+			return nil, fmt.Errorf("%s: an expectation not right after a checked block", where)
+		}
+		fence, info := openFence(lines[i])
+		if fence == 0 {
+			continue
+		}
+		open := i
+		var body []int // line indexes of the block's lines
+		for i++; i < len(lines) && !closesFence(lines[i], fence); i++ {
+			body = append(body, i)
+		}
+		if i == len(lines) {
+			return nil, fmt.Errorf("%s: the fenced block is not closed", where)
+		}
+		if info != "sh" {
+			continue // an excerpt or an example in another language
+		}
+		b := checkedBlock{line: open + 1}
+		dollar := 0
+		for _, j := range body {
+			if strings.HasPrefix(lines[j], "$ ") {
+				dollar++
+			}
+		}
+		if dollar == 0 {
+			continue // an illustration, not a checked block
+		}
+		if dollar != len(body) {
+			return nil, fmt.Errorf("%s: in a checked block every line must start with \"$ \"", where)
+		}
+		for _, j := range body {
+			cmd, err := parseCommand(strings.TrimPrefix(lines[j], "$ "))
+			if err != nil {
+				return nil, fmt.Errorf("%s:%d: %v", path, j+1, err)
+			}
+			cmd.line = j + 1
+			b.commands = append(b.commands, cmd)
+		}
+		for i+1 < len(lines) && expectRE.MatchString(lines[i+1]) {
+			i++
+			re, err := regexp.Compile("(?m)" + expectRE.FindStringSubmatch(lines[i])[1])
+			if err != nil {
+				return nil, fmt.Errorf("%s:%d: expect: %v", path, i+1, err)
+			}
+			b.expects = append(b.expects, re)
+		}
+		if len(b.expects) == 0 {
+			return nil, fmt.Errorf("%s: checked block with no <!-- expect: REGEXP --> after it", where)
+		}
+		blocks = append(blocks, b)
+	}
+	return blocks, nil
+}
+
+// openFence reports the number of backticks of a fence that opens a code
+// block on line (0 if it opens none) and the block's info string.
+func openFence(line string) (n int, info string) {
+	t := strings.TrimSpace(line)
+	n = len(t) - len(strings.TrimLeft(t, "`"))
+	if n < 3 {
+		return 0, ""
+	}
+	return n, strings.TrimSpace(t[n:])
+}
+
+// closesFence reports whether line closes a block opened by a fence of n
+// backticks: at least n backticks and nothing else (CommonMark).
+func closesFence(line string, n int) bool {
+	t := strings.TrimSpace(line)
+	return len(t) >= n && strings.Trim(t, "`") == ""
+}
+
+// envRE is a VAR=value setting before a command.
+var envRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*=`)
+
+// parseCommand reads one command line: [VAR=value ...] goroce ARGS [&].
+// Arguments split at spaces; single or double quotes keep spaces in one.
+func parseCommand(text string) (courseCommand, error) {
+	c := courseCommand{text: text}
+	if s, ok := strings.CutSuffix(strings.TrimSpace(text), " &"); ok {
+		text, c.background = s, true
+	}
+	words, err := splitWords(text)
+	if err != nil {
+		return c, err
+	}
+	for len(words) > 0 && envRE.MatchString(words[0]) {
+		c.env, words = append(c.env, words[0]), words[1:]
+	}
+	if len(words) == 0 || words[0] != "goroce" {
+		return c, fmt.Errorf("%q: a checked block runs only goroce commands", text)
+	}
+	c.args = words[1:]
+	for _, w := range c.args {
+		if strings.ContainsAny(w, "|;<>`$") {
+			return c, fmt.Errorf("%q: no pipes, redirections or substitutions in a checked command", text)
+		}
+	}
+	return c, nil
+}
+
+// splitWords splits s at spaces, honouring single and double quotes.
+func splitWords(s string) ([]string, error) {
+	var words []string
+	var w strings.Builder
+	inWord := false
+	var quote rune
+	for _, r := range s {
+		switch {
+		case quote != 0 && r == quote:
+			quote = 0
+		case quote != 0:
+			w.WriteRune(r)
+		case r == '\'' || r == '"':
+			quote, inWord = r, true
+		case r == ' ' || r == '\t':
+			if inWord {
+				words, inWord = append(words, w.String()), false
+				w.Reset()
+			}
+		default:
+			w.WriteRune(r)
+			inWord = true
+		}
+	}
+	if quote != 0 {
+		return nil, fmt.Errorf("%q: unbalanced quote", s)
+	}
+	if inWord {
+		words = append(words, w.String())
+	}
+	return words, nil
+}
+
+// buildGoroce builds cmd/goroce from this tree into a temporary directory.
+func buildGoroce(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "goroce")
+	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/goroce").CombinedOutput(); err != nil {
+		t.Fatalf("go build ../cmd/goroce: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// cleanEnv drops the variables that would change what the commands do:
+// goroce's own (GOROCE_TRACE, ...), NCCL's, and a launcher's, which would
+// make nccl-perf join a job instead of starting its ranks.
+func cleanEnv(env []string) []string {
+	var keep []string
+	for _, kv := range env {
+		k, _, _ := strings.Cut(kv, "=")
+		switch {
+		case strings.HasPrefix(k, "GOROCE_"), strings.HasPrefix(k, "NCCL_"),
+			strings.HasPrefix(k, "OMPI_COMM_WORLD_"), strings.HasPrefix(k, "SLURM_"):
+		case k == "RANK", k == "WORLD_SIZE", k == "LOCAL_RANK", k == "MASTER_ADDR", k == "MASTER_PORT":
+		default:
+			keep = append(keep, kv)
+		}
+	}
+	return keep
+}
+
+// runBlock runs a block's commands in dir and checks its expectations.
+func runBlock(t *testing.T, chapter string, b checkedBlock, bin, dir string, env []string) {
+	t.Helper()
+	var out bytes.Buffer
+	type started struct {
+		c   courseCommand
+		cmd *exec.Cmd
+		buf *bytes.Buffer
+	}
+	var background []started
+	ctx, cancel := context.WithTimeout(t.Context(), blockTimeout)
+	defer cancel()
+	begin := time.Now()
+	failed := false
+	for _, c := range b.commands {
+		buf := new(bytes.Buffer)
+		cmd := exec.CommandContext(ctx, bin, c.args...)
+		cmd.Dir, cmd.Env = dir, append(append([]string(nil), env...), c.env...)
+		cmd.Stdout, cmd.Stderr = buf, buf
+		if c.background {
+			if err := cmd.Start(); err != nil {
+				t.Fatalf("%s:%d: $ %s: %v", chapter, c.line, c.text, err)
+			}
+			background = append(background, started{c, cmd, buf})
+			continue
+		}
+		err := cmd.Run()
+		out.Write(buf.Bytes())
+		if err != nil {
+			t.Errorf("%s:%d: $ %s: %v\n%s", chapter, c.line, c.text, err, buf)
+			failed = true
+		}
+	}
+	for _, s := range background {
+		err := s.cmd.Wait()
+		out.Write(s.buf.Bytes())
+		if err != nil {
+			t.Errorf("%s:%d: $ %s (in the background): %v\n%s", chapter, s.c.line, s.c.text, err, s.buf)
+			failed = true
+		}
+	}
+	t.Logf("%s:%d: %d command(s) in %v", chapter, b.line, len(b.commands), time.Since(begin).Round(time.Millisecond))
+	if failed {
+		return
+	}
+	for _, re := range b.expects {
+		if !re.Match(out.Bytes()) {
+			t.Errorf("%s:%d: the output does not match <!-- expect: %s -->", chapter, b.line, strings.TrimPrefix(re.String(), "(?m)"))
+		}
+	}
+	if t.Failed() {
+		t.Logf("output of the block at %s:%d:\n%s", chapter, b.line, out.String())
+	}
+}
