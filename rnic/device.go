@@ -33,8 +33,9 @@ type Config struct {
 	// them by QPN. Default 1.
 	Workers int
 	// StrictICRC accepts an IPv4 packet only if its ICRC verifies with
-	// IPv4 Identification 0, as every goroce sender produces. Off, an
-	// ICRC that fails with ID 0 is checked by solving for the ID (see
+	// the IPv4 Identification every goroce sender produces: 0, or a GSO
+	// segment's number in its run (link.Packet.IPv4ID). Off, an ICRC that
+	// fails with it is checked by solving for the ID (see
 	// wire.SolveIPv4ID), which Linux rxe's packets need; that check keeps
 	// 16 of the CRC's 32 bits.
 	StrictICRC bool
@@ -171,7 +172,7 @@ func Open(cfg Config) (*Device, error) {
 	}
 	l := cfg.Link
 	if l == nil {
-		ul, err := udplink.Open(udplink.Config{Local: cfg.Addr, Logger: log, BusyPoll: cfg.BusyPoll})
+		ul, err := udplink.Open(udplink.Config{Local: cfg.Addr, Logger: log, BusyPoll: cfg.BusyPoll, RoCEv2GSO: true})
 		if err != nil {
 			return nil, err
 		}

@@ -131,14 +131,15 @@ func (d *Device) deliver(now time.Time, lp *link.Packet, view map[uint32]*QP) (q
 }
 
 // verifyICRC checks the packet's ICRC and returns the IPv4 Identification
-// it verified with (0 for IPv6 and for goroce's own packets). IPv6 and
-// goroce's IPv4 packets verify in full; other IPv4 packets verify only by
+// it verified with (0 for IPv6). IPv6 and goroce's IPv4 packets verify in
+// full, goroce's with the Identification the link expects (0, or a GSO
+// segment's number, link.Packet.IPv4ID); other IPv4 packets verify only by
 // solving for the Identification the socket did not show, unless the
 // device is strict.
 func (d *Device) verifyICRC(lp *link.Packet) (ipID uint16, ok bool) {
-	e := wire.Endpoints{Src: lp.Addr, Dst: d.local}
+	e := wire.Endpoints{Src: lp.Addr, Dst: d.local, IPv4ID: lp.IPv4ID}
 	if e.Verify(lp.Buf) {
-		return 0, true
+		return lp.IPv4ID, true
 	}
 	if d.cfg.StrictICRC || !lp.Addr.Addr().Unmap().Is4() {
 		return 0, false

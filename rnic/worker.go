@@ -208,14 +208,23 @@ func (s *sender) flush(now time.Time) {
 		if d.tracer != nil {
 			d.tracer.packet(now, true, d.local, p.Dst, s.pkts[i].Buf, p.Payload, t)
 		}
-		if d.cfg.Tap != nil {
-			s.tap = append(append(append(s.tap[:0], s.pkts[i].Buf...), p.Payload...), t...)
-			d.cfg.Tap.Tap(now, d.local, p.Dst, d.caps.IPv4ID, link.ECT0, s.tap)
-		}
 	}
 	n, err := d.link.WriteBatch(s.pkts[:len(out)])
 	if err != nil {
 		d.dev.SendErrors.Add(1)
+	}
+	if d.cfg.Tap != nil {
+		// After the send: the link may have given a packet another IPv4
+		// ID, and its ICRC with it (a GSO segment).
+		for i := range s.pkts[:len(out)] {
+			lp := &s.pkts[i]
+			id := d.caps.IPv4ID
+			if lp.IPv4ID != 0 {
+				id = lp.IPv4ID
+			}
+			s.tap = append(append(append(s.tap[:0], lp.Buf...), lp.Payload...), lp.Tail...)
+			d.cfg.Tap.Tap(now, d.local, lp.Addr, id, link.ECT0, s.tap)
+		}
 	}
 	d.counters.SentPkts.Add(uint64(n))
 	d.dev.LinkSentPkts.Add(uint64(n))

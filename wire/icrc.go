@@ -27,6 +27,10 @@ import (
 //   - IPv4 sent by goroce: sent from an unconnected socket with
 //     IP_PMTUDISC_DO, so Linux puts Identification 0 and DF in the header;
 //     the receiver assumes both and checks the full CRC.
+//   - IPv4 sent by goroce in a GSO run: the kernel numbers the segments'
+//     Identification 0, 1, 2, ...; the sender computes each segment's ICRC
+//     for its number (IPv4IDDelta) and the receiver, told the segment's
+//     place in the run, checks the full CRC for it.
 //   - IPv4 sent by another implementation (Linux rxe uses a per-host-pair
 //     counter for the Identification): a UDP socket cannot see the field.
 //     SolveIPv4ID finds the one ID under which the CRC holds; a corrupted
@@ -191,6 +195,40 @@ func (e *Endpoints) SolveIPv4ID(packet []byte) (uint16, bool) {
 	n := IPv4HeaderLen - 6 + UDPHeaderLen + len(body)
 	return idBasis.solve(crcUnshift(diff, n))
 }
+
+// IPv4IDDelta returns what changes in the ICRC of an IPv4 RoCEv2 packet of
+// roceLen bytes (BTH to ICRC inclusive) when its Identification is id
+// instead of 0: ICRC(id) = ICRC(0) ^ IPv4IDDelta(id, roceLen), as stored in
+// the packet. A sender whose packets the kernel numbers (segments of a GSO
+// send) fixes up the ICRC computed for ID 0 with it. It does not allocate.
+func IPv4IDDelta(id uint16, roceLen int) uint32 {
+	if id == 0 {
+		return 0
+	}
+	// The ID's two bytes fed from a zero register, then carried over the
+	// bytes that follow them (the inverse of what SolveIPv4ID does).
+	v := crcTable[byte(id>>8)]
+	v = crcTable[byte(v)^byte(id)] ^ v>>8
+	n := IPv4HeaderLen - 6 + UDPHeaderLen + roceLen - ICRCLen
+	for k := 0; n != 0 && k < len(shiftPow); k, n = k+1, n>>1 {
+		if n&1 != 0 {
+			v = shiftPow[k].apply(v)
+		}
+	}
+	return v
+}
+
+// shiftPow[k] feeds 2^k zero bytes through a raw CRC register.
+var shiftPow = func() (p [24]gf2Matrix) {
+	for j := range 32 {
+		s := uint32(1) << j
+		p[0][j] = s>>8 ^ crcTable[byte(s)]
+	}
+	for k := 1; k < len(p); k++ {
+		p[k] = p[k-1].square()
+	}
+	return p
+}()
 
 // gf2Matrix is a 32×32 matrix over GF(2) stored by columns: m[j] is the
 // image of bit j. It represents a linear map of a raw CRC register.

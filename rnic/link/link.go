@@ -41,12 +41,22 @@ const (
 // link whose kernel coalesces datagrams, UDP GRO, returns them that way);
 // either way it stays valid until the next ReadBatch, and the caller keeps
 // its own references to the buffers it offers.
+//
+// IPv4ID is the IPv4 Identification the datagram carries when the link, not
+// the sender, decides it: on send, a link that sends IPv4 datagrams as
+// segments of one GSO send sets each to its segment's number, which the
+// kernel writes in the header (and the link has fixed up the ICRC for it);
+// otherwise it stays 0 (Caps.IPv4ID). On receive, the link sets it to the
+// Identification a datagram most likely carries: its place in a run the
+// kernel coalesced (UDP GRO), which is a GSO sender's numbering; the
+// receiver checks the ICRC with it first.
 type Packet struct {
 	Buf     []byte
 	Payload []byte
 	Tail    []byte
 	Addr    netip.AddrPort
 	TOS     uint8
+	IPv4ID  uint16
 }
 
 // Len reports the datagram's length: len(Buf)+len(Payload)+len(Tail).

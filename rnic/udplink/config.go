@@ -49,6 +49,14 @@ type Config struct {
 	// this long when it is empty before parking the goroutine: lower
 	// latency for a core kept busy (Linux only).
 	BusyPoll time.Duration
+	// RoCEv2GSO says every datagram sent is a RoCEv2 packet (BTH to ICRC)
+	// whose last four bytes, in Tail, are an ICRC computed for IPv4
+	// Identification 0. It lets an IPv4 link send runs of datagrams as one
+	// GSO send, as IPv6 links always may: the kernel numbers the segments'
+	// Identification 0, 1, 2, ..., so the link fixes up each segment's ICRC
+	// for its number (wire.IPv4IDDelta) and reports it in Packet.IPv4ID.
+	// A datagram whose Tail is shorter than four bytes goes alone.
+	RoCEv2GSO bool
 	// Logger receives the link's few log lines (socket setup, features
 	// found). Nil means zap.NewNop(). Nothing is logged per packet.
 	Logger *zap.Logger

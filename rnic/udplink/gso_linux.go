@@ -7,6 +7,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/goroce/goroce/rnic/link"
+	"github.com/goroce/goroce/wire"
 )
 
 // UDP generic segmentation offload (GSO) on send.
@@ -19,13 +20,14 @@ import (
 // paid once per run. On loopback with a GRO receiver the run is never cut at
 // all: it reaches the receiving socket whole (see receive in mmsg_linux.go).
 //
-// Only IPv6 links use it. When the kernel cuts an IPv4 run, it numbers the
-// segments' Identification fields upward from the run's: an unconnected
-// socket with DF sends ID 0, so segment k carries ID k. The ICRC covers the
-// IPv4 ID, and goroce's packets promise ID 0 (Caps.IPv4ID), so on IPv4 every
-// segment but the first would carry a wrong ICRC to any receiver that sees
-// the real header (Linux rxe, Wireshark). TestGSOIPv4IDsOnTheWire shows the
-// numbering. IPv6 has no Identification field.
+// On IPv4 the kernel numbers the segments' Identification fields upward
+// from the run's: an unconnected socket with DF sends ID 0, so segment k
+// carries ID k (TestGSOIPv4IDsOnTheWire shows it). The ICRC covers the IPv4
+// ID, so a link may send IPv4 runs only for a sender that lets it rewrite
+// the ICRC (Config.RoCEv2GSO): it fixes up segment k's for ID k and tells
+// the sender in Packet.IPv4ID, so the wire carries a valid ICRC for Linux
+// rxe and Wireshark. A receiver with GRO gets the run whole and checks
+// datagram k of it with ID k. IPv6 has no Identification field.
 //
 // The kernel may refuse a GSO send it accepted the option for (EIO where
 // the route's device cannot checksum segments; EINVAL when the socket sends
@@ -40,8 +42,9 @@ const maxGSOSegments = 64
 // gsoSender decides which datagrams travel as one GSO send. Not safe for
 // concurrent use.
 type gsoSender struct {
-	on       bool // use GSO
-	maxBytes int  // largest UDP payload of a run: the link's MaxDatagram
+	on        bool // use GSO
+	numberIDs bool // IPv4: fix up each segment's ICRC for its ID
+	maxBytes  int  // largest UDP payload of a run: the link's MaxDatagram
 
 	// After the kernel refused a GSO send, the datagrams before
 	// plainUntil (an index into the current WriteBatch) go one per
@@ -62,11 +65,14 @@ func (g *gsoSender) run(pkts []link.Packet) int {
 		return 1
 	}
 	size, to := pkts[0].Len(), pkts[0].Addr
+	if g.numberIDs && len(pkts[0].Tail) < wire.ICRCLen {
+		return 1
+	}
 	total, n := size, 1
 	for n < len(pkts) && n < maxGSOSegments {
 		p := &pkts[n]
 		l := p.Len()
-		if p.Addr != to || l > size || total+l > g.maxBytes {
+		if p.Addr != to || l > size || total+l > g.maxBytes || g.numberIDs && len(p.Tail) < wire.ICRCLen {
 			break
 		}
 		total += l
@@ -76,6 +82,36 @@ func (g *gsoSender) run(pkts []link.Packet) int {
 		}
 	}
 	return n
+}
+
+// number gives the datagrams of an IPv4 run the IDs the kernel will write,
+// 0, 1, 2, ..., fixing up their ICRCs.
+func (g *gsoSender) number(run []link.Packet) {
+	if !g.numberIDs {
+		return
+	}
+	for k := 1; k < len(run); k++ {
+		setID(&run[k], uint16(k))
+	}
+}
+
+// unnumber undoes number, for datagrams sent one per message after all.
+func (g *gsoSender) unnumber(run []link.Packet) {
+	for i := range run {
+		setID(&run[i], 0)
+	}
+}
+
+// setID moves p's ICRC, the last four bytes of Tail, from p.IPv4ID to id.
+func setID(p *link.Packet, id uint16) {
+	if p.IPv4ID == id {
+		return
+	}
+	icrc := p.Tail[len(p.Tail)-wire.ICRCLen:]
+	n := p.Len()
+	v := binary.LittleEndian.Uint32(icrc) ^ wire.IPv4IDDelta(p.IPv4ID, n) ^ wire.IPv4IDDelta(id, n)
+	binary.LittleEndian.PutUint32(icrc, v)
+	p.IPv4ID = id
 }
 
 // refused records that the kernel refused the GSO send of the datagrams

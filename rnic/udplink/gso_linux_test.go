@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/goroce/goroce/rnic/link"
+	"github.com/goroce/goroce/wire"
 )
 
 // turnOffGRO turns UDP GRO off on l's socket and gives it a receiver that
@@ -256,4 +257,59 @@ func bytesOfMask(bits int) []byte {
 		m[i/8] |= 0x80 >> (i % 8)
 	}
 	return m
+}
+
+// TestRoCEv2GSOIPv4ICRCOnTheWire: with Config.RoCEv2GSO an IPv4 link sends
+// a run of RoCEv2 packets as one GSO send, and every segment the kernel
+// cuts carries an ICRC that verifies against its real IP header, ID and
+// all (what Linux rxe and Wireshark check); Packet.IPv4ID says which ID.
+func TestRoCEv2GSOIPv4ICRCOnTheWire(t *testing.T) {
+	needRoot(t)
+	runtime.LockOSThread() // never unlocked: the thread dies with the namespace
+	if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
+		t.Skipf("no network namespace: %v", err)
+	}
+	tun := openTUN(t, "gotun1", netip.MustParsePrefix("10.89.0.1/24"))
+	defer tun.Close()
+	a, err := Open(Config{Local: netip.MustParseAddrPort("10.89.0.1:0"), EphemeralPort: true, RoCEv2GSO: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	if !a.tx.(*mmsgSender).gso.on {
+		t.Skip("the kernel has no UDP GSO")
+	}
+	dst := netip.MustParseAddrPort("10.89.0.2:4791")
+	const segs, size = 5, 1000
+	e := wire.Endpoints{Src: a.LocalAddr(), Dst: dst}
+	pkts := make([]link.Packet, segs)
+	for i := range pkts {
+		head := payload(i, size-wire.ICRCLen)
+		head[0] = byte(wire.RCSendOnly) // a BTH's first byte, for the ICRC's masks
+		tail := binary.LittleEndian.AppendUint32(nil, e.ICRC(head))
+		pkts[i] = link.Packet{Buf: head, Tail: tail, Addr: dst}
+	}
+	mustWrite(t, a, pkts)
+	if s := a.Stats(); s.TxSegmented != segs {
+		t.Fatalf("TxSegmented = %d, want %d: not one GSO send", s.TxSegmented, segs)
+	}
+	buf := make([]byte, 65536)
+	for k := 0; k < segs; {
+		n, err := tun.Read(buf)
+		if err != nil {
+			t.Fatalf("read TUN: %v", err)
+		}
+		ip := buf[:n]
+		if n < 28 || ip[0]>>4 != 4 || ip[9] != unix.IPPROTO_UDP || binary.BigEndian.Uint16(ip[22:24]) != dst.Port() {
+			continue
+		}
+		id := binary.BigEndian.Uint16(ip[4:6])
+		if id != uint16(k) || pkts[k].IPv4ID != id {
+			t.Errorf("segment %d: ID %d on the wire, Packet.IPv4ID %d; want %d", k, id, pkts[k].IPv4ID, k)
+		}
+		if !wire.VerifyICRC(ip[:20], ip[20:28], ip[28:]) {
+			t.Errorf("segment %d (ID %d): the ICRC does not verify against the real headers", k, id)
+		}
+		k++
+	}
 }

@@ -127,6 +127,7 @@ func (r *mmsgReceiver) receive(pkts []link.Packet) (int, error) {
 			p.Buf = p.Buf[:m.Len]
 			p.Addr = sockaddrAddrPort(&r.names[i], &r.zones)
 			p.TOS, _ = parseTOS(r.control(i))
+			p.IPv4ID = 0
 			good++
 		}
 		if good > 0 {
@@ -179,6 +180,10 @@ func (r *mmsgReceiver) receiveGRO(pkts []link.Packet) (int, error) {
 			p.Buf = run[g.off : g.off+size : g.off+size]
 			p.Addr = sockaddrAddrPort(&r.names[i], &r.zones)
 			p.TOS = c.tos
+			p.IPv4ID = 0
+			if c.segSize > 0 {
+				p.IPv4ID = uint16(g.off / c.segSize) // a GSO sender's numbering
+			}
 			k++
 			g.advance(size, len(run))
 		}
@@ -307,6 +312,7 @@ func (s *mmsgSender) send(pkts []link.Packet) (int, error) {
 			if s.segs[0] > 1 {
 				// The kernel refused a GSO send: send its datagrams
 				// one by one, which tells whether it was GSO it refused.
+				s.gso.unnumber(pkts[sent : sent+s.segs[0]])
 				s.gso.refused(sent + s.segs[0])
 				continue
 			}
@@ -336,6 +342,9 @@ func (s *mmsgSender) build(pkts []link.Packet, plain int) int {
 		run := 1
 		if used >= plain {
 			run = s.gso.run(rest)
+		}
+		if run > 1 {
+			s.gso.number(rest[:run])
 		}
 		start := parts
 		for i := range rest[:run] {

@@ -36,6 +36,7 @@ func (r *singleReceiver) receive(pkts []link.Packet) (int, error) {
 		p.Buf = b[:n]
 		p.Addr = netip.AddrPortFrom(addr.Addr().Unmap(), addr.Port())
 		p.TOS, _ = parseTOS(r.oob[:oobn])
+		p.IPv4ID = 0
 		return 1, nil
 	}
 }

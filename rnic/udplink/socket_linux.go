@@ -126,9 +126,11 @@ func newIO(conn *net.UDPConn, cfg Config, st *socketState, count *counters) (rec
 		if st.is6 {
 			maxDatagram = maxDatagram6
 		}
-		// GSO only on IPv6: see gso_linux.go.
-		return newMmsgReceiver(conn, cfg.BatchSize, st.feat.gro, cfg.BusyPoll, count),
-			newMmsgSender(conn, st.is6, st.feat.gso && st.is6, maxDatagram, cfg.BatchSize, count)
+		// GSO on IPv4 only for RoCEv2 packets: see gso_linux.go.
+		gso := st.feat.gso && (st.is6 || cfg.RoCEv2GSO)
+		s := newMmsgSender(conn, st.is6, gso, maxDatagram, cfg.BatchSize, count)
+		s.gso.numberIDs = gso && !st.is6
+		return newMmsgReceiver(conn, cfg.BatchSize, st.feat.gro, cfg.BusyPoll, count), s
 	}
 	return newSingleReceiver(conn, count), newSingleSender(conn)
 }
