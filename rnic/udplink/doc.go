@@ -55,14 +55,15 @@
 //     control message; ReadBatch then reads into the link's own 64 KiB
 //     buffers and returns each datagram as a slice of them, valid until the
 //     next ReadBatch (see Link.ReadBatch).
-//   - GSO (UDP_SEGMENT, IPv6 only): WriteBatch sends each run of datagrams
-//     to one destination, all of one length but a shorter last one, as one
+//   - GSO (UDP_SEGMENT): WriteBatch sends each run of datagrams to one
+//     destination, all of one length but a shorter last one, as one
 //     message with a UDP_SEGMENT control message (up to 64 datagrams and
 //     64 KiB); the kernel cuts it apart, or on loopback hands it whole to a
-//     GRO receiver. Not on IPv4: the kernel numbers the IPv4 ID of the
-//     segments 0, 1, 2, ..., which the ICRC (computed for ID 0) does not
-//     allow; see gso_linux.go. If the kernel refuses a GSO send, the run is
-//     sent one datagram per message and GSO is turned off for the link.
+//     GRO receiver. On IPv4 only with Config.RoCEv2GSO: the kernel numbers
+//     the IPv4 ID of the segments 0, 1, 2, ..., and the ICRC covers it, so
+//     the link fixes up each segment's ICRC for its number; see
+//     gso_linux.go. If the kernel refuses a GSO send, the run is sent one
+//     datagram per message and GSO is turned off for the link.
 //
 // Stats counts the datagrams that went through either (TxSegmented,
 // RxCoalesced).

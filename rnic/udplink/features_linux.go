@@ -15,8 +15,9 @@ type features struct {
 	mmsg bool
 	// gso: the socket knows UDP_SEGMENT (Linux 4.18): one send of a run of
 	// equal-sized datagrams to one destination, with a UDP_SEGMENT control
-	// message, is cut into those datagrams by the kernel (or the NIC). The
-	// link uses it on IPv6 only; see gso_linux.go for why not on IPv4.
+	// message, is cut into those datagrams by the kernel (or the NIC). On
+	// IPv4 the link uses it only for RoCEv2 packets (Config.RoCEv2GSO); see
+	// gso_linux.go.
 	gso bool
 	// gro: UDP_GRO (Linux 5.0) is on: the kernel may hand back a run of
 	// datagrams of one flow as one buffer, with the datagram size in a
