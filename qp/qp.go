@@ -409,6 +409,7 @@ func (q *QP) Receive(now time.Time, p wire.Packet, src netip.AddrPort, tos uint8
 	if p.Info().Request {
 		if st < StateRTR || st == StateErr {
 			q.env.Counters.DroppedBadState.Add(1)
+			q.trace(now, "psn %v arrived in state %v: drop", p.BTH().PSN(), st)
 			return
 		}
 		q.env.Counters.RcvdPkts.Add(1)
@@ -417,6 +418,7 @@ func (q *QP) Receive(now time.Time, p wire.Packet, src netip.AddrPort, tos uint8
 	}
 	if q.typ != RC || st < StateRTS || st == StateErr {
 		q.env.Counters.DroppedBadState.Add(1)
+		q.trace(now, "response psn %v arrived in state %v: drop", p.BTH().PSN(), st)
 		return
 	}
 	q.env.Counters.RcvdPkts.Add(1)

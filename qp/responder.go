@@ -466,6 +466,7 @@ func (r *responder) duplicate(now time.Time, p wire.Packet, psn wire.PSN) {
 			}
 		}
 	default:
+		q.trace(now, "duplicate psn %v (expected %v): done already, ACK again", psn, r.psn)
 		r.ack(r.psn.Add(-1), wire.SynACK, true)
 	}
 }
@@ -531,6 +532,7 @@ func (r *responder) receiveUC(now time.Time, p wire.Packet, src netip.AddrPort) 
 			// the next FIRST or ONLY.
 			if r.inMsg || !r.dropMsg {
 				q.env.Counters.UCDroppedMessages.Add(1)
+				q.trace(now, "UC psn %v (expected %v) is not a message's first packet: drop the message", psn, r.psn)
 			}
 			r.inMsg, r.dropMsg = false, true
 			r.psn = psn.Next()
@@ -538,6 +540,7 @@ func (r *responder) receiveUC(now time.Time, p wire.Packet, src netip.AddrPort) 
 		}
 		if r.inMsg {
 			q.env.Counters.UCDroppedMessages.Add(1) // the previous message lost its end
+			q.trace(now, "UC psn %v starts a new message: the unfinished one is dropped", psn)
 			r.inMsg = false
 		}
 		r.dropMsg = false
@@ -645,6 +648,7 @@ func (r *responder) receiveUD(now time.Time, p wire.Packet, src netip.AddrPort) 
 	}
 	if deth.QKey() != q.attr.QKey {
 		q.env.Counters.DroppedBadQKey.Add(1)
+		q.trace(now, "UD datagram from %v with Q_Key %#x, want %#x: drop", src, deth.QKey(), q.attr.QKey)
 		return
 	}
 	if !r.takeRecv() {

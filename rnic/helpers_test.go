@@ -2,6 +2,7 @@ package rnic
 
 import (
 	"context"
+	"io"
 	"net/netip"
 	"slices"
 	"sync"
@@ -44,6 +45,7 @@ type pairConfig struct {
 	maxSendWR   uint32 // default 1024
 	qkey        uint32 // UD: the QPs' Q_Key, default 0x11111111
 	dcqcn       DCQCNConfig
+	trace       [2]io.Writer // the devices' Config.Trace, a's then b's
 }
 
 // newPair opens two devices on a simulated network and connects an RC (or
@@ -74,7 +76,7 @@ func newPair(t testing.TB, pc pairConfig) (a, b *end, network *simlink.Network) 
 		if err != nil {
 			t.Fatal(err)
 		}
-		dev, err := Open(Config{Addr: addr, Link: port, MTU: pc.mtu, StrictICRC: true, DCQCN: pc.dcqcn})
+		dev, err := Open(Config{Addr: addr, Link: port, MTU: pc.mtu, StrictICRC: true, DCQCN: pc.dcqcn, Trace: pc.trace[i]})
 		if err != nil {
 			t.Fatal(err)
 		}

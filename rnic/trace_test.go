@@ -1,7 +1,11 @@
 package rnic
 
 import (
+	"io"
+	"time"
+
 	"bytes"
+	"github.com/goroce/goroce/dcqcn"
 	"strings"
 	"sync"
 	"testing"
@@ -65,4 +69,43 @@ func TestTraceShowsGoBackN(t *testing.T) {
 		}
 		t.Logf("trace of the sender:\n%s", out)
 	})
+}
+
+// TestTraceShowsDCQCN: with CE marks on the way to b, b's trace shows the
+// CNPs it sends and a's shows them arriving and the reaction point cutting
+// the QP's rate, interleaved with the packets.
+func TestTraceShowsDCQCN(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var ta, tb syncBuffer
+		a, b, _ := newPair(t, pairConfig{mtu: 4096, bufSize: 1 << 20, trace: [2]io.Writer{&ta, &tb},
+			net:   simlink.Config{Impairments: []simlink.Impairment{markCEToB()}},
+			port:  simlink.PortConfig{Uplink: simlink.Wire{Rate: 10 * simlink.Gbps, Latency: time.Microsecond}},
+			dcqcn: DCQCNConfig{LineRate: 10 * dcqcn.Gbps}})
+		for i := range 8 {
+			a.postSend(t, qp.SendWR{WRID: uint64(i), Opcode: qp.WRRDMAWrite, Flags: qp.SendSignaled,
+				SGL: []qp.SGE{a.sge(0, 64<<10)}, RemoteAddr: b.mr.Addr(), RKey: b.mr.RKey()})
+			a.expect(t, uint64(i), qp.WCSuccess)
+		}
+		synctest.Wait()
+		checks := []struct {
+			who, out string
+			want     []string
+		}{
+			{"b", tb.String(), []string{"recv 10.0.0.1:4791 > 10.0.0.2:4791 RC_RDMA_WRITE", "send 10.0.0.2:4791 > 10.0.0.1:4791 CNP"}},
+			{"a", ta.String(), []string{"recv 10.0.0.2:4791 > 10.0.0.1:4791 CNP", "DCQCN rate 10 Gb/s→"}},
+		}
+		for _, c := range checks {
+			for _, want := range c.want {
+				if !strings.Contains(c.out, want) {
+					t.Errorf("%s's trace does not show %q:\n%s", c.who, want, firstLines(c.out, 40))
+				}
+			}
+		}
+	})
+}
+
+// firstLines returns the first n lines of s.
+func firstLines(s string, n int) string {
+	lines := strings.SplitAfter(s, "\n")
+	return strings.Join(lines[:min(n, len(lines))], "")
 }
