@@ -1,16 +1,15 @@
 package rnic
 
 import (
-	"io"
-	"time"
-
 	"bytes"
-	"github.com/goroce/goroce/dcqcn"
+	"io"
 	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
+	"time"
 
+	"github.com/goroce/goroce/dcqcn"
 	"github.com/goroce/goroce/qp"
 	"github.com/goroce/goroce/rnic/simlink"
 	"github.com/goroce/goroce/wire"
