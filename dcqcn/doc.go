@@ -64,6 +64,8 @@
 //	cut (each CNP; at most one per RateReduceMonitorPeriod):
 //	    RT ← RC (always with ClampTargetRate, else after an increase),
 //	    RC ← RC·(1 − α/2),  α ← (1 − g)·α + g,  T = BC = 0, timers restart
+//	    (a released flow's first CNP with RateToSetOnFirstCNP set instead
+//	    sets RC = RT = that rate)
 //	each increase event (timer or byte counter), in every stage, after RT moves:
 //	    RC ← (RT + RC)/2
 //
@@ -81,7 +83,9 @@
 // dce_tcp_g, ...). Three presets come with their sources: PresetPaper (Zhu's
 // ns-3 simulator), PresetMLX5 (the ConnectX firmware defaults) and
 // PresetHPCC (the DCQCN setup of the HPCC paper's simulator, scaled to the
-// link speed). PresetByName serves a command-line flag.
+// link speed). PresetByName serves a command-line flag. A preset tuned for
+// one link speed can be carried to another with Params.ScaleRateSteps, the
+// way HPCC's simulator scales its own.
 //
 // # Using it from a QP worker
 //

@@ -55,6 +55,16 @@ type Params struct {
 	// RPGMinRate (rpg_min_rate) is the floor no cut goes below.
 	RPGMinRate Rate
 
+	// RateToSetOnFirstCNP (rate_to_set_on_first_cnp) is the rate a
+	// released flow drops to when its first CNP arrives: RC and RT are both
+	// set to it (if it is below RC; never below RPGMinRate) instead of the
+	// multiplicative cut, and the increase timers start as after a cut.
+	// It lets flows that start together at the line rate into one queue
+	// (an incast) shed most of their rate on the first feedback, where
+	// halving steps would take several CNP intervals. 0 disables it (the
+	// firmware default): the first CNP cuts like any other.
+	RateToSetOnFirstCNP Rate
+
 	// RateReduceMonitorPeriod (rate_reduce_monitor_period) allows at most
 	// one cut per period. Each cut starts a period. A CNP that arrives when
 	// no period runs cuts at once; the CNPs that arrive inside a period
@@ -125,6 +135,25 @@ func GainFromDCETCPG(reg int) float64 {
 	return float64(1024-reg) / 1024
 }
 
+// ScaleRateSteps returns p with its rate-increase steps, R_AI
+// (RPGAIRate) and R_HAI (RPGHAIRate), multiplied by to/from: the steps of a
+// preset chosen for links of rate from, carried to links of rate to. A step
+// is a share of the link: 40 Mb/s is 0.1 % of a 40 Gb/s link but 0.4 % of
+// a 10 Gb/s one, where N flows' additive increases add up four times as
+// fast against the link. HPCC's simulator scales its DCQCN steps the same
+// way (see PresetHPCC). Nothing else changes: timers, byte counter, α,
+// cuts and the minimum rate are not per-link quantities there. It returns
+// p unchanged if either rate is not positive and finite.
+func (p Params) ScaleRateSteps(from, to Rate) Params {
+	if !from.valid() || !to.valid() {
+		return p
+	}
+	f := to / from
+	p.RPGAIRate *= f
+	p.RPGHAIRate *= f
+	return p
+}
+
 // RED returns the congestion-point part of p.
 func (p Params) RED() RED {
 	return RED{Kmin: p.Kmin, Kmax: p.Kmax, Pmax: p.Pmax}
@@ -154,6 +183,8 @@ func (p Params) Validate() error {
 		return bad("RPGMinDecFac", "must be a percentage in 0...100, got %d", p.RPGMinDecFac)
 	case !p.RPGMinRate.valid():
 		return bad("RPGMinRate", "must be a positive finite rate, got %v", p.RPGMinRate)
+	case !(p.RateToSetOnFirstCNP >= 0) || math.IsInf(float64(p.RateToSetOnFirstCNP), 1):
+		return bad("RateToSetOnFirstCNP", "must be a finite rate ≥ 0 (0 disables it), got %v", p.RateToSetOnFirstCNP)
 	case p.RateReduceMonitorPeriod < 0:
 		return bad("RateReduceMonitorPeriod", "must be ≥ 0, got %v", p.RateReduceMonitorPeriod)
 	case !(p.DCETCPG >= 0 && p.DCETCPG <= 1):

@@ -100,6 +100,9 @@ func TestValidateNamesTheBadField(t *testing.T) {
 		{"RPGHAIRate", func(p *Params) { p.RPGHAIRate = Rate(nan) }},
 		{"RPGMinDecFac", func(p *Params) { p.RPGMinDecFac = 101 }},
 		{"RPGMinRate", func(p *Params) { p.RPGMinRate = Rate(math.Inf(1)) }},
+		{"RateToSetOnFirstCNP", func(p *Params) { p.RateToSetOnFirstCNP = -1 }},
+		{"RateToSetOnFirstCNP", func(p *Params) { p.RateToSetOnFirstCNP = Rate(nan) }},
+		{"RateToSetOnFirstCNP", func(p *Params) { p.RateToSetOnFirstCNP = Rate(math.Inf(1)) }},
 		{"RateReduceMonitorPeriod", func(p *Params) { p.RateReduceMonitorPeriod = -us }},
 		{"DCETCPG", func(p *Params) { p.DCETCPG = 1.5 }},
 		{"DCETCPG", func(p *Params) { p.DCETCPG = nan }},
@@ -120,6 +123,31 @@ func TestValidateNamesTheBadField(t *testing.T) {
 	}
 	if err := testParams().Validate(); err != nil {
 		t.Errorf("testParams: %v", err)
+	}
+}
+
+// TestScaleRateSteps: the paper's steps, chosen for 40 Gb/s links, become a
+// quarter at 10 Gb/s; nothing else changes, and bad rates change nothing.
+func TestScaleRateSteps(t *testing.T) {
+	paper := PresetPaper()
+	at10 := paper.ScaleRateSteps(PaperLineRate, 10*Gbps)
+	if at10.RPGAIRate != 10*Mbps || at10.RPGHAIRate != 50*Mbps {
+		t.Errorf("at 10 Gb/s: R_AI %v, R_HAI %v, want 10 Mb/s and 50 Mb/s", at10.RPGAIRate, at10.RPGHAIRate)
+	}
+	at10.RPGAIRate, at10.RPGHAIRate = paper.RPGAIRate, paper.RPGHAIRate
+	if at10 != paper {
+		t.Errorf("ScaleRateSteps changed more than the steps: %+v", at10)
+	}
+	if got := paper.ScaleRateSteps(PaperLineRate, PaperLineRate); got != paper {
+		t.Errorf("scaling 40 Gb/s to 40 Gb/s changed the preset: %+v", got)
+	}
+	for _, bad := range []Rate{0, -1, Rate(math.Inf(1)), Rate(math.NaN())} {
+		if got := paper.ScaleRateSteps(bad, 10*Gbps); got != paper {
+			t.Errorf("ScaleRateSteps(%v, 10 Gb/s) = %+v, want the preset unchanged", bad, got)
+		}
+		if got := paper.ScaleRateSteps(PaperLineRate, bad); got != paper {
+			t.Errorf("ScaleRateSteps(40 Gb/s, %v) = %+v, want the preset unchanged", bad, got)
+		}
 	}
 }
 

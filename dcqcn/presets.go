@@ -33,6 +33,12 @@ func PresetByName(name string, lineRate Rate) (Params, error) {
 	return Params{}, fmt.Errorf("%w %q (have %q)", ErrUnknownPreset, name, Presets())
 }
 
+// PaperLineRate is the link rate of the simulator PresetPaper comes from
+// (windows/ns-3-dev/mix/topology.txt: every link 40Gbps). Its rate steps
+// are shares of such a link; ScaleRateSteps(PaperLineRate, r) carries them
+// to links of rate r.
+const PaperLineRate = 40 * Gbps
+
 // PresetPaper is the configuration of Zhu et al.'s own ns-3 simulator for
 // "Congestion Control for Large-Scale RDMA Deployments" (SIGCOMM 2015),
 // github.com/bobzhuyb/ns3-rdma: the values of windows/ns-3-dev/mix/config.txt,
@@ -41,6 +47,8 @@ func PresetByName(name string, lineRate Rate) (Params, error) {
 //
 // The paper's text recommends other values in places (for example a 10 MB
 // byte counter and a 55 µs timer); this preset follows the published code.
+// That code simulates 40 Gb/s links (PaperLineRate) and 1000-byte payloads;
+// on slower links scale the rate steps with ScaleRateSteps.
 func PresetPaper() Params {
 	return Params{
 		Name:         PresetNamePaper,
@@ -53,6 +61,8 @@ func PresetPaper() Params {
 		RPGMinDecFac: 0,
 		// MinRate attribute default in qbb-net-device.cc; config.txt does not set it.
 		RPGMinRate: 100 * Mbps,
+		// The simulator has no first-CNP rate: the first CNP cuts like the rest.
+		RateToSetOnFirstCNP: 0,
 		// The simulator cuts on every CNP; the notification point's 50 µs
 		// interval is what spaces the cuts.
 		RateReduceMonitorPeriod: 0,
@@ -102,6 +112,7 @@ func PresetMLX5() Params {
 		RPGHAIRate:              50 * Mbps,              // rpg_hai_rate 50
 		RPGMinDecFac:            50,                     // rpg_min_dec_fac 50 %
 		RPGMinRate:              1 * Mbps,               // rpg_min_rate 1
+		RateToSetOnFirstCNP:     0,                      // rate_to_set_on_first_cnp 0: off
 		RateReduceMonitorPeriod: 4 * time.Microsecond,   // rate_reduce_monitor_period 4
 		DCETCPG:                 GainFromDCETCPG(1019),  // dce_tcp_g 1019: g = 5/1024
 		DCETCPRTT:               1 * time.Microsecond,   // dce_tcp_rtt 1
@@ -145,6 +156,7 @@ func PresetHPCC(lineRate Rate) Params {
 		// MIN_RATE 1000Mb/s (not scaled), capped at the line rate so that
 		// slow links still validate.
 		RPGMinRate:              min(1000*Mbps, lineRate),
+		RateToSetOnFirstCNP:     0,                    // RateOnFirstCnp 1.0 (a fraction of the rate): off
 		RateReduceMonitorPeriod: 4 * time.Microsecond, // t_dec 4 (RATE_DECREASE_INTERVAL)
 		DCETCPG:                 1.0 / 256,            // g 0.00390625 (EWMA_GAIN)
 		DCETCPRTT:               1 * time.Microsecond, // t_alpha 1 (ALPHA_RESUME_INTERVAL)

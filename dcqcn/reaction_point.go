@@ -44,7 +44,9 @@ type RPStats struct {
 //
 // Released. A new reaction point sends at the line rate, arms no timer
 // (Deadline is zero) and ignores OnSent: there is nothing to do until a CNP
-// arrives. The first CNP starts limiting, with α = InitialAlpha.
+// arrives. The first CNP starts limiting, with α = InitialAlpha; if
+// RateToSetOnFirstCNP is below RC, that CNP sets RC = RT = that rate (at
+// least RPGMinRate) instead of cutting, and starts the timers as a cut does.
 //
 // Cut (on a CNP; at most once per RateReduceMonitorPeriod):
 //
@@ -185,6 +187,10 @@ func (rp *ReactionPoint) OnCNP(now time.Time) {
 		rp.limited = true
 		rp.alpha = rp.p.InitialAlpha
 		rp.alphaStart = now
+		if first := rp.p.RateToSetOnFirstCNP; first > 0 && first < rp.rc {
+			rp.setFirstRate(now, max(first, rp.p.RPGMinRate))
+			return
+		}
 	}
 	if rp.p.RateReduceMonitorPeriod > 0 && now.Before(rp.monitorEnd) {
 		rp.cutPending = true
@@ -279,6 +285,25 @@ func (rp *ReactionPoint) cut(at time.Time, cause Cause) {
 	rp.stats.RateCuts++
 	if rp.tracer != nil {
 		rp.tracer(Event{At: at, Kind: EventRateCut, Cause: cause,
+			From: from, To: rp.rc, Target: rp.rt, Alpha: rp.alpha})
+	}
+}
+
+// setFirstRate is the rate decrease of a released flow's first CNP when
+// RateToSetOnFirstCNP is set: RC and RT both become rate, the increase
+// counters, timer and monitor period start as after a cut. α keeps its
+// initial value; the next cut updates it.
+func (rp *ReactionPoint) setFirstRate(at time.Time, rate Rate) {
+	from := rp.rc
+	rp.rc, rp.rt = rate, rate
+	rp.timeStage, rp.byteStage, rp.bytes = 0, 0, 0
+	rp.increaseAt = at.Add(rp.p.RPGTimeReset)
+	if rp.p.RateReduceMonitorPeriod > 0 {
+		rp.monitorEnd = at.Add(rp.p.RateReduceMonitorPeriod)
+	}
+	rp.stats.RateCuts++
+	if rp.tracer != nil {
+		rp.tracer(Event{At: at, Kind: EventRateCut, Cause: CauseCNP,
 			From: from, To: rp.rc, Target: rp.rt, Alpha: rp.alpha})
 	}
 }

@@ -101,6 +101,73 @@ func TestCNPWithAlphaOneHalvesRate(t *testing.T) {
 	}
 }
 
+// TestRateToSetOnFirstCNP: a released flow's first CNP sets RC and RT to
+// the configured rate and starts the timers as a cut does; the next CNP cuts
+// multiplicatively; increases start from the new rate.
+func TestRateToSetOnFirstCNP(t *testing.T) {
+	p := testParams()
+	p.RateToSetOnFirstCNP = 2 * Gbps
+	rp := newRP(t, p, 25*Gbps)
+	var rec recorder
+	rp.SetTracer(rec.trace)
+
+	rp.OnCNP(t0)
+	if rp.Rate() != 2*Gbps || rp.TargetRate() != 2*Gbps || !rp.Limited() {
+		t.Fatalf("after the first CNP: rate %v, target %v, limited %v; want 2 Gb/s, 2 Gb/s, limited",
+			rp.Rate(), rp.TargetRate(), rp.Limited())
+	}
+	if rp.Alpha() != 1 {
+		t.Errorf("α = %v, want InitialAlpha 1", rp.Alpha())
+	}
+	if want := t0.Add(100 * us); !rp.Deadline().Equal(want) {
+		t.Errorf("Deadline = %v, want the increase timer at %v", rp.Deadline(), want)
+	}
+	if got, want := rec.last(t).String(), "rate 25 Gb/s→2 Gb/s (CNP, α=1.00)"; got != want {
+		t.Errorf("trace %q, want %q", got, want)
+	}
+	if s := rp.Stats(); s.CNPHandled != 1 || s.RateCuts != 1 {
+		t.Errorf("Stats = %+v, want 1 CNP handled, 1 cut", s)
+	}
+
+	// Five timer events of fast recovery leave RC at RT = 2 Gb/s; the sixth
+	// is additive increase: RT = 2.04 Gb/s, RC halfway to it.
+	rp.Advance(t0.Add(600 * us))
+	if rp.TargetRate() != 2*Gbps+40*Mbps || rp.Rate() != 2*Gbps+20*Mbps {
+		t.Errorf("after 6 timer events: rate %v, target %v; want 2.02 Gb/s, 2.04 Gb/s", rp.Rate(), rp.TargetRate())
+	}
+
+	// The next CNP is an ordinary cut: α = 1 decayed over 60 periods of
+	// 10 µs, RT ← RC (ClampTargetRate).
+	at := t0.Add(600 * us)
+	alpha := math.Pow(15.0/16, 60)
+	rc := rp.Rate()
+	rp.OnCNP(at)
+	if want := rc * Rate(1-alpha/2); !approx(float64(rp.Rate()), float64(want)) || rp.TargetRate() != rc {
+		t.Errorf("second CNP: rate %v, target %v; want %v and %v", rp.Rate(), rp.TargetRate(), want, rc)
+	}
+}
+
+// TestRateToSetOnFirstCNPBounds: a first-CNP rate at or above the current
+// rate falls back to the ordinary cut; one below RPGMinRate gives the minimum.
+func TestRateToSetOnFirstCNPBounds(t *testing.T) {
+	for _, c := range []struct {
+		first, want Rate
+	}{
+		{30 * Gbps, 12.5 * Gbps}, // above the line rate: the ordinary halving (α = 1)
+		{25 * Gbps, 12.5 * Gbps}, // not below the current rate: the same
+		{50 * Mbps, 100 * Mbps},  // below RPGMinRate
+		{0, 12.5 * Gbps},         // disabled
+	} {
+		p := testParams()
+		p.RateToSetOnFirstCNP = c.first
+		rp := newRP(t, p, 25*Gbps)
+		rp.OnCNP(t0)
+		if rp.Rate() != c.want {
+			t.Errorf("RateToSetOnFirstCNP %v: rate %v after the first CNP, want %v", c.first, rp.Rate(), c.want)
+		}
+	}
+}
+
 func TestAlphaDecaysOncePerPeriod(t *testing.T) {
 	rp := newRP(t, testParams(), 25*Gbps)
 	rp.OnCNP(t0) // α = 1, α periods restart at t0

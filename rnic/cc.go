@@ -50,6 +50,17 @@ func newCongestion(d *Device, now time.Time) (*congestion, error) {
 	if err != nil {
 		return nil, err
 	}
+	// A new QP's bucket holds two packets, not the whole burst. A full
+	// bucket at line rate would put the burst into the link's transmit
+	// queue at once, and since the pacer then earns credit exactly as fast
+	// as the wire drains, those bytes would stay queued ahead of the wire
+	// for as long as the QP sends at line rate. A real NIC's rate limiter
+	// sits at the wire, with only the packet on the wire and the next one
+	// past it: when the first CNP lowers the rate, nothing else has
+	// escaped the limiter. (At 10 Gb/s with 16 senders starting together,
+	// full buckets put up to another 16 × 25 KB into the switch queue after
+	// the CNPs had already cut every rate.)
+	pacer.Consume(burst-min(burst, 2*(d.cfg.MTU+64)), now)
 	c := &congestion{rp: rp, pacer: pacer, np: dcqcn.NewNotificationPoint(cfg.Params.MinTimeBetweenCNPs), mtu: d.cfg.MTU}
 	return c, nil
 }
@@ -83,6 +94,15 @@ func (c *congestion) sent(now time.Time, pkts []qp.OutPacket) {
 	c.rp.OnSent(n, now)
 	c.pacer.Consume(n, now)
 	c.sync(now)
+	// If these packets spent the budget, the QP must wake when the pacer
+	// has earned the next packet: its worker asks budget again only when
+	// something rings it, and a QP in the middle of a message may have
+	// nothing else coming (no ACK is due before the message's last
+	// packet). A wake with nothing left to send finds nothing and re-arms
+	// nothing.
+	if c.pacer.Budget(now) < c.mtu {
+		c.paceAt = now.Add(c.pacer.TimeUntil(c.mtu, now))
+	}
 	c.mu.Unlock()
 }
 

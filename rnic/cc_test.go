@@ -73,3 +73,26 @@ func TestDCQCNOff(t *testing.T) {
 		}
 	})
 }
+
+// TestPacedMessageDoesNotStall: a message longer than the pacer lets out at
+// once goes out packet by packet as the pacer earns credit, with nothing
+// else to wake the QP in between (UC: no ACKs; the message's packets carry
+// no AckReq before the last). It must take about its line time, not wait
+// for some unrelated event.
+func TestPacedMessageDoesNotStall(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		line := 1 * dcqcn.Gbps
+		a, b, _ := newPair(t, pairConfig{typ: qp.UC, mtu: 1024, bufSize: 1 << 20, dcqcn: DCQCNConfig{LineRate: line}})
+		const size = 256 << 10
+		b.postRecv(t, 1, 0, size)
+		start := time.Now()
+		a.postSend(t, qp.SendWR{WRID: 1, Opcode: qp.WRSend, Flags: qp.SendSignaled, SGL: []qp.SGE{a.sge(0, size)}})
+		a.expect(t, 1, qp.WCSuccess)
+		b.expect(t, 1, qp.WCSuccess)
+		// 256 packets of 1024 B payload plus headers at 1 Gb/s: about 2.2 ms.
+		lineTime := time.Duration(float64(256*(1024+28)*8) / float64(line) * float64(time.Second))
+		if elapsed := time.Since(start); elapsed < lineTime*9/10 || elapsed > lineTime*11/10 {
+			t.Errorf("a %d B message took %v at %v, want about its line time %v", size, elapsed, line, lineTime)
+		}
+	})
+}

@@ -27,7 +27,8 @@
 // it joins the egress queue towards the destination port. That queue drains
 // at Downlink.Rate; it holds at most Buffer bytes (tail drop beyond), and
 // its Marker, if any, is the ECN congestion point: it may set CE on an
-// ECN-capable packet as the packet is enqueued. After Downlink.Latency the
+// ECN-capable packet as the packet is enqueued, or, with MarkOnDequeue, as
+// it leaves (see MarkPoint for why that matters). After Downlink.Latency the
 // packet is in the destination port's receive queue, where ReadBatch finds
 // it. A rate of 0 is infinite (no serialization delay).
 //

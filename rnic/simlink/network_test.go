@@ -196,6 +196,7 @@ func TestAttachErrors(t *testing.T) {
 			{"10.0.0.2:4791", PortConfig{Uplink: Wire{Rate: -1}}, ErrInvalidConfig},
 			{"10.0.0.2:4791", PortConfig{Downlink: Wire{Latency: -1}}, ErrInvalidConfig},
 			{"10.0.0.2:4791", PortConfig{Buffer: -1}, ErrInvalidConfig},
+			{"10.0.0.2:4791", PortConfig{MarkAt: MarkOnDequeue + 1}, ErrInvalidConfig},
 			{"10.0.0.2:4791", PortConfig{Send: []Impairment{{Action: Drop, Probability: 1.5}}}, ErrInvalidConfig},
 			{"10.0.0.2:4791", PortConfig{Receive: []Impairment{{Action: 0}}}, ErrInvalidConfig},
 			{"10.0.0.2:4791", PortConfig{Receive: []Impairment{{Action: Drop, Delay: time.Second}}}, ErrInvalidConfig},

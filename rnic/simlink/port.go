@@ -31,6 +31,9 @@ type PortConfig struct {
 	Buffer int
 	// Marker, if not nil, is the egress queue's ECN congestion point.
 	Marker Marker
+	// MarkAt says when the Marker judges a packet: as it joins the queue
+	// (MarkOnEnqueue, the zero value) or as it leaves (MarkOnDequeue).
+	MarkAt MarkPoint
 	// Send applies to packets this port sends, Receive to packets towards
 	// it, after the network's Config.Impairments.
 	Send, Receive []Impairment
@@ -48,6 +51,8 @@ func (c *PortConfig) validate() error {
 		return fmt.Errorf("%w: Downlink.Latency %v is negative", ErrInvalidConfig, c.Downlink.Latency)
 	case c.Buffer < 0:
 		return fmt.Errorf("%w: Buffer %d is negative", ErrInvalidConfig, c.Buffer)
+	case c.MarkAt != MarkOnEnqueue && c.MarkAt != MarkOnDequeue:
+		return fmt.Errorf("%w: MarkAt %v", ErrInvalidConfig, c.MarkAt)
 	}
 	if err := validateRules("PortConfig.Send", c.Send); err != nil {
 		return err

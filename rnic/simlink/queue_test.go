@@ -97,6 +97,67 @@ func TestMarker(t *testing.T) {
 	})
 }
 
+// TestMarkOnDequeue: the same marker judging packets as they leave marks
+// by the queue left behind, so the first packets out carry the news of the
+// queue they leave, not the last ones in.
+func TestMarkOnDequeue(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var seen []int
+		threshold := MarkerFunc(func(queueBytes int, u float64) bool {
+			seen = append(seen, queueBytes)
+			return queueBytes >= 2000
+		})
+		var marked []bool
+		net := NewNetwork(Config{Observer: func(e Event) {
+			switch e.Kind {
+			case Enqueued:
+				if e.Marked {
+					t.Errorf("an Enqueued event reports a mark with MarkOnDequeue")
+				}
+			case Dequeued:
+				marked = append(marked, e.Marked)
+			}
+		}})
+		defer net.Close()
+		a := attach(t, net, "10.0.0.1:4791", PortConfig{})
+		b := attach(t, net, "10.0.0.2:4791",
+			PortConfig{Downlink: Wire{Rate: Gbps}, Marker: threshold, MarkAt: MarkOnDequeue})
+		start := time.Now()
+
+		// Five at once; as they leave, they leave 4000, 3000, 2000, 1000
+		// and 0 bytes behind.
+		var dgs [][]byte
+		for i := range 5 {
+			dgs = append(dgs, datagram(0, byte(i), 1000))
+		}
+		send(t, a, b, link.ECT0, dgs...)
+		var tos []uint8
+		for _, g := range receive(t, b, start, 5) {
+			tos = append(tos, g.tos)
+		}
+		want := []uint8{link.CE, link.CE, link.CE, link.ECT0, link.ECT0}
+		if !slices.Equal(tos, want) || !slices.Equal(marked, []bool{true, true, true, false, false}) {
+			t.Errorf("TOS %v (observer marks %v), want %v", tos, marked, want)
+		}
+		if !slices.Equal(seen, []int{4000, 3000, 2000, 1000, 0}) {
+			t.Errorf("the marker saw queues %v, want 4000 3000 2000 1000 0", seen)
+		}
+		if s := b.Stats().Egress; s.Marked != 3 {
+			t.Errorf("Marked = %d, want 3", s.Marked)
+		}
+	})
+}
+
+func TestMarkPointString(t *testing.T) {
+	for m, want := range map[MarkPoint]string{
+		MarkOnEnqueue: "MarkOnEnqueue", MarkOnDequeue: "MarkOnDequeue", 7: "MarkPoint(7)",
+	} {
+		if got := m.String(); got != want {
+			t.Errorf("MarkPoint(%d).String() = %q, want %q", uint8(m), got, want)
+		}
+	}
+}
+
 // A probabilistic marker draws from the seeded stream: the same seed gives
 // the same marks, another seed other marks.
 func TestMarkerDrawsAreSeeded(t *testing.T) {

@@ -92,5 +92,5 @@ type Event struct {
 	Kind       EventKind
 	Len        int  // the packet's length in bytes
 	QueueBytes int  // the queue depth after the event
-	Marked     bool // Enqueued: the Marker set CE on the packet
+	Marked     bool // Enqueued or Dequeued: the Marker set CE on the packet
 }

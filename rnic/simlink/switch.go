@@ -90,17 +90,24 @@ func (n *Network) enqueue(now time.Duration, f *frame) {
 		f.free()
 		return
 	}
-	marked := false
-	if m := dst.cfg.Marker; m != nil && isECT(f.pkt.TOS) && m.Mark(q.bytes, dst.rng.Float64()) {
-		f.pkt.TOS |= link.CE
-		st.Marked++
-		marked = true
-	}
+	marked := dst.cfg.MarkAt == MarkOnEnqueue && dst.mark(f, q.bytes)
 	q.frames.push(f)
 	q.bytes += size
 	st.MaxBytes = max(st.MaxBytes, q.bytes)
 	n.observe(now, dst, Enqueued, size, marked)
 	n.schedule(q.line.finish(now, size), evDequeue, f)
+}
+
+// mark lets the egress queue's Marker judge an ECN-capable frame against a
+// queue of queueBytes, sets CE if it says so, and reports whether it did.
+func (p *Port) mark(f *frame, queueBytes int) bool {
+	m := p.cfg.Marker
+	if m == nil || !isECT(f.pkt.TOS) || !m.Mark(queueBytes, p.rng.Float64()) {
+		return false
+	}
+	f.pkt.TOS |= link.CE
+	p.stats.Egress.Marked++
+	return true
 }
 
 // dequeue takes the frame that has just been sent off the head of its
@@ -110,7 +117,8 @@ func (n *Network) dequeue(now time.Duration, f *frame) {
 	q := &dst.egress
 	q.frames.pop() // f: a queue's frames finish in the order they joined
 	q.bytes -= len(f.pkt.Data)
-	n.observe(now, dst, Dequeued, len(f.pkt.Data), false)
+	marked := dst.cfg.MarkAt == MarkOnDequeue && dst.mark(f, q.bytes)
+	n.observe(now, dst, Dequeued, len(f.pkt.Data), marked)
 	n.schedule(now+dst.cfg.Downlink.Latency, evDeliver, f)
 }
 
