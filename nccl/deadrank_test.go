@@ -169,7 +169,7 @@ func TestStalledRankNamed(t *testing.T) {
 func TestDeadRankNamedIB(t *testing.T) {
 	const n, timeout = 3, time.Second
 	for victim := range n {
-		for _, delay := range []time.Duration{0, 1 * time.Millisecond, 3 * time.Millisecond, 7 * time.Millisecond, 20 * time.Millisecond, 50 * time.Millisecond, 90 * time.Millisecond} {
+		for _, delay := range []time.Duration{0, 200 * time.Microsecond, 500 * time.Microsecond, time.Millisecond, 2 * time.Millisecond, 4 * time.Millisecond, 8 * time.Millisecond} {
 			synctest.Test(t, func(t *testing.T) {
 				what := fmt.Sprintf("rank %d killed after %v", victim, delay)
 				comms, _, devs := ibCommsDevs(t, n, Options{Timeout: timeout, SliceBytes: 4096}, simlink.PortConfig{})
@@ -181,7 +181,7 @@ func TestDeadRankNamedIB(t *testing.T) {
 				for r, c := range comms {
 					wg.Go(func() {
 						send, recv := make([]byte, 4*count*n), make([]byte, 4*count*n)
-						for i := 0; i < 10000; i++ {
+						for i := 0; i < 200000; i++ { // until the kill fails an operation
 							var q *Request
 							switch i % 4 {
 							case 0:

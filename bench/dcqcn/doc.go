@@ -20,13 +20,32 @@
 // # Time
 //
 // Run reads the clock only through the time package. Called inside a
-// testing/synctest bubble it runs in virtual time: every result is exact
-// and repeatable, and a second of simulated 10 Gb/s traffic costs a few
-// seconds of CPU. Called anywhere else it runs in real time, where the
-// runtime's timers (about a millisecond of granularity on Linux) make the
-// queue build in bursts; that mode exists for the goroce command, because
-// Go 1.26 offers synctest bubbles only to tests (synctest.Test needs a
-// *testing.T). Result.VirtualTime says which it was.
+// testing/synctest bubble it runs in virtual time: timings do not depend on
+// the machine's load, and a 200 ms experiment at 10 Gb/s costs about a
+// second of CPU. Tests get their bubble from synctest.Test; the goroce
+// command gets one from package vtime. (Runs are repeatable to within the
+// order in which the bubble's goroutines run at one instant, which Go does
+// not fix: the summary's numbers move in their last digits from run to
+// run.) Called anywhere else it runs in real time, where the runtime's
+// timers (about a millisecond of granularity on Linux) make the queue
+// build in bursts. Result.VirtualTime says which it was.
+//
+// # The model, and what it needs to hold
+//
+// The switch marks packets as they leave the queue (simlink.MarkOnDequeue),
+// as the simulators the presets come from do: a mark made on arrival
+// reaches the receiver a queueing delay late, and with sixteen senders
+// that delay is what the queue grows by. The senders start at the line
+// rate, as DCQCN flows do, and drop to FirstCNPRate on their first CNP
+// (ConnectX's rate_to_set_on_first_cnp): with the paper's cuts of a
+// quarter every 50 µs, sixteen flows would put 2 MB into the 800 kB buffer
+// before slowing down. The paper's rate steps are scaled from its 40 Gb/s
+// links to LineRate: unscaled, sixteen flows' additive increases outrun
+// what RED at Pmax 0.2 can hold below Kmax, and the queue swings through
+// Kmax every couple of milliseconds. And packets are 1 KiB (see Incast).
+// The tests check the criteria for 2, 4, 8 and 16 flows with this
+// model; each choice can be undone through a Scenario field (MarkOnEnqueue,
+// FirstCNPRate, Params, MTU) to see what it is for.
 //
 // # What is measured
 //

@@ -133,7 +133,11 @@ func (e *experiment) build(params cc.Params) error {
 	e.queue = &queueRecorder{port: receiverAddr, from: e.t0.Add(sc.Duration / 2)}
 	e.net = simlink.NewNetwork(simlink.Config{Seed: sc.Seed, Observer: e.queue.observe})
 	wire := simlink.Wire{Rate: int64(sc.LineRate), Latency: sc.Latency}
-	cable := simlink.PortConfig{Uplink: wire, Downlink: wire, Buffer: sc.Buffer, Marker: sc.RED}
+	cable := simlink.PortConfig{Uplink: wire, Downlink: wire, Buffer: sc.Buffer, Marker: sc.RED,
+		MarkAt: simlink.MarkOnDequeue}
+	if sc.MarkOnEnqueue {
+		cable.MarkAt = simlink.MarkOnEnqueue
+	}
 	cfg := rnic.DCQCNConfig{Disable: sc.DisableDCQCN, Params: params, LineRate: sc.LineRate}
 
 	// The receiver counts what it reads from each sender.
@@ -152,7 +156,8 @@ func (e *experiment) build(params cc.Params) error {
 		if count {
 			l = &countingPort{Port: port, from: delivered}
 		}
-		dev, err := rnic.Open(rnic.Config{Addr: addr, Link: l, MTU: sc.MTU, StrictICRC: true, DCQCN: cfg})
+		dev, err := rnic.Open(rnic.Config{Addr: addr, Link: l, MTU: sc.MTU, StrictICRC: true, DCQCN: cfg,
+			Trace: sc.Trace, Tap: sc.Tap})
 		if err != nil {
 			port.Close()
 			return nil, nil, err
@@ -215,6 +220,9 @@ func (e *experiment) sample(ctx context.Context, res *Result) error {
 			s.Retransmitted += h.dev.Counter("retransmitted_pkts")
 		}
 		res.Samples = append(res.Samples, s)
+		if sc.OnSample != nil {
+			sc.OnSample(s)
+		}
 		res.Elapsed = at
 		if at >= sc.Duration {
 			return nil

@@ -6,6 +6,8 @@ import (
 	"io"
 	"net/netip"
 	"time"
+
+	"github.com/goroce/goroce/rnic"
 )
 
 // ErrInvalidConfig is wrapped by the error Run returns for a Config field
@@ -34,9 +36,11 @@ type Config struct {
 	Tolerance Tolerance
 	// Sampler measures RSS and goroutines. Default ProcSampler.
 	Sampler Sampler
-	// Trace, if set, receives the simulated pair's packet and QP event
-	// trace (rnic.Config.Trace): for finding out why a run failed.
+	// Trace and Tap, if set, are every device's rnic.Config.Trace and Tap:
+	// the packet and QP event trace and a capture, for finding out why a
+	// run failed.
 	Trace io.Writer
+	Tap   rnic.Tap
 	// OnSample, if set, is called with each sample as it is taken, from
 	// Run's goroutine.
 	OnSample func(Sample)

@@ -115,7 +115,7 @@ type fabric struct {
 // openSim opens two devices on a simulated network in real time whose
 // switch drops each packet with probability loss; trace, if not nil,
 // receives the devices' trace.
-func openSim(loss float64, seed uint64, trace io.Writer) (*fabric, error) {
+func openSim(loss float64, seed uint64, trace io.Writer, tap rnic.Tap) (*fabric, error) {
 	cfg := simlink.Config{Seed: seed}
 	if loss > 0 {
 		cfg.Impairments = []simlink.Impairment{{Action: simlink.Drop, Probability: loss}}
@@ -128,7 +128,7 @@ func openSim(loss float64, seed uint64, trace io.Writer) (*fabric, error) {
 			f.close()
 			return nil, err
 		}
-		dev, err := rnic.Open(rnic.Config{Addr: addr, Link: port, MTU: mtu, StrictICRC: true, Trace: trace})
+		dev, err := rnic.Open(rnic.Config{Addr: addr, Link: port, MTU: mtu, StrictICRC: true, Trace: trace, Tap: tap})
 		if err != nil {
 			port.Close()
 			f.close()
@@ -140,14 +140,14 @@ func openSim(loss float64, seed uint64, trace io.Writer) (*fabric, error) {
 }
 
 // openUDP opens two devices on UDP sockets at the given loopback addresses.
-func openUDP(addrs [2]netip.Addr) (*fabric, error) {
+func openUDP(addrs [2]netip.Addr, trace io.Writer, tap rnic.Tap) (*fabric, error) {
 	f := &fabric{name: "udp"}
 	for i, addr := range addrs {
 		if !addr.IsLoopback() {
 			f.close()
 			return nil, fmt.Errorf("%w: UDP address %v is not a loopback address", ErrInvalidConfig, addr)
 		}
-		dev, err := rnic.Open(rnic.Config{Addr: netip.AddrPortFrom(addr, 4791), MTU: mtu, StrictICRC: true})
+		dev, err := rnic.Open(rnic.Config{Addr: netip.AddrPortFrom(addr, 4791), MTU: mtu, StrictICRC: true, Trace: trace, Tap: tap})
 		if err != nil {
 			f.close()
 			return nil, err

@@ -34,12 +34,12 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	sim, err := openSim(cfg.Loss, cfg.Seed, cfg.Trace)
+	sim, err := openSim(cfg.Loss, cfg.Seed, cfg.Trace, cfg.Tap)
 	if err != nil {
 		return nil, err
 	}
 	defer sim.close()
-	udp, err := openUDP(cfg.UDPAddrs)
+	udp, err := openUDP(cfg.UDPAddrs, cfg.Trace, cfg.Tap)
 	if err != nil {
 		return nil, err
 	}

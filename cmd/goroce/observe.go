@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -19,16 +20,24 @@ type observeFlags struct {
 	trace       bool
 	pcap        string
 	metricsAddr string
+	uiAddr      string
 }
 
 func (o *observeFlags) register(fs *flag.FlagSet) {
+	o.registerTrace(fs)
+	fs.StringVar(&o.metricsAddr, "metrics-addr", "",
+		"serve the device's counters and QPs on this `address` (/metrics for Prometheus, /stat and /res for goroce stat)")
+	fs.StringVar(&o.uiAddr, "ui-addr", "", uiFlagHelp)
+}
+
+// registerTrace registers --trace and --pcap alone, for commands whose
+// devices live in one process without a metrics or UI server of their own.
+func (o *observeFlags) registerTrace(fs *flag.FlagSet) {
 	fs.BoolVar(&o.trace, "trace", os.Getenv("GOROCE_TRACE") != "",
-		"print one line per packet sent and received and per QP event (state changes, retransmissions, completions) to stderr")
+		"print one line per packet sent and received and per QP event (state changes, retransmissions, CNPs, DCQCN rate changes, completions) to stderr")
 	fs.StringVar(&o.pcap, "pcap", os.Getenv("GOROCE_PCAP"),
 		"write every packet the device sends or receives to this pcap `file` (Wireshark decodes it as RoCE); "+
 			"with several ranks, each writes FILE.rankN.pcap")
-	fs.StringVar(&o.metricsAddr, "metrics-addr", "",
-		"serve the device's counters and QPs on this `address` (/metrics for Prometheus, /stat and /res for goroce stat)")
 }
 
 // env returns the environment that passes the flags on to child ranks.
@@ -44,8 +53,8 @@ func (o *observeFlags) env() []string {
 }
 
 // openDevice opens a device with the flags applied: trace, capture and
-// metrics. closeObs flushes the capture and stops the metrics server; call
-// it after the device is closed.
+// metrics. closeObs flushes the capture and stops the metrics and UI
+// servers; call it after the device is closed.
 func (o *observeFlags) openDevice(dc rnic.Config, stderr io.Writer) (dev *rnic.Device, closeObs func() error, err error) {
 	closeCapture, err := o.apply(&dc, stderr)
 	if err != nil {
@@ -55,22 +64,34 @@ func (o *observeFlags) openDevice(dc rnic.Config, stderr io.Writer) (dev *rnic.D
 		closeCapture()
 		return nil, nil, fmt.Errorf("couldn't open the device on %v: %w", dc.Addr.Addr(), err)
 	}
-	stopMetrics, err := o.attach(dev, stderr)
+	stopAttached, err := o.attach(dev, stderr)
 	if err != nil {
 		dev.Close()
 		closeCapture()
 		return nil, nil, err
 	}
-	return dev, func() error { stopMetrics(); return closeCapture() }, nil
+	return dev, func() error { stopAttached(); return closeCapture() }, nil
 }
 
-// attach starts what needs the open device (--metrics-addr) and returns
-// the function that stops it.
+// attach starts what needs the open device (--metrics-addr, --ui-addr)
+// and returns the function that stops it.
 func (o *observeFlags) attach(dev *rnic.Device, stderr io.Writer) (func() error, error) {
-	if o.metricsAddr == "" {
-		return func() error { return nil }, nil
+	stopMetrics := func() error { return nil }
+	if o.metricsAddr != "" {
+		var err error
+		if stopMetrics, err = startMetrics(o.metricsAddr, dev, stderr); err != nil {
+			return nil, err
+		}
 	}
-	return startMetrics(o.metricsAddr, dev, stderr)
+	if o.uiAddr == "" {
+		return stopMetrics, nil
+	}
+	stopUI, err := startDeviceUI(o.uiAddr, dev, stderr)
+	if err != nil {
+		stopMetrics()
+		return nil, err
+	}
+	return func() error { return errors.Join(stopUI(), stopMetrics()) }, nil
 }
 
 // setenv passes the flags to package nccl, which opens the device of a

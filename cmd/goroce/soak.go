@@ -10,6 +10,7 @@ import (
 
 	"github.com/goroce/goroce/bench/soak"
 	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/rnic"
 )
 
 const soakAbout = `Runs a mixed RDMA workload for a while and checks that nothing leaks and no
@@ -43,6 +44,8 @@ func runSoak(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	loss := fs.Float64("loss", 0.01, "probability that the simulated switch drops a packet")
 	sample := fs.Duration("sample", 10*time.Second, "interval between samples")
 	warmup := fs.Duration("warmup", 0, "when to take the baseline sample (0: a fifth of -d, at most 30s)")
+	var obs observeFlags
+	obs.registerTrace(fs)
 	addrs := fs.String("addrs", "127.0.77.1,127.0.77.2", "the UDP pair's two loopback `addresses`")
 	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
 		return code
@@ -58,8 +61,15 @@ func runSoak(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stdout, "soak: %v, %.2g%% loss on simlink, UDP on %v and %v\n", *d, 100**loss, udp[0], udp[1])
 	fmt.Fprintf(stdout, "%8s  %-17s %-17s %-17s %9s %6s %10s %5s\n",
 		"elapsed", "RC posted/done", "UC posted/done", "UD posted/done", "recvs", "errors", "RSS", "gorou")
+	var dc rnic.Config
+	closeCapture, err := obs.apply(&dc, stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "goroce soak: %v\n", err)
+		return exitUsage
+	}
+	defer closeCapture()
 	rep, err := soak.Run(ctx, soak.Config{Duration: *d, Warmup: *warmup, SampleEvery: *sample, Loss: *loss, UDPAddrs: udp,
-		OnSample: func(s soak.Sample) { printSoakSample(stdout, s) }})
+		Trace: dc.Trace, Tap: dc.Tap, OnSample: func(s soak.Sample) { printSoakSample(stdout, s) }})
 	if err != nil {
 		fmt.Fprintf(stderr, "goroce soak: %v\n", err)
 		return exitUsage

@@ -1,0 +1,64 @@
+package main
+
+import (
+	"fmt"
+	"io"
+
+	dcqcnbench "github.com/goroce/goroce/bench/dcqcn"
+	"github.com/goroce/goroce/rnic"
+	"github.com/goroce/goroce/rnic/ui"
+)
+
+// The live view (--ui-addr): a web page, served by package rnic/ui, that
+// shows the device's QPs and counters and, during `goroce dcqcn`, a chart
+// of each flow's DCQCN rate and the switch queue.
+
+// --ui-addr's usage lines: on the commands that open a device, and on
+// goroce dcqcn.
+const (
+	uiFlagHelp = "serve a live web view of the device on this `address` (e.g. 127.0.0.1:8080): " +
+		"its QPs with their states and PSNs, and its counters"
+	uiDCQCNFlagHelp = "serve a live chart of the flows' DCQCN rates and the switch queue on this `address` " +
+		"(e.g. 127.0.0.1:8080); a longer --duration leaves time to watch"
+)
+
+// startUI serves a live view on addr and says where on stderr. stop shuts
+// the server down.
+func startUI(addr string, stderr io.Writer) (srv *ui.Server, stop func() error, err error) {
+	srv = ui.New(ui.Options{})
+	at, stop, err := srv.Start(addr)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--ui-addr: %w", err)
+	}
+	fmt.Fprintf(stderr, "ui: serving http://%s/\n", at)
+	return srv, stop, nil
+}
+
+// startDeviceUI serves the live view of dev on addr.
+func startDeviceUI(addr string, dev *rnic.Device, stderr io.Writer) (stop func() error, err error) {
+	srv, stop, err := startUI(addr, stderr)
+	if err != nil {
+		return nil, err
+	}
+	if err := srv.AddDevice(linkName(dev), dev); err != nil {
+		stop()
+		return nil, err
+	}
+	return stop, nil
+}
+
+// watchDCQCN charts sc's run on srv: it describes the run and has the run
+// push every sample it records.
+func watchDCQCN(srv *ui.Server, sc *dcqcnbench.Scenario) {
+	preset := sc.Preset
+	if sc.DisableDCQCN {
+		preset = "off"
+	}
+	srv.StartDCQCN(ui.DCQCNRun{Name: sc.Name, Flows: sc.Flows, LineRate: sc.LineRate,
+		Duration: sc.Duration, Buffer: sc.Buffer, Preset: preset})
+	sc.OnSample = func(s dcqcnbench.Sample) {
+		srv.PushDCQCN(ui.DCQCNSample{At: s.At, Rate: s.Rate, Throughput: s.Throughput,
+			QueueBytes: s.QueueBytes, QueueMax: s.QueueMax,
+			Marked: s.Marked, CNPs: s.CNPs, TailDrops: s.TailDrops, Retransmitted: s.Retransmitted})
+	}
+}
