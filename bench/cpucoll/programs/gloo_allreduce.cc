@@ -223,6 +223,20 @@ long run(const Args& a, const std::shared_ptr<gloo::Context>& ctx) {
 
 } // namespace
 
+// leaveTogether returns once every rank has finished its last operation.
+// A rank that closed its pairs while a peer's last operation still ran
+// would fail that peer ("Connection closed by peer"): so each rank says it
+// is done in the store and waits for all the others to say so too, then
+// tears its pairs down.
+void leaveTogether(gloo::rendezvous::Store& store, const Args& a) {
+  store.set("done/" + std::to_string(a.rank), std::vector<char>{1});
+  std::vector<std::string> keys;
+  for (int r = 0; r < a.size; r++) {
+    keys.push_back("done/" + std::to_string(r));
+  }
+  store.wait(keys, std::chrono::seconds(a.timeoutSec));
+}
+
 int main(int argc, char** argv) {
   Args a;
   if (const char* why = parse(argc, argv, a)) {
@@ -240,7 +254,9 @@ int main(int argc, char** argv) {
     auto ctx = std::make_shared<gloo::rendezvous::Context>(a.rank, a.size);
     ctx->setTimeout(std::chrono::seconds(a.timeoutSec));
     ctx->connectFullMesh(store, dev);
-    return run(a, ctx) ? 1 : 0;
+    int code = run(a, ctx) ? 1 : 0;
+    leaveTogether(store, a);
+    return code;
   } catch (const std::exception& e) {
     fprintf(stderr, "gloo_allreduce: rank %d: %s\n", a.rank, e.what());
     return 1;
