@@ -133,6 +133,11 @@ takes about a second of CPU, and the defaults are the scenarios that
 	}
 	fmt.Fprintf(stdout, "wrote %s and %s\n", csvPath, pngPath)
 	fmt.Fprintln(stdout, dcqcnbench.Summarize(res))
+	if *uiAddr != "" && ctx.Err() == nil {
+		// The run takes a second of real time: keep the page up to read.
+		fmt.Fprintln(stderr, "ui: the run is over; the page keeps its chart until goroce is interrupted (Ctrl-C)")
+		<-ctx.Done()
+	}
 	if err != nil {
 		return exitFail
 	}

@@ -19,7 +19,7 @@ const (
 	uiFlagHelp = "serve a live web view of the device on this `address` (e.g. 127.0.0.1:8080): " +
 		"its QPs with their states and PSNs, and its counters"
 	uiDCQCNFlagHelp = "serve a live chart of the flows' DCQCN rates and the switch queue on this `address` " +
-		"(e.g. 127.0.0.1:8080); a longer --duration leaves time to watch"
+		"(e.g. 127.0.0.1:8080); after the run the page keeps the whole chart until goroce is interrupted (Ctrl-C)"
 )
 
 // startUI serves a live view on addr and says where on stderr. stop shuts
