@@ -100,7 +100,7 @@ type Scenario struct {
 	// flow's throughput must be for the run to count as converged: 0.1
 	// means within 10 %. ConvergeWindow is the window throughput is
 	// averaged over for that test; zero picks the time a fair share takes
-	// to deliver 32 full packets, at least 4 intervals.
+	// to deliver 256 full packets, at least 10 intervals.
 	Tolerance      float64
 	ConvergeWindow time.Duration
 
@@ -222,8 +222,8 @@ func (s Scenario) withDefaults() Scenario {
 	}
 	if s.ConvergeWindow == 0 && s.Flows > 0 && s.LineRate > 0 {
 		fair := float64(s.LineRate) / float64(s.Flows)
-		w := time.Duration(32 * float64((s.MTU+datagramOverhead)*8) / fair * float64(time.Second))
-		s.ConvergeWindow = max(w, 4*s.Interval)
+		w := time.Duration(256 * float64((s.MTU+datagramOverhead)*8) / fair * float64(time.Second))
+		s.ConvergeWindow = max(w, 10*s.Interval)
 	}
 	return s
 }

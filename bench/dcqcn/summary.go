@@ -25,9 +25,8 @@ type Summary struct {
 	// over the whole run.
 	Drops uint64
 	// Converge is how long after the last flow started every flow's
-	// throughput (averaged over ConvergeWindow) came within Tolerance of
-	// the fair share LineRate/Flows and stayed there to the end; -1 if it
-	// never did.
+	// throughput (averaged over ConvergeWindow) first came within
+	// Tolerance of the fair share LineRate/Flows; -1 if it never did.
 	Converge time.Duration
 }
 
@@ -105,10 +104,11 @@ func Percentile(xs []int, p float64) int {
 	return s[min(max(rank, 0), len(s)-1)]
 }
 
-// convergence finds the first sample, after the last flow started and a
-// full averaging window later, from which every flow's windowed
-// throughput stays within Tolerance of the fair share; it returns the time
-// from the last start, or -1.
+// convergence finds the first sample, a full averaging window after the
+// last flow started, at which every flow's windowed throughput is within
+// Tolerance of the fair share; it returns the time from the last start, or
+// -1. (DCQCN's rates keep oscillating around the share afterwards; how
+// fair the flows stay is what Jain's index over the second half says.)
 func convergence(r *Result) time.Duration {
 	sc := &r.Scenario
 	fair := float64(sc.LineRate) / float64(sc.Flows)
@@ -129,15 +129,10 @@ func convergence(r *Result) time.Duration {
 		}
 		return true
 	}
-	from := -1 // the earliest sample of the final run of good ones
-	for k := len(r.Samples) - 1; k >= w-1; k-- {
-		if r.Samples[k-w+1].At-sc.Interval < last || !within(k) {
-			break
+	for k := w - 1; k < len(r.Samples); k++ {
+		if r.Samples[k-w+1].At-sc.Interval >= last && within(k) {
+			return r.Samples[k].At - last
 		}
-		from = k
 	}
-	if from < 0 {
-		return -1
-	}
-	return r.Samples[from].At - last
+	return -1
 }
