@@ -89,6 +89,13 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "goroce demo: %v\n", err)
 		return exitFail
 	}
+	stopObs, err := obs.attachRank(c.Device(), c.Rank(), stderr)
+	if err != nil {
+		c.Abort()
+		fmt.Fprintf(stderr, "goroce demo: rank %d: %v\n", c.Rank(), err)
+		return exitFail
+	}
+	defer stopObs()
 	code, err := demoRank(ctx, c, size, *iters, *device, stdout)
 	if err != nil {
 		c.Abort()

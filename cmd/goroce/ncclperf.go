@@ -157,6 +157,13 @@ func runNcclPerf(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		c.Abort()
 		return usageErr("-r %d: there are %d ranks", cfg.root, c.Size())
 	}
+	stopObs, err := obs.attachRank(c.Device(), c.Rank(), stderr)
+	if err != nil {
+		c.Abort()
+		fmt.Fprintf(stderr, "goroce nccl-perf: rank %d: %v\n", c.Rank(), err)
+		return exitFail
+	}
+	defer stopObs()
 	code, err = ncclPerf(ctx, c, &cfg, stdout)
 	if err != nil {
 		c.Abort()

@@ -5,7 +5,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"os"
+	"strconv"
 	"strings"
 
 	"github.com/goroce/goroce/rnic"
@@ -13,9 +15,11 @@ import (
 )
 
 // observeFlags are --trace and --pcap, on every command that opens a
-// device. Their defaults come from GOROCE_TRACE and GOROCE_PCAP, so the
-// ranks that `goroce run`, `goroce demo` and `goroce nccl-perf -np` start
-// inherit them.
+// device, and --metrics-addr and --ui-addr where the command's own process
+// holds the device. The defaults of --trace and --pcap come from
+// GOROCE_TRACE and GOROCE_PCAP, so the ranks that `goroce run`, `goroce
+// demo` and `goroce nccl-perf -np` start inherit them; demo and nccl-perf
+// pass all four to their ranks, and rank r serves on the given port + r.
 type observeFlags struct {
 	trace       bool
 	pcap        string
@@ -26,7 +30,8 @@ type observeFlags struct {
 func (o *observeFlags) register(fs *flag.FlagSet) {
 	o.registerTrace(fs)
 	fs.StringVar(&o.metricsAddr, "metrics-addr", "",
-		"serve the device's counters and QPs on this `address` (/metrics for Prometheus, /stat and /res for goroce stat)")
+		"serve the device's counters and QPs on this `address` (/metrics for Prometheus, /stat and /res for goroce stat); "+
+			"with several ranks, rank r serves on the port + r")
 	fs.StringVar(&o.uiAddr, "ui-addr", "", uiFlagHelp)
 }
 
@@ -92,6 +97,40 @@ func (o *observeFlags) attach(dev *rnic.Device, stderr io.Writer) (func() error,
 		return nil, err
 	}
 	return func() error { return errors.Join(stopUI(), stopMetrics()) }, nil
+}
+
+// attachRank is attach for rank r of a job: the servers listen on the
+// given ports + r, so that every rank's device can be watched.
+func (o *observeFlags) attachRank(dev *rnic.Device, r int, stderr io.Writer) (func() error, error) {
+	ranked := *o
+	var err error
+	if ranked.metricsAddr, err = portPlus(o.metricsAddr, r); err != nil {
+		return nil, fmt.Errorf("--metrics-addr: %w", err)
+	}
+	if ranked.uiAddr, err = portPlus(o.uiAddr, r); err != nil {
+		return nil, fmt.Errorf("--ui-addr: %w", err)
+	}
+	return ranked.attach(dev, stderr)
+}
+
+// portPlus adds r to the port of the host:port address hp; "" and port 0
+// (any free port) stay as they are.
+func portPlus(hp string, r int) (string, error) {
+	if hp == "" || r == 0 {
+		return hp, nil
+	}
+	host, port, err := net.SplitHostPort(hp)
+	if err != nil {
+		return "", err
+	}
+	p, err := strconv.Atoi(port)
+	if err != nil || p < 0 || p+r > 65535 {
+		return "", fmt.Errorf("port %q plus rank %d is not a port", port, r)
+	}
+	if p == 0 {
+		return hp, nil
+	}
+	return net.JoinHostPort(host, strconv.Itoa(p+r)), nil
 }
 
 // setenv passes the flags to package nccl, which opens the device of a

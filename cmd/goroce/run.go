@@ -48,7 +48,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	base := addrBaseFlag(fs)
 	grace := fs.Duration("grace", 3*time.Second, "after SIGTERM (or a forwarded SIGINT), how long ranks get before SIGKILL")
 	var obs observeFlags
-	obs.register(fs)
+	obs.registerTrace(fs) // the ranks' program owns their devices: no servers here
 	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
 		return code
 	}

@@ -17,7 +17,7 @@ import (
 // goroce dcqcn.
 const (
 	uiFlagHelp = "serve a live web view of the device on this `address` (e.g. 127.0.0.1:8080): " +
-		"its QPs with their states and PSNs, and its counters"
+		"its QPs with their states and PSNs, and its counters; with several ranks, rank r serves on the port + r"
 	uiDCQCNFlagHelp = "serve a live chart of the flows' DCQCN rates and the switch queue on this `address` " +
 		"(e.g. 127.0.0.1:8080); after the run the page keeps the whole chart until goroce is interrupted (Ctrl-C)"
 )
