@@ -18,6 +18,16 @@ func Apply(dst, src []byte, t DataType, op Op) error {
 	if op == Avg {
 		op = Sum
 	}
+	if applyNative(dst, src, t, op) {
+		return nil
+	}
+	applyBytes(dst, src, t, op)
+	return nil
+}
+
+// applyBytes is Apply element by element through encoding/binary: for
+// every type and op, on any machine and any alignment.
+func applyBytes(dst, src []byte, t DataType, op Op) {
 	switch t {
 	case Int8:
 		for i := range dst {
@@ -65,7 +75,6 @@ func Apply(dst, src []byte, t DataType, op Op) error {
 			le.PutUint16(dst[i:], n.encode(float64Op(a, b, op)))
 		}
 	}
-	return nil
 }
 
 // Divide divides every element of buf by n in place: the second half of
