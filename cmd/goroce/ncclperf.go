@@ -84,6 +84,7 @@ func runNcclPerf(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	base := addrBaseFlag(fs)
 	grace := fs.Duration("grace", 3*time.Second, "with -np: how long ranks get to stop after one fails")
 	timeout := fs.Duration("timeout", nccl.DefaultTimeout, "a collective fails when none of its transfers completes for this long")
+	cpuprof := fs.String("cpuprofile", "", "write a CPU profile (runtime/pprof) of each rank to `file`.rankN")
 	pos, code, ok := parseWithHosts(fs, args, stdout, stderr)
 	if !ok {
 		return code
@@ -164,6 +165,15 @@ func runNcclPerf(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		return exitFail
 	}
 	defer stopObs()
+	if *cpuprof != "" {
+		stop, err := startCPUProfile(fmt.Sprintf("%s.rank%d", *cpuprof, c.Rank()))
+		if err != nil {
+			c.Abort()
+			fmt.Fprintf(stderr, "goroce nccl-perf: rank %d: --cpuprofile: %v\n", c.Rank(), err)
+			return exitFail
+		}
+		defer stop()
+	}
 	code, err = ncclPerf(ctx, c, &cfg, stdout)
 	if err != nil {
 		c.Abort()

@@ -175,23 +175,32 @@ func (c *perfConfig) paramLine() string {
 }
 
 // runPerf is `goroce perf TEST [flags] [HOST]`.
+// startCPUProfile writes a CPU profile of this process to path until the
+// returned function is called (--cpuprofile).
+func startCPUProfile(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
+}
+
 func runPerf(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	cfg, code, ok := parsePerf(args, stdout, stderr)
 	if !ok {
 		return code
 	}
 	if cfg.cpuprof != "" {
-		f, err := os.Create(cfg.cpuprof)
+		stop, err := startCPUProfile(cfg.cpuprof)
 		if err != nil {
 			fmt.Fprintf(stderr, "goroce perf: %v\n", err)
 			return exitUsage
 		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			fmt.Fprintf(stderr, "goroce perf: %v\n", err)
-			return exitFail
-		}
-		defer pprof.StopCPUProfile()
+		defer stop()
 	}
 	if err := perf(ctx, cfg, stdout, stderr); err != nil {
 		fmt.Fprintf(stderr, "goroce perf %s: %v\n", cfg.test.name, err)
