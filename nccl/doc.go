@@ -46,6 +46,19 @@
 // registered through peer memory, so the RNIC writes there directly, as
 // NCCL's do.
 //
+// Environment. CommInitFromEnv reads the launchers' variables (RANK,
+// WORLD_SIZE, MASTER_ADDR, MASTER_PORT, LOCAL_RANK; OMPI_COMM_WORLD_RANK
+// and _SIZE; SLURM_PROCID and SLURM_NTASKS). Every communicator reads:
+//
+//	NCCL_ALGO            Ring or Tree: force the AllReduce algorithm
+//	NCCL_DEBUG           WARN, INFO or TRACE (zap underneath)
+//	NCCL_DEBUG_FILE      where the log goes (%h host, %p pid)
+//	NCCL_NET_GDR_LEVEL   LOC, PIX, PXB, PHB or SYS: how far GPUDirect RDMA reaches
+//	GOROCE_ADDR          this rank's RNIC address (default 127.0.0.(10+rank):4791)
+//	GOROCE_TRACE         any value: the RNIC prints its packet trace to stderr
+//	GOROCE_PCAP          PATH: the RNIC captures to PATH.rankN.pcap
+//	GOROCE_PEER_MEMORY   1: the RNIC may register GPU memory (nvidia_peermem loaded)
+//
 // Bit-identical results: each reduced element is computed by one rank in a
 // fixed order (ring) or by partners with commutative kernels (recursive
 // doubling), then copied, so every rank holds the same bits.
