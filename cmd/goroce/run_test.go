@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"regexp"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -70,7 +71,7 @@ func testChild(mode string) int {
 	}
 	switch mode {
 	case "env":
-		for _, k := range []string{"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "GOROCE_ADDR"} {
+		for _, k := range []string{"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "GOROCE_ADDR", "GOMAXPROCS"} {
 			fmt.Printf("%s=%s\n", k, os.Getenv(k))
 		}
 		fmt.Fprintf(os.Stderr, "to stderr from %d\n", rank)
@@ -158,8 +159,12 @@ func TestRunEnvAndPrefixes(t *testing.T) {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
 	}
 	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
-	if len(lines) != n*8 {
-		t.Errorf("%d lines, want %d:\n%s", len(lines), n*8, out)
+	if len(lines) != n*9 {
+		t.Errorf("%d lines, want %d:\n%s", len(lines), n*9, out)
+	}
+	procs := os.Getenv("GOMAXPROCS") // the launcher sets it only if unset
+	if procs == "" {
+		procs = strconv.Itoa(ranksProcs(n, runtime.NumCPU()))
 	}
 	port := regexp.MustCompile(`(?m)^\[0\] MASTER_PORT=(\d+)$`).FindStringSubmatch(out)
 	if port == nil {
@@ -172,6 +177,7 @@ func TestRunEnvAndPrefixes(t *testing.T) {
 			fmt.Sprintf("[%d] WORLD_SIZE=%d\n", r, n), fmt.Sprintf("[%d] LOCAL_WORLD_SIZE=%d\n", r, n),
 			fmt.Sprintf("[%d] MASTER_ADDR=127.0.0.1\n", r), fmt.Sprintf("[%d] MASTER_PORT=%s\n", r, port[1]),
 			fmt.Sprintf("[%d] GOROCE_ADDR=%s.%d\n", r, addr, 10+r),
+			fmt.Sprintf("[%d] GOMAXPROCS=%s\n", r, procs),
 			fmt.Sprintf("[%d] unfinished\n", r),
 		} {
 			if !strings.Contains(out, want) {
@@ -309,5 +315,14 @@ func TestRankWriter(t *testing.T) {
 	w.Flush()
 	if want := "[7] abc\n[7] def\n[7] \n[7] g\n"; out.String() != want {
 		t.Errorf("%q, want %q", out.String(), want)
+	}
+}
+
+// Each rank gets its share of the host's CPUs, at least one.
+func TestRanksProcs(t *testing.T) {
+	for _, c := range []struct{ n, cpus, want int }{{1, 2, 2}, {2, 2, 1}, {4, 2, 1}, {2, 8, 4}, {3, 8, 2}, {0, 4, 4}} {
+		if got := ranksProcs(c.n, c.cpus); got != c.want {
+			t.Errorf("ranksProcs(%d ranks, %d CPUs) = %d, want %d", c.n, c.cpus, got, c.want)
+		}
 	}
 }
