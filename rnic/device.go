@@ -18,6 +18,7 @@ import (
 	"github.com/goroce/goroce/qp"
 	"github.com/goroce/goroce/rnic/link"
 	"github.com/goroce/goroce/rnic/udplink"
+	"github.com/goroce/goroce/wire"
 )
 
 // Config describes a device to open.
@@ -79,6 +80,7 @@ type Device struct {
 	limits   qp.Limits
 	log      *zap.Logger
 	tracer   *tracer
+	rxICRC   wire.ICRCCache // the receive goroutine's
 	workers  []*worker
 	sendMu   sync.Mutex // packets are built and sent under it, in order
 	senders  sync.Pool  // *sender, for goroutines that post work

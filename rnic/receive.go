@@ -138,7 +138,7 @@ func (d *Device) deliver(now time.Time, lp *link.Packet, view map[uint32]*QP) (q
 // device is strict.
 func (d *Device) verifyICRC(lp *link.Packet) (ipID uint16, ok bool) {
 	e := wire.Endpoints{Src: lp.Addr, Dst: d.local, IPv4ID: lp.IPv4ID}
-	if e.Verify(lp.Buf) {
+	if d.rxICRC.Verify(e, lp.Buf) {
 		return lp.IPv4ID, true
 	}
 	if d.cfg.StrictICRC || !lp.Addr.Addr().Unmap().Is4() {

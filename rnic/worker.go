@@ -151,6 +151,7 @@ type sender struct {
 	pkts  []link.Packet
 	tails [][8]byte
 	tap   []byte // a whole packet for Config.Tap
+	icrc  wire.ICRCCache
 }
 
 const outboxSize = 64
@@ -203,7 +204,7 @@ func (s *sender) flush(now time.Time) {
 		t := s.tails[i][:pad+wire.ICRCLen]
 		clear(t[:pad])
 		e := wire.Endpoints{Src: d.local, Dst: p.Dst, IPv4ID: d.caps.IPv4ID}
-		binary.LittleEndian.PutUint32(t[pad:], e.ICRC(p.Head(), p.Payload, t[:pad]))
+		binary.LittleEndian.PutUint32(t[pad:], s.icrc.ICRC(e, p.Head(), p.Payload, t[:pad]))
 		s.pkts[i] = link.Packet{Buf: p.Head(), Payload: p.Payload, Tail: t, Addr: p.Dst, TOS: link.ECT0}
 		if d.tracer != nil {
 			d.tracer.packet(now, true, d.local, p.Dst, s.pkts[i].Buf, p.Payload, t)

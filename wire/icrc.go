@@ -158,6 +158,49 @@ func (e *Endpoints) ICRC(parts ...[]byte) uint32 {
 	return icrcTail(icrcPrefix(ip, udp), parts)
 }
 
+// ICRCCache computes the ICRCs of a stream of packets, remembering the CRC
+// state after the masked LRH, IP and UDP headers for the last endpoints and
+// packet length it saw: the full-size packets of a message, one after the
+// other, skip building and hashing those 36 or 56 bytes. The IPv4
+// Identification is applied afterwards (IPv4IDDelta), so the numbered
+// segments of a GSO run share the state too. The zero value is ready to
+// use; it is not safe for concurrent use.
+type ICRCCache struct {
+	e      Endpoints // IPv4ID 0
+	n      int       // RoCEv2 packet length, BTH to ICRC
+	prefix uint32
+	ok     bool
+}
+
+// ICRC is e.ICRC(parts...).
+func (c *ICRCCache) ICRC(e Endpoints, parts ...[]byte) uint32 {
+	n := ICRCLen
+	for _, p := range parts {
+		n += len(p)
+	}
+	id := e.IPv4ID
+	e.IPv4ID = 0
+	if !c.ok || c.e != e || c.n != n {
+		var b [IPv6HeaderLen + UDPHeaderLen]byte
+		ip, udp := e.headers(&b, n)
+		c.e, c.n, c.prefix, c.ok = e, n, icrcPrefix(ip, udp), true
+	}
+	icrc := icrcTail(c.prefix, parts)
+	if id != 0 && (e.Src.Addr().Is4() || e.Src.Addr().Is4In6()) {
+		icrc ^= IPv4IDDelta(id, n)
+	}
+	return icrc
+}
+
+// Verify is e.Verify(packet).
+func (c *ICRCCache) Verify(e Endpoints, packet []byte) bool {
+	if len(packet) < BTHLen+ICRCLen {
+		return false
+	}
+	body := packet[:len(packet)-ICRCLen]
+	return c.ICRC(e, body) == binary.LittleEndian.Uint32(packet[len(body):])
+}
+
 // Verify reports whether packet (BTH to ICRC) carries the ICRC computed for
 // these endpoints.
 func (e *Endpoints) Verify(packet []byte) bool {
