@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
+	"strings"
 
 	"github.com/goroce/goroce/mr"
 	"github.com/goroce/goroce/qp"
@@ -213,4 +214,28 @@ func (f *fabric) lanes() ([]*lane, error) {
 		lanes = append(lanes, l)
 	}
 	return lanes, nil
+}
+
+// counterLines lists each device's non-zero error, drop and recovery
+// counters, one line per device.
+func (f *fabric) counterLines() []string {
+	var lines []string
+	for _, d := range []*rnic.Device{f.a, f.b} {
+		if d == nil {
+			continue
+		}
+		var parts []string
+		for _, c := range d.Counters() {
+			switch c.Name {
+			case "sent_pkts", "rcvd_pkts", "link_sent_pkts", "link_rcvd_pkts", "sent_bytes", "rcvd_bytes",
+				"rdma_sends", "rdma_recvs", "ack_deferred":
+				continue // traffic, not trouble
+			}
+			if c.Value != 0 {
+				parts = append(parts, fmt.Sprintf("%s=%d", c.Name, c.Value))
+			}
+		}
+		lines = append(lines, fmt.Sprintf("counters of the %s device %v: %s", f.name, d.Addr(), strings.Join(parts, " ")))
+	}
+	return lines
 }

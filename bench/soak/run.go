@@ -2,6 +2,7 @@ package soak
 
 import (
 	"context"
+	"runtime"
 	"sync"
 	"time"
 )
@@ -33,6 +34,16 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
 		return nil, err
+	}
+	// The simulated pair runs in real time, its goroutines handing packets
+	// to one another over channels. With a single P those hand-offs keep
+	// it (each inherits the time slice), while the netpoller queues the
+	// UDP devices' receive goroutines on the global run queue, which the
+	// scheduler looks at every 61st tick: with GOMAXPROCS=1 a 1 s soak saw
+	// the UDP RC lane's packets wait 375 ms and its QP run out of retries.
+	// So the soak keeps two Ps at least.
+	if runtime.GOMAXPROCS(0) < 2 {
+		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2))
 	}
 	sim, err := openSim(cfg.Loss, cfg.Seed, cfg.Trace, cfg.Tap)
 	if err != nil {
@@ -104,5 +115,11 @@ loop:
 		rep.Lanes = append(rep.Lanes, l.t.snapshot())
 	}
 	rep.Verdict = Judge(rep.Lanes, rep.Baseline.Resources, rep.Final.Resources, cfg.Tolerance)
+	if !rep.Verdict.OK {
+		// What the devices saw, for finding out why.
+		for _, f := range []*fabric{sim, udp} {
+			rep.Verdict.Problems = append(rep.Verdict.Problems, f.counterLines()...)
+		}
+	}
 	return rep, nil
 }

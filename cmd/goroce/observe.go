@@ -63,7 +63,12 @@ func (o *observeFlags) env() []string {
 // metrics. closeObs flushes the capture and stops the metrics and UI
 // servers; call it after the device is closed.
 func (o *observeFlags) openDevice(dc rnic.Config, stderr io.Writer) (dev *rnic.Device, closeObs func() error, err error) {
-	shareLoopbackCPUs(dc.Addr.Addr())
+	restoreProcs := shareLoopbackCPUs(dc.Addr.Addr())
+	defer func() {
+		if err != nil {
+			restoreProcs()
+		}
+	}()
 	closeCapture, err := o.apply(&dc, stderr)
 	if err != nil {
 		return nil, nil, err
@@ -78,7 +83,7 @@ func (o *observeFlags) openDevice(dc rnic.Config, stderr io.Writer) (dev *rnic.D
 		closeCapture()
 		return nil, nil, err
 	}
-	return dev, func() error { stopAttached(); return closeCapture() }, nil
+	return dev, func() error { stopAttached(); restoreProcs(); return closeCapture() }, nil
 }
 
 // shareLoopbackCPUs halves GOMAXPROCS when the device's address is a
@@ -88,10 +93,15 @@ func (o *observeFlags) openDevice(dc rnic.Config, stderr io.Writer) (dev *rnic.D
 // that then fight for the same cores (as goroce run's ranks would; see
 // ranksProcs). On 2 CPUs, perf write_bw 64 KiB measured 2,559 MiB/s that
 // way and 3,325 with one each; send_lat t_typical 40.8 µs and 28.9 µs.
-func shareLoopbackCPUs(addr netip.Addr) {
-	if addr.Unmap().IsLoopback() && os.Getenv("GOMAXPROCS") == "" {
-		runtime.GOMAXPROCS(ranksProcs(2, runtime.NumCPU()))
+//
+// It returns the function that puts GOMAXPROCS back, for when the command
+// is done (commands also run inside the tests' process).
+func shareLoopbackCPUs(addr netip.Addr) (restore func()) {
+	if !addr.Unmap().IsLoopback() || os.Getenv("GOMAXPROCS") != "" {
+		return func() {}
 	}
+	prev := runtime.GOMAXPROCS(ranksProcs(2, runtime.NumCPU()))
+	return func() { runtime.GOMAXPROCS(prev) }
 }
 
 // attach starts what needs the open device (--metrics-addr, --ui-addr)
