@@ -207,15 +207,10 @@ func demoCollective(ctx context.Context, c *nccl.Comm, pc *perfCase, iters int) 
 	if err := barrier(ctx, c); err != nil {
 		return demoRow{}, err
 	}
-	start := time.Now()
-	var last *nccl.Request
-	for range iters {
-		last = pc.call(c, false)
-	}
-	if err := last.Wait(ctx); err != nil {
+	sec, err := timeCalls(ctx, iters, func() *nccl.Request { return pc.call(c, false) })
+	if err != nil {
 		return demoRow{}, err
 	}
-	sec := time.Since(start).Seconds() / float64(iters)
 	sums, err := allReduceFloat64s(ctx, c, sec, float64(wrong))
 	if err != nil {
 		return demoRow{}, err

@@ -87,15 +87,10 @@ func demoDeviceMode(ctx context.Context, c *nccl.Comm, size, iters int, peer boo
 		return demoDeviceRow{}, err
 	}
 	topo.sys.Meter().Reset()
-	start := time.Now()
-	var last *nccl.Request
-	for range iters {
-		last = dc.call(sub, false)
-	}
-	if err := last.Wait(ctx); err != nil {
+	sec, err := timeCalls(ctx, iters, func() *nccl.Request { return dc.call(sub, false) })
+	if err != nil {
 		return demoDeviceRow{}, err
 	}
-	sec := time.Since(start).Seconds() / float64(iters)
 	pcie := pcieBytes(topo.sys)
 	sums, err := allReduceFloat64s(ctx, sub, append([]float64{sec, float64(wrong)}, pcie[:]...)...)
 	if err != nil {

@@ -108,6 +108,20 @@ type perfResult struct {
 	pcie [len(pcieFlows)]float64
 }
 
+// timeCalls issues iters calls back to back (the stream runs them in
+// order), waits for the last, and returns the seconds per call.
+func timeCalls(ctx context.Context, iters int, call func() *nccl.Request) (float64, error) {
+	start := time.Now()
+	var last *nccl.Request
+	for range iters {
+		last = call()
+	}
+	if err := last.Wait(ctx); err != nil {
+		return 0, err
+	}
+	return time.Since(start).Seconds() / float64(iters), nil
+}
+
 // measure times cfg.iters back-to-back calls after a barrier, then (with
 // -c 1) runs one more call on fresh data and checks it. The time and the
 // wrong elements (and with --device the PCIe bytes the timed calls
@@ -120,15 +134,10 @@ func measure(ctx context.Context, c *nccl.Comm, pc perfRunner, inPlace bool, cfg
 	if cfg.device != nil {
 		cfg.device.topo.sys.Meter().Reset()
 	}
-	start := time.Now()
-	var last *nccl.Request
-	for range cfg.iters {
-		last = pc.call(c, inPlace) // the stream runs them in order
-	}
-	if err := last.Wait(ctx); err != nil {
+	sec, err := timeCalls(ctx, cfg.iters, func() *nccl.Request { return pc.call(c, inPlace) })
+	if err != nil {
 		return perfResult{}, err
 	}
-	sec := time.Since(start).Seconds() / float64(cfg.iters)
 	var pcie [len(pcieFlows)]float64
 	if cfg.device != nil {
 		pcie = cfg.device.flowBytes()
