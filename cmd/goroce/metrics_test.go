@@ -15,21 +15,29 @@ import (
 	"github.com/goroce/goroce/rnic"
 )
 
-// TestMetricsAndStat serves a device with a QP on an ephemeral port, scrapes
-// /metrics as Prometheus would, and reads /stat and /res with goroce stat.
-func TestMetricsAndStat(t *testing.T) {
+// deviceWithQP opens a device on a loopback address and creates one RC QP
+// on it (in RESET), for the tests of the servers that watch a device.
+func deviceWithQP(t *testing.T) (*rnic.Device, *rnic.QP) {
+	t.Helper()
 	srvAddr, _ := loopbackPair()
 	dev, err := rnic.Open(rnic.Config{Addr: netip.AddrPortFrom(netip.MustParseAddr(srvAddr), 0)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer dev.Close()
+	t.Cleanup(func() { dev.Close() })
 	pd, _ := dev.AllocPD()
 	cq, _ := dev.CreateCQ(8)
 	q, err := dev.CreateQP(pd, &qp.InitAttr{Type: qp.RC, SendCQ: cq, RecvCQ: cq, Cap: qp.Cap{MaxSendWR: 4, MaxRecvWR: 4}})
 	if err != nil {
 		t.Fatal(err)
 	}
+	return dev, q
+}
+
+// TestMetricsAndStat serves a device with a QP on an ephemeral port, scrapes
+// /metrics as Prometheus would, and reads /stat and /res with goroce stat.
+func TestMetricsAndStat(t *testing.T) {
+	dev, q := deviceWithQP(t)
 	var log bytes.Buffer
 	stop, err := startMetrics("127.0.0.1:0", dev, &log)
 	if err != nil {
@@ -56,7 +64,7 @@ func TestMetricsAndStat(t *testing.T) {
 		t.Fatalf("goroce stat exit %d: %s", code, errOut.String())
 	}
 	s := out.String()
-	if !strings.Contains(s, "link goroce_"+srvAddr+"/1 sent_pkts 0") || !strings.Contains(s, "type RC state RESET") ||
+	if !strings.Contains(s, "link goroce_"+dev.Addr().Addr().String()+"/1 sent_pkts 0") || !strings.Contains(s, "type RC state RESET") ||
 		!strings.Contains(s, "lqpn "+strconv.FormatUint(uint64(q.QPN()), 10)) {
 		t.Errorf("goroce stat printed:\n%s", s)
 	}

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"net/netip"
 	"regexp"
 	"testing"
 	"testing/synctest"
@@ -13,8 +12,6 @@ import (
 
 	dcqcnbench "github.com/goroce/goroce/bench/dcqcn"
 	"github.com/goroce/goroce/dcqcn"
-	"github.com/goroce/goroce/qp"
-	"github.com/goroce/goroce/rnic"
 	"github.com/goroce/goroce/rnic/ui"
 )
 
@@ -44,18 +41,7 @@ func TestUIAddrFlag(t *testing.T) {
 	if err := fs.Parse([]string{"--ui-addr", "127.0.0.1:0"}); err != nil {
 		t.Fatal(err)
 	}
-	srvAddr, _ := loopbackPair()
-	dev, err := rnic.Open(rnic.Config{Addr: netip.AddrPortFrom(netip.MustParseAddr(srvAddr), 0)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dev.Close()
-	pd, _ := dev.AllocPD()
-	cq, _ := dev.CreateCQ(8)
-	q, err := dev.CreateQP(pd, &qp.InitAttr{Type: qp.RC, SendCQ: cq, RecvCQ: cq, Cap: qp.Cap{MaxSendWR: 4, MaxRecvWR: 4}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	dev, q := deviceWithQP(t)
 	var stderr bytes.Buffer
 	stop, err := obs.attach(dev, &stderr)
 	if err != nil {
@@ -76,9 +62,9 @@ func TestUIAddrFlag(t *testing.T) {
 		}
 	}
 	getUIJSON(t, m[1]+"api/devices", &got)
-	if len(got.Devices) != 1 || got.Devices[0].Name != "goroce_"+srvAddr+"/1" ||
+	if len(got.Devices) != 1 || got.Devices[0].Name != "goroce_"+dev.Addr().Addr().String()+"/1" ||
 		len(got.Devices[0].QPs) != 1 || got.Devices[0].QPs[0].QPN != q.QPN() || got.Devices[0].QPs[0].State != "RESET" {
-		t.Errorf("devices %+v, want goroce_%s/1 with QP %d in RESET", got.Devices, srvAddr, q.QPN())
+		t.Errorf("devices %+v, want goroce_%s/1 with QP %d in RESET", got.Devices, dev.Addr().Addr(), q.QPN())
 	}
 	if err := stop(); err != nil {
 		t.Errorf("stop: %v", err)
