@@ -275,18 +275,7 @@ func (rp *ReactionPoint) cut(at time.Time, cause Cause) {
 	g := rp.p.DCETCPG
 	rp.alpha = (1-g)*alpha + g
 	rp.alphaStart = at
-
-	rp.timeStage, rp.byteStage, rp.bytes = 0, 0, 0
-	rp.increaseAt = at.Add(rp.p.RPGTimeReset)
-	if rp.p.RateReduceMonitorPeriod > 0 {
-		rp.monitorEnd = at.Add(rp.p.RateReduceMonitorPeriod)
-	}
-
-	rp.stats.RateCuts++
-	if rp.tracer != nil {
-		rp.tracer(Event{At: at, Kind: EventRateCut, Cause: cause,
-			From: from, To: rp.rc, Target: rp.rt, Alpha: rp.alpha})
-	}
+	rp.cutDone(at, cause, from)
 }
 
 // setFirstRate is the rate decrease of a released flow's first CNP when
@@ -296,6 +285,13 @@ func (rp *ReactionPoint) cut(at time.Time, cause Cause) {
 func (rp *ReactionPoint) setFirstRate(at time.Time, rate Rate) {
 	from := rp.rc
 	rp.rc, rp.rt = rate, rate
+	rp.cutDone(at, CauseCNP, from)
+}
+
+// cutDone follows every rate decrease: the increase counters, the timer
+// and the monitor period start over, and the cut from rate from is
+// counted and traced.
+func (rp *ReactionPoint) cutDone(at time.Time, cause Cause, from Rate) {
 	rp.timeStage, rp.byteStage, rp.bytes = 0, 0, 0
 	rp.increaseAt = at.Add(rp.p.RPGTimeReset)
 	if rp.p.RateReduceMonitorPeriod > 0 {
@@ -303,7 +299,7 @@ func (rp *ReactionPoint) setFirstRate(at time.Time, rate Rate) {
 	}
 	rp.stats.RateCuts++
 	if rp.tracer != nil {
-		rp.tracer(Event{At: at, Kind: EventRateCut, Cause: CauseCNP,
+		rp.tracer(Event{At: at, Kind: EventRateCut, Cause: cause,
 			From: from, To: rp.rc, Target: rp.rt, Alpha: rp.alpha})
 	}
 }
