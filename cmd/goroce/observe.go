@@ -63,12 +63,6 @@ func (o *observeFlags) env() []string {
 // metrics. closeObs flushes the capture and stops the metrics and UI
 // servers; call it after the device is closed.
 func (o *observeFlags) openDevice(dc rnic.Config, stderr io.Writer) (dev *rnic.Device, closeObs func() error, err error) {
-	restoreProcs := shareLoopbackCPUs(dc.Addr.Addr())
-	defer func() {
-		if err != nil {
-			restoreProcs()
-		}
-	}()
 	closeCapture, err := o.apply(&dc, stderr)
 	if err != nil {
 		return nil, nil, err
@@ -83,7 +77,7 @@ func (o *observeFlags) openDevice(dc rnic.Config, stderr io.Writer) (dev *rnic.D
 		closeCapture()
 		return nil, nil, err
 	}
-	return dev, func() error { stopAttached(); restoreProcs(); return closeCapture() }, nil
+	return dev, func() error { stopAttached(); return closeCapture() }, nil
 }
 
 // shareLoopbackCPUs halves GOMAXPROCS when the device's address is a
@@ -95,7 +89,8 @@ func (o *observeFlags) openDevice(dc rnic.Config, stderr io.Writer) (dev *rnic.D
 // way and 3,325 with one each; send_lat t_typical 40.8 µs and 28.9 µs.
 //
 // It returns the function that puts GOMAXPROCS back, for when the command
-// is done (commands also run inside the tests' process).
+// is done (commands also run inside the tests' process). perf and
+// pingpong call it; the ranks of goroce run get theirs from the launcher.
 func shareLoopbackCPUs(addr netip.Addr) (restore func()) {
 	if !addr.Unmap().IsLoopback() || os.Getenv("GOMAXPROCS") != "" {
 		return func() {}

@@ -194,6 +194,7 @@ func runPerf(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if !ok {
 		return code
 	}
+	defer shareLoopbackCPUs(cfg.addr)()
 	if cfg.cpuprof != "" {
 		stop, err := startCPUProfile(cfg.cpuprof)
 		if err != nil {

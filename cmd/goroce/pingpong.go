@@ -88,6 +88,7 @@ func runPingpong(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	if !ok {
 		return code
 	}
+	defer shareLoopbackCPUs(cfg.addr)()
 	if err := pingpong(ctx, cfg, stdout, stderr); err != nil {
 		fmt.Fprintf(stderr, "goroce pingpong: %v\n", err)
 		return exitFail
