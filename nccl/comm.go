@@ -142,13 +142,6 @@ func NewComm(t transport.Transport, opts Options) (*Comm, error) {
 		log:   opts.Logger.With(zap.Int("rank", t.Rank()), zap.Int("nranks", t.Size())),
 		exec:  executor{t: t, timeout: opts.Timeout},
 		tasks: make(chan *task, 1024), done: make(chan struct{}), board: newNoticeBoard()}
-	if opts.GPU != nil {
-		r, err := newGPURank(*opts.GPU, c.rank, c.size, c.log)
-		if err != nil {
-			return nil, err
-		}
-		c.attachGPU(r)
-	}
 	c.ctx, c.cancel = context.WithCancelCause(context.Background())
 	c.closers = append(c.closers, t.Close)
 	go c.stream()

@@ -195,9 +195,7 @@ func CommInitRank(ctx context.Context, nranks int, id UniqueID, rank int, opts O
 			log.Warn("could not report a failure to the other ranks", zap.Error(err))
 		}
 	}
-	copts := opts
-	copts.GPU = nil // attached below, with the FIFOs already placed
-	c, err := NewComm(tr, copts)
+	c, err := NewComm(tr, opts)
 	if err != nil {
 		return fail(err)
 	}
