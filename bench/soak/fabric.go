@@ -235,7 +235,7 @@ func (f *fabric) counterLines() []string {
 				parts = append(parts, fmt.Sprintf("%s=%d", c.Name, c.Value))
 			}
 		}
-		lines = append(lines, fmt.Sprintf("counters of the %s device %v: %s", f.name, d.Addr(), strings.Join(parts, " ")))
+		lines = append(lines, fmt.Sprintf("%s device %v: %s", f.name, d.Addr(), strings.Join(parts, " ")))
 	}
 	return lines
 }

@@ -24,6 +24,10 @@ type Report struct {
 	// left posted was flushed.
 	Lanes   []LaneCounts
 	Verdict Verdict
+	// DeviceCounters, when the verdict is FAIL, holds each device's
+	// non-zero error, drop and recovery counters, one line per device:
+	// what the devices saw, for finding out why.
+	DeviceCounters []string
 }
 
 // Run opens the devices, runs the workload for cfg.Duration (less if ctx
@@ -116,9 +120,8 @@ loop:
 	}
 	rep.Verdict = Judge(rep.Lanes, rep.Baseline.Resources, rep.Final.Resources, cfg.Tolerance)
 	if !rep.Verdict.OK {
-		// What the devices saw, for finding out why.
 		for _, f := range []*fabric{sim, udp} {
-			rep.Verdict.Problems = append(rep.Verdict.Problems, f.counterLines()...)
+			rep.DeviceCounters = append(rep.DeviceCounters, f.counterLines()...)
 		}
 	}
 	return rep, nil

@@ -140,4 +140,8 @@ func printSoakReport(w io.Writer, rep *soak.Report) {
 	for _, p := range rep.Verdict.Problems {
 		fmt.Fprintf(w, "  %s\n", p)
 	}
+	fmt.Fprintln(w, "what the devices counted (errors, drops, recovery):")
+	for _, l := range rep.DeviceCounters {
+		fmt.Fprintf(w, "  %s\n", l)
+	}
 }
