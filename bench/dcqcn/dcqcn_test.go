@@ -77,11 +77,11 @@ func TestIncastDCQCN(t *testing.T) {
 }
 
 // TestIncastWithoutDCQCN: the same incast with DCQCN off. Nothing slows the
-// senders but their RC windows (128 PSNs each): two flows hold a standing
-// queue above Kmax; sixteen fill the buffer, lose packets and retransmit
-// (go-back-N).
+// senders but their RC windows (128 PSNs each, as rxe's): two flows hold a
+// standing queue above Kmax; eight and sixteen fill the buffer, lose
+// packets and retransmit (go-back-N).
 func TestIncastWithoutDCQCN(t *testing.T) {
-	for _, n := range []int{2, 16} {
+	for _, n := range []int{2, 8, 16} {
 		sc := Incast(n)
 		sc.DisableDCQCN = true
 		sc.Duration /= 2 // no need to wait for fairness
