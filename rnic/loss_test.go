@@ -102,7 +102,7 @@ func TestRCGoBackNUnderLoss(t *testing.T) {
 	if testing.Short() {
 		n = 300
 	}
-	for _, loss := range []float64{0.01, 0.10} {
+	for _, loss := range []float64{0.001, 0.01, 0.10} {
 		t.Run(fmt.Sprintf("loss=%g", loss), func(t *testing.T) { runLossy(t, loss, n, 1<<20) })
 	}
 }
