@@ -36,14 +36,21 @@ type CQ struct {
 	wake                 chan struct{} // signalled on every push, for Wait
 	// avail mirrors n for lock-free checks while busy-polling; spin is
 	// how long Wait polls before it blocks.
-	avail atomic.Int32
-	spin  time.Duration
+	avail    atomic.Int32
+	spin     time.Duration
+	progress func()
 }
 
 // SetBusyPoll makes Wait poll for up to d for a completion before blocking
 // (0, the default, blocks at once). Busy-polling trades a core for latency:
 // it saves the wake-up of a parked goroutine, a few microseconds.
 func (c *CQ) SetBusyPoll(d time.Duration) { c.spin = d }
+
+// SetProgress makes Poll call progress before it looks at an empty queue,
+// and Wait call it while it spins: a polled device's receive path, run by
+// the goroutine that polls (see rnic.Config.BusyPoll). Set it before the
+// CQ is used.
+func (c *CQ) SetProgress(progress func()) { c.progress = progress }
 
 // NewCQ returns a CQ that holds up to cqe completions.
 func NewCQ(cqe int) (*CQ, error) {
@@ -57,8 +64,12 @@ func NewCQ(cqe int) (*CQ, error) {
 func (c *CQ) Depth() int { return len(c.ring) }
 
 // Poll moves up to len(wcs) completions, oldest first, into wcs and returns
-// how many (ibv_poll_cq). It never blocks and never allocates.
+// how many (ibv_poll_cq). It never blocks and never allocates. On a polled
+// device (SetProgress), an empty CQ first runs the receive path.
 func (c *CQ) Poll(wcs []WC) int {
+	if c.progress != nil && c.avail.Load() == 0 {
+		c.progress()
+	}
 	c.mu.Lock()
 	n := min(len(wcs), c.n)
 	for i := 0; i < n; i++ {
@@ -94,6 +105,9 @@ func (c *CQ) Wait(ctx context.Context) error {
 	if c.spin > 0 {
 		deadline := time.Now().Add(c.spin)
 		for i := 0; c.avail.Load() == 0; i++ {
+			if c.progress != nil {
+				c.progress()
+			}
 			if i%64 == 63 {
 				if time.Now().After(deadline) || ctx.Err() != nil {
 					break

@@ -18,7 +18,7 @@ const allAccess = mr.AccessLocalWrite | mr.AccessRemoteWrite | mr.AccessRemoteRe
 func udpPair(b testing.TB, ips [2]string, mtu int, busy time.Duration) (x, y *end) {
 	var ends [2]*end
 	for i, ip := range ips {
-		l, err := udplink.Open(udplink.Config{Local: netip.AddrPortFrom(netip.MustParseAddr(ip), 0), EphemeralPort: true, BusyPoll: busy, RoCEv2GSO: true})
+		l, err := udplink.Open(udplink.Config{Local: netip.AddrPortFrom(netip.MustParseAddr(ip), 0), EphemeralPort: true, RoCEv2GSO: true})
 		if err != nil {
 			b.Fatalf("udplink.Open(%s): %v", ip, err)
 		}

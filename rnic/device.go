@@ -40,9 +40,17 @@ type Config struct {
 	// wire.SolveIPv4ID), which Linux rxe's packets need; that check keeps
 	// 16 of the CRC's 32 bits.
 	StrictICRC bool
-	// BusyPoll, if positive, makes the receive loop spin on the socket and
-	// CQ.Wait spin on its queue for up to this long before parking: the
-	// latency mode. It costs a core while traffic flows. Default off.
+	// BusyPoll, if positive, puts the device in polling mode, the latency
+	// mode: the goroutine that polls a CQ runs the receive path itself, as
+	// a polled NIC driver does. CQ.Poll on an empty CQ first takes what
+	// waits on the link (and sends the ACKs and responses it calls for);
+	// CQ.Wait does the same in a loop for up to BusyPoll before it parks.
+	// A received packet then reaches the application in the goroutine that
+	// waits for it, with no goroutine to wake in between. While nobody
+	// polls, the device's receive goroutine takes the packets as usual.
+	// It costs a core while the application spins. It needs a link that
+	// can be polled (link.Pollable, udplink with recvmmsg); on other links
+	// it only makes CQ.Wait spin. Default off.
 	BusyPoll time.Duration
 	// DCQCN configures congestion control; on by default.
 	DCQCN DCQCNConfig
@@ -80,7 +88,10 @@ type Device struct {
 	limits   qp.Limits
 	log      *zap.Logger
 	tracer   *tracer
-	rxICRC   wire.ICRCCache // the receive goroutine's
+	rxICRC   wire.ICRCCache // the receive path's
+	rx       *rxPath
+	poller   link.Poller // in polling mode
+	rxMu     sync.Mutex  // in polling mode, held while reading and delivering
 	workers  []*worker
 	sendMu   sync.Mutex // packets are built and sent under it, in order
 	senders  sync.Pool  // *sender, for goroutines that post work
@@ -113,6 +124,10 @@ type DeviceCounters struct {
 	RcvdBytes      atomic.Uint64
 	LinkSentPkts   atomic.Uint64
 	LinkRcvdPkts   atomic.Uint64
+	// PolledPkts counts the packets that a goroutine polling a CQ (or
+	// calling Progress) received itself, in polling mode; the rest came
+	// through the device's receive goroutine.
+	PolledPkts atomic.Uint64
 }
 
 // Errors of the device API.
@@ -174,7 +189,7 @@ func Open(cfg Config) (*Device, error) {
 	}
 	l := cfg.Link
 	if l == nil {
-		ul, err := udplink.Open(udplink.Config{Local: cfg.Addr, Logger: log, BusyPoll: cfg.BusyPoll, RoCEv2GSO: true})
+		ul, err := udplink.Open(udplink.Config{Local: cfg.Addr, Logger: log, RoCEv2GSO: true})
 		if err != nil {
 			return nil, err
 		}
@@ -204,8 +219,16 @@ func Open(cfg Config) (*Device, error) {
 		d.wg.Add(1)
 		go w.run()
 	}
+	d.rx = newRxPath(d)
+	if pl, ok := l.(link.Pollable); ok && cfg.BusyPoll > 0 {
+		d.poller = pl.Poller()
+	}
 	d.wg.Add(1)
-	go d.receive()
+	if d.poller != nil {
+		go d.receivePolled()
+	} else {
+		go d.receive()
+	}
 	// The port is up as soon as its link is (rxe reports the same when the
 	// netdev is up): the first event on Events.
 	d.event(qp.Event{Type: qp.EventPortActive, Port: 1})
@@ -282,6 +305,9 @@ func (d *Device) CreateCQ(cqe int) (*qp.CQ, error) {
 	cq, err := qp.NewCQ(cqe)
 	if err == nil {
 		cq.SetBusyPoll(d.cfg.BusyPoll)
+		if d.poller != nil {
+			cq.SetProgress(d.progress)
+		}
 	}
 	return cq, err
 }
@@ -530,6 +556,7 @@ func (d *Device) Counters() []Counter {
 		{"ecn_marked_packets", v.ECNMarked.Load()}, {"rate_reductions", v.RateReductions.Load()}, {"link_sent_pkts", v.LinkSentPkts.Load()},
 		{"link_rcvd_pkts", v.LinkRcvdPkts.Load()}, {"sent_bytes", v.SentBytes.Load()},
 		{"rcvd_bytes", v.RcvdBytes.Load()}, {"link_send_err", v.SendErrors.Load()},
+		{"polled_pkts", v.PolledPkts.Load()},
 	}
 }
 

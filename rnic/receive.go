@@ -12,24 +12,42 @@ import (
 // rxBatch is how many datagrams one ReadBatch may return.
 const rxBatch = 64
 
+// rxPath is the receive path's state: the batch and the sender that
+// answers it. The receive goroutine owns it, or, in polling mode, whoever
+// holds the device's rxMu.
+type rxPath struct {
+	pkts    []link.Packet
+	bufs    [][]byte
+	touched []*QP
+	cnps    []cnpTo
+	snd     *sender
+}
+
+func newRxPath(d *Device) *rxPath {
+	rx := &rxPath{pkts: make([]link.Packet, rxBatch), bufs: make([][]byte, rxBatch),
+		touched: make([]*QP, 0, rxBatch), cnps: make([]cnpTo, 0, rxBatch), snd: newSender(d)}
+	for i := range rx.bufs {
+		rx.bufs[i] = make([]byte, 65536)
+	}
+	return rx
+}
+
+// offer readies the batch for a read: every slot gets its buffer back.
+func (rx *rxPath) offer() []link.Packet {
+	for i := range rx.pkts {
+		rx.pkts[i] = link.Packet{Buf: rx.bufs[i]}
+	}
+	return rx.pkts
+}
+
 // receive is the device's receive loop: read a batch, check each datagram
 // (well-formed, ICRC), hand it to its QP, then send what the QPs that got
 // packets now have to send.
 func (d *Device) receive() {
 	defer d.wg.Done()
-	pkts := make([]link.Packet, rxBatch)
-	bufs := make([][]byte, rxBatch)
-	for i := range bufs {
-		bufs[i] = make([]byte, 65536)
-	}
-	touched := make([]*QP, 0, rxBatch)
-	cnps := make([]cnpTo, 0, rxBatch)
-	snd := newSender(d)
+	rx := d.rx
 	for {
-		for i := range pkts {
-			pkts[i] = link.Packet{Buf: bufs[i]}
-		}
-		n, err := d.link.ReadBatch(pkts)
+		n, err := d.link.ReadBatch(rx.offer())
 		if err != nil {
 			if errors.Is(err, link.ErrClosed) || d.closed.Load() {
 				return
@@ -37,40 +55,130 @@ func (d *Device) receive() {
 			d.log.Sugar().Warnf("receive: %v", err)
 			continue
 		}
-		now := time.Now()
-		view := *d.view.Load()
-		touched, cnps = touched[:0], cnps[:0]
-		for i := range pkts[:n] {
-			q, cnp := d.deliver(now, &pkts[i], view)
-			if q != nil && !containsQP(touched, q) {
-				touched = append(touched, q)
-			}
-			if cnp {
-				cnps = append(cnps, cnpTo{q: q, addr: pkts[i].Addr})
-			}
+		d.handle(rx, n)
+	}
+}
+
+// receivePolled is the receive loop of a device in polling mode: it takes
+// what arrives while nobody polls. It parks until the socket is readable,
+// then reads under rxMu, as the pollers do (see progress).
+func (d *Device) receivePolled() {
+	defer d.wg.Done()
+	for {
+		d.rxMu.Lock()
+		n, err := d.poller.TryReadBatch(d.rx.offer())
+		if n > 0 {
+			d.handle(d.rx, n)
 		}
-		// Send what the packets called for (ACKs, NAKs, read responses,
-		// requests an ACK let through the window) from here, without
-		// waking a worker.
-		if len(touched) > 0 {
-			d.sendMu.Lock()
-			for _, c := range cnps {
-				if snd.out.Room() == 0 {
-					snd.flush(now)
-				}
-				snd.out.AddCNP(c.addr, c.q.Query().DestQPN, c.q.QPN())
-				d.dev.CNPsSent.Add(1)
+		d.rxMu.Unlock()
+		if err == nil && n == 0 {
+			err = d.poller.WaitReadable()
+		}
+		if err != nil {
+			if errors.Is(err, link.ErrClosed) || d.closed.Load() {
+				return
 			}
-			for _, q := range touched {
-				snd.transmit(now, q)
-			}
-			snd.flush(now)
-			d.sendMu.Unlock()
-			for _, q := range touched {
-				q.rearm()
+			d.log.Sugar().Warnf("receive: %v", err)
+			if err = d.poller.WaitReadable(); errors.Is(err, link.ErrClosed) {
+				return
 			}
 		}
 	}
+}
+
+// Progress runs the receive path once in the caller's goroutine, in
+// polling mode (Config.BusyPoll): it takes everything waiting on the link,
+// delivers it and sends what it calls for, without blocking. It is what
+// CQ.Poll does first on an empty CQ, for programs that wait on memory
+// rather than on a CQ, as ib_write_lat waits for the peer's WRITE to land
+// in its buffer. If the receive goroutine or another poller is at it,
+// Progress returns at once: the packets are in hand. Outside polling mode
+// it does nothing.
+func (d *Device) Progress() {
+	if d.poller != nil {
+		d.progress()
+	}
+}
+
+// progress is the receive path run by a goroutine that polls a CQ in
+// polling mode (see Progress).
+func (d *Device) progress() {
+	if !d.rxMu.TryLock() {
+		return
+	}
+	for {
+		n, err := d.poller.TryReadBatch(d.rx.offer())
+		if n > 0 {
+			d.dev.PolledPkts.Add(uint64(n))
+			d.deliverBatch(d.rx, n)
+			// What the packets call for goes out from the QPs' worker, or
+			// with this goroutine's next post to the QP, whichever comes
+			// first: the poller takes its completions before the system
+			// call that sends the ACKs, and the ACK of a request it answers
+			// rides in the same batch as the answer (Transmit sends
+			// responses first).
+			for _, q := range d.rx.touched {
+				q.w.ring(q)
+			}
+		}
+		if err != nil || n < len(d.rx.pkts) {
+			break // a short batch leaves nothing behind (link.Poller)
+		}
+	}
+	d.rxMu.Unlock()
+}
+
+// handle delivers the batch's first n packets, then sends what they
+// called for (ACKs, NAKs, read responses, requests an ACK let through the
+// window) from here, without waking a worker.
+func (d *Device) handle(rx *rxPath, n int) {
+	now := d.deliverBatch(rx, n)
+	if len(rx.touched) == 0 {
+		return
+	}
+	snd := rx.snd
+	d.sendMu.Lock()
+	for _, q := range rx.touched {
+		snd.transmit(now, q)
+	}
+	snd.flush(now)
+	d.sendMu.Unlock()
+	for _, q := range rx.touched {
+		q.rearm()
+	}
+}
+
+// deliverBatch delivers the batch's first n packets to their QPs, which
+// it lists in rx.touched, and sends the CNPs the notification points
+// called for. It returns the time it took as now.
+func (d *Device) deliverBatch(rx *rxPath, n int) (now time.Time) {
+	now = time.Now()
+	view := *d.view.Load()
+	rx.touched, rx.cnps = rx.touched[:0], rx.cnps[:0]
+	for i := range rx.pkts[:n] {
+		q, cnp := d.deliver(now, &rx.pkts[i], view)
+		if q != nil && !containsQP(rx.touched, q) {
+			rx.touched = append(rx.touched, q)
+		}
+		if cnp {
+			rx.cnps = append(rx.cnps, cnpTo{q: q, addr: rx.pkts[i].Addr})
+		}
+	}
+	if len(rx.cnps) == 0 {
+		return now
+	}
+	snd := rx.snd
+	d.sendMu.Lock()
+	for _, c := range rx.cnps {
+		if snd.out.Room() == 0 {
+			snd.flush(now)
+		}
+		snd.out.AddCNP(c.addr, c.q.Query().DestQPN, c.q.QPN())
+		d.dev.CNPsSent.Add(1)
+	}
+	snd.flush(now)
+	d.sendMu.Unlock()
+	return now
 }
 
 // cnpTo is a CNP to send: for the flow that q receives from addr.

@@ -103,3 +103,29 @@ var ErrClosed = errors.New("link: closed")
 
 // RoCEv2Port is the IANA-assigned UDP destination port of RoCEv2.
 const RoCEv2Port = 4791
+
+// Poller is the receive side of a link that can be polled as well as
+// blocked on: the device's polling mode (rnic.Config.BusyPoll), where the
+// goroutine that polls a CQ also drives the receive path, as a polled NIC
+// driver does, instead of handing each packet to another goroutine.
+//
+// TryReadBatch and WaitReadable are called by one goroutine at a time
+// (the device serialises them), and not together with ReadBatch.
+type Poller interface {
+	// TryReadBatch is ReadBatch without the wait: it returns 0 and a nil
+	// error at once when no datagram is waiting. A call that fills all of
+	// pkts may leave datagrams behind for the next call; one that fills
+	// fewer leaves none.
+	TryReadBatch(pkts []Packet) (int, error)
+	// WaitReadable blocks until a datagram may be waiting, consuming
+	// nothing; it may return when another poller has already taken it.
+	// After Close it returns ErrClosed.
+	WaitReadable() error
+}
+
+// Pollable is a link that offers a Poller. Poller returns nil when this
+// link, on this kernel, cannot be polled.
+type Pollable interface {
+	Link
+	Poller() Poller
+}

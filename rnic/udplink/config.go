@@ -3,7 +3,6 @@ package udplink
 import (
 	"fmt"
 	"net/netip"
-	"time"
 
 	"go.uber.org/zap"
 
@@ -45,10 +44,6 @@ type Config struct {
 	// ReadBatch are filled up to BatchSize; longer batches passed to
 	// WriteBatch are sent in several calls.
 	BatchSize int
-	// BusyPoll, if positive, makes ReadBatch spin on the socket for up to
-	// this long when it is empty before parking the goroutine: lower
-	// latency for a core kept busy (Linux only).
-	BusyPoll time.Duration
 	// RoCEv2GSO says every datagram sent is a RoCEv2 packet (BTH to ICRC)
 	// whose last four bytes, in Tail, are an ICRC computed for IPv4
 	// Identification 0. It lets an IPv4 link send runs of datagrams as one

@@ -34,8 +34,9 @@ type Link struct {
 	buffers SocketBuffers
 	log     *zap.Logger
 
-	rx receiver // owned by the goroutine in ReadBatch
-	tx sender   // owned by the goroutine in WriteBatch
+	rx   receiver       // owned by the goroutine in ReadBatch
+	tx   sender         // owned by the goroutine in WriteBatch
+	poll polledReceiver // the Poller's; nil if the kernel lacks recvmmsg
 
 	closed atomic.Bool
 	count  counters
@@ -49,7 +50,7 @@ type counters struct {
 	txSegmented atomic.Uint64 // datagrams sent in a UDP GSO run
 }
 
-var _ link.Link = (*Link)(nil)
+var _ link.Pollable = (*Link)(nil)
 
 // receiver and sender are a platform's way of moving datagrams through the
 // socket: batched system calls (mmsg_linux.go) or one datagram per call
@@ -58,6 +59,14 @@ type receiver interface {
 	// receive fills pkts[:n] with datagrams, blocking until there is at
 	// least one. Every pkts[i].Buf has capacity > 0.
 	receive(pkts []link.Packet) (n int, err error)
+}
+
+// polledReceiver is a receiver that never blocks in receive (it returns
+// 0, nil when nothing is queued) and can wait for the socket to become
+// readable without reading.
+type polledReceiver interface {
+	receiver
+	waitReadable() error
 }
 
 type sender interface {
@@ -114,7 +123,7 @@ func Open(cfg Config) (*Link, error) {
 	if st.is6 {
 		l.caps.MaxDatagram = maxDatagram6
 	}
-	l.rx, l.tx = newIO(conn, cfg, st, &l.count)
+	l.rx, l.tx, l.poll = newIO(conn, cfg, st, &l.count)
 
 	l.log.Info("udplink: opened",
 		zap.Stringer("local", l.local),
@@ -166,6 +175,48 @@ func (l *Link) ReadBatch(pkts []link.Packet) (int, error) {
 		wireReceived()
 	}
 	return n, l.mapErr(err)
+}
+
+// Poller returns the link's polled receive side (link.Poller), or nil
+// where the kernel lacks recvmmsg. It has buffers of its own, so a device
+// may use it instead of ReadBatch: TryReadBatch returns the datagrams as
+// ReadBatch does, without waiting.
+func (l *Link) Poller() link.Poller {
+	if l.poll == nil {
+		return nil
+	}
+	return (*poller)(l)
+}
+
+// poller is a Link seen as its link.Poller.
+type poller Link
+
+func (p *poller) TryReadBatch(pkts []link.Packet) (int, error) {
+	l := (*Link)(p)
+	if l.closed.Load() {
+		return 0, link.ErrClosed
+	}
+	if len(pkts) == 0 {
+		return 0, nil
+	}
+	for i := range pkts {
+		if cap(pkts[i].Buf) == 0 {
+			return 0, fmt.Errorf("%w: pkts[%d]", ErrNoBuffer, i)
+		}
+	}
+	n, err := l.poll.receive(pkts)
+	if n > 0 {
+		wireReceived()
+	}
+	return n, l.mapErr(err)
+}
+
+func (p *poller) WaitReadable() error {
+	l := (*Link)(p)
+	if l.closed.Load() {
+		return link.ErrClosed
+	}
+	return l.mapErr(l.poll.waitReadable())
 }
 
 // WriteBatch sends each packet, gathered from Buf, Payload and Tail, to its

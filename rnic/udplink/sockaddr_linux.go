@@ -27,7 +27,9 @@ func sockaddrAddrPort(sa *unix.RawSockaddrInet6, zones *zoneCache) netip.AddrPor
 	return netip.AddrPort{}
 }
 
-// networkOrder reads a big-endian uint16 stored in a native-order field.
+// networkOrder reads a big-endian uint16 stored in a native-order field,
+// and, the swap being its own inverse, gives the native value to store
+// for a port to be read big-endian.
 func networkOrder(port uint16) uint16 {
 	b := (*[2]byte)(unsafe.Pointer(&port))
 	return uint16(b[0])<<8 | uint16(b[1])
@@ -51,4 +53,26 @@ func (z *zoneCache) name(index uint32) string {
 	}
 	(*z)[index] = name
 	return name
+}
+
+// scopeCache maps IPv6 zones (interface names, or indexes in decimal) of
+// link-local destinations to scope IDs, so that each is looked up once.
+// Not safe for concurrent use: the send path owns it.
+type scopeCache map[string]uint32
+
+func (c *scopeCache) index(zone string) uint32 {
+	if id, ok := (*c)[zone]; ok {
+		return id
+	}
+	if *c == nil {
+		*c = make(scopeCache)
+	}
+	var id uint32
+	if ifi, err := net.InterfaceByName(zone); err == nil {
+		id = uint32(ifi.Index)
+	} else if n, err := strconv.ParseUint(zone, 10, 32); err == nil {
+		id = uint32(n)
+	}
+	(*c)[zone] = id
+	return id
 }

@@ -119,8 +119,9 @@ func afterBind(conn *net.UDPConn, cfg Config, st *socketState) error {
 	return nil
 }
 
-// newIO returns the fastest receive and send paths the kernel offers.
-func newIO(conn *net.UDPConn, cfg Config, st *socketState, count *counters) (receiver, sender) {
+// newIO returns the fastest receive and send paths the kernel offers, and a
+// second, polled receive path (nil where recvmmsg is missing).
+func newIO(conn *net.UDPConn, cfg Config, st *socketState, count *counters) (receiver, sender, polledReceiver) {
 	if st.feat.mmsg {
 		maxDatagram := maxDatagram4
 		if st.is6 {
@@ -130,7 +131,8 @@ func newIO(conn *net.UDPConn, cfg Config, st *socketState, count *counters) (rec
 		gso := st.feat.gso && (st.is6 || cfg.RoCEv2GSO)
 		s := newMmsgSender(conn, st.is6, gso, maxDatagram, cfg.BatchSize, count)
 		s.gso.numberIDs = gso && !st.is6
-		return newMmsgReceiver(conn, cfg.BatchSize, st.feat.gro, cfg.BusyPoll, count), s
+		return newMmsgReceiver(conn, cfg.BatchSize, st.feat.gro, false, count), s,
+			newMmsgReceiver(conn, cfg.BatchSize, st.feat.gro, true, count)
 	}
-	return newSingleReceiver(conn, count), newSingleSender(conn)
+	return newSingleReceiver(conn, count), newSingleSender(conn), nil
 }
