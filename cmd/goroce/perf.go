@@ -122,6 +122,7 @@ type perfConfig struct {
 	txDepth  int
 	mtu      int
 	gbits    bool
+	events   bool // -e: sleep on CQ events instead of polling
 	addr     netip.Addr
 	cpuprof  string
 
@@ -232,6 +233,8 @@ func parsePerf(args []string, stdout, stderr io.Writer) (cfg perfConfig, code in
 	intFlag(fs, &gidIdx, "x", "gid-index", -1, "source GID `index` (ignored: a goroce device has one GID, its --addr)")
 	intFlag(fs, &cfg.mtu, "m", "mtu", 4096, "path `MTU`: 256, 512, 1024, 2048 or 4096")
 	fs.BoolVar(&cfg.gbits, "report_gbits", false, "report bandwidth in Gb/sec instead of MB/sec")
+	fs.BoolVar(&cfg.events, "e", false, "sleep on CQ events instead of polling (default: poll, the device in polling mode)")
+	fs.BoolVar(&cfg.events, "events", false, "same as -e")
 	cfg.obs.register(fs)
 	var cpuFreq bool
 	fs.BoolVar(&cpuFreq, "F", false, "do not fail on CPU frequency warnings (ignored: goroce times with the monotonic clock)")

@@ -87,7 +87,7 @@ func (pc *perfContext) bwClient(ctx context.Context, size int) (*bwRun, error) {
 			break
 		}
 		progress := ops
-		err := pc.waitFor(ctx, "a completion", 0, func() bool { return ops != progress }, handle, nil)
+		err := pc.waitFor(ctx, "a completion", func() bool { return ops != progress }, handle, nil)
 		if err != nil {
 			return nil, fmt.Errorf("after %d operations: %w", ops, err)
 		}
@@ -140,7 +140,7 @@ func (pc *perfContext) bwServerRecv(ctx context.Context, size int, target []int,
 	}
 	watch := done
 	for !complete() {
-		err := pc.waitFor(ctx, "a receive", 0, complete, handle, watch)
+		err := pc.waitFor(ctx, "a receive", complete, handle, watch)
 		if err == errPeerDone {
 			d := <-done
 			if d.err != nil {

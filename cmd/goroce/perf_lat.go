@@ -78,20 +78,20 @@ func (pc *perfContext) latLoop(ctx context.Context, size int, done chan peerDone
 		switch cfg.test.op {
 		case qp.WRSend:
 			if !client {
-				err = pc.waitFor(ctx, "the client's message", latSpins, func() bool { return q.received > recvBase+i }, handle, watch)
+				err = pc.waitFor(ctx, "the client's message", func() bool { return q.received > recvBase+i }, handle, watch)
 				if err != nil {
 					break
 				}
 			}
 			run.starts = appendStart(run.starts, timed, start)
-			if err = pc.waitFor(ctx, "a send completion", latSpins, func() bool { return sent-sendDone < 8 }, handle, nil); err != nil {
+			if err = pc.waitFor(ctx, "a send completion", func() bool { return sent-sendDone < 8 }, handle, nil); err != nil {
 				break
 			}
 			if err = post(); err != nil {
 				break
 			}
 			if client {
-				err = pc.waitFor(ctx, "the server's answer", latSpins, func() bool { return q.received > recvBase+i }, handle, nil)
+				err = pc.waitFor(ctx, "the server's answer", func() bool { return q.received > recvBase+i }, handle, nil)
 			}
 		case qp.WRRDMAWrite:
 			// As in perftest's write_lat, the server writes first and
@@ -107,7 +107,7 @@ func (pc *perfContext) latLoop(ctx context.Context, size int, done chan peerDone
 			}
 			run.starts = appendStart(run.starts, timed, start)
 			// The previous WRITE must be complete before its buffer changes.
-			if err = pc.waitFor(ctx, "a write completion", latSpins, sendsDone, handle, nil); err != nil {
+			if err = pc.waitFor(ctx, "a write completion", sendsDone, handle, nil); err != nil {
 				break
 			}
 			q.buf[size-1] = marker
@@ -122,7 +122,7 @@ func (pc *perfContext) latLoop(ctx context.Context, size int, done chan peerDone
 			if err = post(); err != nil {
 				break
 			}
-			err = pc.waitFor(ctx, "a read completion", latSpins, sendsDone, handle, nil)
+			err = pc.waitFor(ctx, "a read completion", sendsDone, handle, nil)
 		}
 		if err == errPeerDone {
 			d := <-done
@@ -146,7 +146,7 @@ func (pc *perfContext) latLoop(ctx context.Context, size int, done chan peerDone
 	}
 	run.elapsed = time.Since(start)
 	run.iters = i
-	if err := pc.waitFor(ctx, "the last send completion", latSpins, sendsDone, handle, nil); err != nil {
+	if err := pc.waitFor(ctx, "the last send completion", sendsDone, handle, nil); err != nil {
 		return nil, err
 	}
 	return run, nil
@@ -163,23 +163,23 @@ func appendStart(starts []time.Duration, timed bool, t0 time.Time) []time.Durati
 
 // spinForByte polls buf[i] until the peer's RDMA WRITE sets it to want,
 // as perftest's write_lat polls the last byte of its buffer: no completion
-// tells a WRITE's target that it arrived. It spins latSpins times, then
-// naps between looks: perftest spins on a CPU of its own, but goroce's
-// device is goroutines of this same process, which a pure spin would
-// starve on a small machine. It gives up after cfg.stall, when ctx is
-// done, or (errPeerDone) when the client's done line arrives.
+// tells a WRITE's target that it arrived. Polling (the default), each
+// look first runs the device's receive path (rnic.Device.Progress), so the
+// WRITE lands in this goroutine; with -e the device's goroutines receive
+// it and this one naps between looks. It gives up after cfg.stall, when
+// ctx is done, or (errPeerDone) when the client's done line arrives.
 func (pc *perfContext) spinForByte(ctx context.Context, buf []byte, i int, want byte, done chan peerDone) error {
 	deadline := time.Now().Add(pc.cfg.stall)
 	for n := 1; peerByte(buf, i) != want; n++ {
-		switch {
-		case n < latSpins && n%16 != 0:
-			continue
-		case n < latSpins:
-			runtime.Gosched()
-			continue
-		}
-		time.Sleep(latNap)
-		if n%64 != 0 {
+		if !pc.cfg.events {
+			pc.dev.Progress()
+			if n%16 == 0 {
+				runtime.Gosched()
+			}
+			if n%pollChecks != 0 {
+				continue
+			}
+		} else if time.Sleep(latNap); n%64 != 0 {
 			continue
 		}
 		if time.Now().After(deadline) {

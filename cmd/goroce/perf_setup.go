@@ -70,6 +70,9 @@ const perfAccess = mr.AccessLocalWrite | mr.AccessRemoteWrite | mr.AccessRemoteR
 // QPs in INIT with their buffers, as perftest's ctx_init does.
 func newPerfContext(cfg perfConfig) (*perfContext, error) {
 	dc := rnic.Config{Addr: netip.AddrPortFrom(cfg.addr, 0), MTU: 4096}
+	if !cfg.events {
+		dc.BusyPoll = perfBusyPoll
+	}
 	dev, closeObs, err := cfg.obs.openDevice(dc, os.Stderr)
 	if err != nil {
 		return nil, err

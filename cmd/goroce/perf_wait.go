@@ -17,21 +17,17 @@ import (
 // (with -D the server learns the number of operations only then).
 var errPeerDone = errors.New("the client is done")
 
-// latSpins is how many times a latency test polls before it blocks: a
-// few microseconds of spinning, as perftest spins, where there are cores
-// to spare. With fewer than 4 CPUs, the two processes' spinning steals the
-// cores their own device goroutines need: on 2 cores, send_lat's median
-// measured 72-78 µs spinning against 23-31 µs blocking at once.
-var latSpins = func() int {
-	if runtime.NumCPU() < 4 {
-		return 0
-	}
-	return 2000
-}()
+// perfBusyPoll is the device's polling budget when the test polls (the
+// default, as in perftest; -e sleeps on CQ events instead): CQ.Wait spins
+// this long, driving the receive path, before it parks.
+const perfBusyPoll = 200 * time.Microsecond
 
-// latNap is how long write_lat sleeps between looks at its buffer once it
-// has spun latSpins times.
+// latNap is how long write_lat sleeps between looks at its buffer with -e.
 const latNap = 5 * time.Microsecond
+
+// pollChecks is how many empty polls pass between looks at the clock, the
+// context and the peer's done line while a test spins.
+const pollChecks = 1024
 
 // drain polls the CQ once and hands each completion to handle. A
 // completion with an error status ends the run with that status.
@@ -49,11 +45,13 @@ func (pc *perfContext) drain(handle func(wc *qp.WC)) (int, error) {
 }
 
 // waitFor polls the CQ, handing completions to handle, until ready
-// reports true. It spins for spins polls, then blocks on the CQ. It fails
-// after cfg.stall without a completion, when ctx is done, and, if done is
-// not nil, returns errPeerDone when the client's done line arrives (its
-// value is put back for the caller).
-func (pc *perfContext) waitFor(ctx context.Context, what string, spins int, ready func() bool,
+// reports true. It spins, as perftest does, the device in polling mode so
+// that each poll also runs its receive path (rnic.Config.BusyPoll); with
+// -e it blocks on the CQ instead. It fails after cfg.stall without a
+// completion, when ctx is done, and, if done is not nil, returns
+// errPeerDone when the client's done line arrives (its value is put back
+// for the caller).
+func (pc *perfContext) waitFor(ctx context.Context, what string, ready func() bool,
 	handle func(wc *qp.WC), done chan peerDone) error {
 	deadline := time.Now().Add(pc.cfg.stall)
 	for i := 0; ; i++ {
@@ -77,9 +75,17 @@ func (pc *perfContext) waitFor(ctx context.Context, what string, spins int, read
 			default:
 			}
 		}
-		if i < spins {
+		if !pc.cfg.events {
 			if i%16 == 15 {
-				runtime.Gosched()
+				runtime.Gosched() // the device's goroutines (timers) share this P
+			}
+			if i%pollChecks == pollChecks-1 {
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				if time.Now().After(deadline) {
+					return fmt.Errorf("%w: waited %v for %s", errStalled, pc.cfg.stall, what)
+				}
 			}
 			continue
 		}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os/exec"
+	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -19,7 +20,7 @@ func runPerf(bin, test string, args ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	srvArgs := append([]string{"perf", test, "--addr", "127.0.0.1", "-p", "0"}, args...)
-	srv := exec.CommandContext(ctx, bin, srvArgs...)
+	srv := pinned(ctx, 1, bin, srvArgs...)
 	stderr, err := srv.StderrPipe()
 	if err != nil {
 		return "", err
@@ -47,11 +48,23 @@ func runPerf(bin, test string, args ...string) (string, error) {
 	}()
 	cliArgs := append([]string{"perf", test, "--addr", "127.0.0.2", "-p", port}, args...)
 	cliArgs = append(cliArgs, "127.0.0.1")
-	out, err := exec.CommandContext(ctx, bin, cliArgs...).CombinedOutput()
+	out, err := pinned(ctx, 0, bin, cliArgs...).CombinedOutput()
 	if err != nil {
 		return "", fmt.Errorf("goroce %s: %v\n%s", strings.Join(cliArgs, " "), err, out)
 	}
 	return string(out), nil
+}
+
+// pinned is the command bin args, run on CPU cpu alone where the machine
+// has two CPUs or more and taskset(1) is installed, as the UDP ping-pong
+// ceiling pins its two threads: the perf server on one CPU, the client on
+// another, rather than both wherever the scheduler puts them. Go sizes
+// GOMAXPROCS to the one CPU it is given.
+func pinned(ctx context.Context, cpu int, bin string, args ...string) *exec.Cmd {
+	if ts, err := exec.LookPath("taskset"); err == nil && runtime.NumCPU() >= 2 {
+		return exec.CommandContext(ctx, ts, append([]string{"-c", strconv.Itoa(cpu), bin}, args...)...)
+	}
+	return exec.CommandContext(ctx, bin, args...)
 }
 
 // dataLine returns the fields of the first line after the column header
