@@ -54,6 +54,14 @@ type Options struct {
 	Slots, SlotSize int
 	// MTU of the device and QPs. Default 4096.
 	MTU int
+	// BusyPoll is how long the progress loop spins on the device before
+	// it sleeps: the device's polling mode (rnic.Config.BusyPoll), where
+	// the goroutine that waits for a transfer receives its packets
+	// itself, as NCCL's proxy thread spins on its CQ. Zero picks
+	// DefaultBusyPoll if the ranks on this host fit its CPUs (spinning
+	// ranks that share a CPU slow each other down), else off; negative is
+	// off. GOROCE_BUSY_POLL (a duration, 0 for off) overrides it.
+	BusyPoll time.Duration
 	// Device, if set, is the RNIC to use (for example one on a simulated
 	// network); the communicator does not close it. Otherwise
 	// CommInitRank opens one and closes it in Destroy/Abort, with peer
@@ -68,6 +76,10 @@ type Options struct {
 	// that.
 	GPU *GPU
 }
+
+// DefaultBusyPoll is Options.BusyPoll's default where ranks have CPUs to
+// spin on.
+const DefaultBusyPoll = 200 * time.Microsecond
 
 func (o *Options) defaults() {
 	if o.Timeout <= 0 {

@@ -58,6 +58,8 @@
 //	GOROCE_TRACE         any value: the RNIC prints its packet trace to stderr
 //	GOROCE_PCAP          PATH: the RNIC captures to PATH.rankN.pcap
 //	GOROCE_PEER_MEMORY   1: the RNIC may register GPU memory (nvidia_peermem loaded)
+//	GOROCE_BUSY_POLL     how long a rank spins on its RNIC before it sleeps (200us; 0: off;
+//	                     default on when this host's ranks fit its CPUs)
 //
 // Bit-identical results: each reduced element is computed by one rank in a
 // fixed order (ring) or by partners with commutative kernels (recursive

@@ -2,10 +2,14 @@ package nccl
 
 import (
 	"errors"
+	"net/netip"
 	"os"
 	"path/filepath"
+	"runtime"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestReadEnv(t *testing.T) {
@@ -114,5 +118,39 @@ func TestDebugEnv(t *testing.T) {
 	setEnv(t, map[string]string{"NCCL_DEBUG": "bogus"})
 	if _, err := LoggerFromEnv(); !errors.Is(err, ErrInvalidArgument) {
 		t.Errorf("NCCL_DEBUG=bogus: %v", err)
+	}
+}
+
+func TestBusyPoll(t *testing.T) {
+	lo, remote := netip.MustParseAddr("127.0.0.10"), netip.MustParseAddr("192.0.2.1")
+	cpus := runtime.NumCPU()
+	for _, c := range []struct {
+		name   string
+		env    map[string]string
+		opt    time.Duration
+		addr   netip.Addr
+		nranks int
+		want   time.Duration
+	}{
+		{"loopback ranks fit the CPUs", nil, 0, lo, cpus, DefaultBusyPoll},
+		{"loopback ranks outnumber the CPUs", nil, 0, lo, cpus + 1, 0},
+		{"one rank per remote host", nil, 0, remote, 64, DefaultBusyPoll},
+		{"the launcher's local size", map[string]string{"LOCAL_WORLD_SIZE": strconv.Itoa(cpus + 1)}, 0, remote, 64, 0},
+		{"Open MPI's local size", map[string]string{"OMPI_COMM_WORLD_LOCAL_SIZE": "1"}, 0, lo, cpus + 1, DefaultBusyPoll},
+		{"explicit", nil, 50 * time.Microsecond, lo, cpus + 1, 50 * time.Microsecond},
+		{"explicitly off", nil, -1, lo, 1, 0},
+		{"the environment wins", map[string]string{"GOROCE_BUSY_POLL": "1ms"}, -1, lo, 1, time.Millisecond},
+		{"the environment turns it off", map[string]string{"GOROCE_BUSY_POLL": "0"}, 0, lo, 1, 0},
+	} {
+		setEnv(t, c.env)
+		if got, err := busyPoll(c.opt, c.addr, c.nranks); err != nil || got != c.want {
+			t.Errorf("%s: busyPoll = %v, %v; want %v", c.name, got, err, c.want)
+		}
+	}
+	for _, bad := range []string{"fast", "-1ms"} {
+		setEnv(t, map[string]string{"GOROCE_BUSY_POLL": bad})
+		if _, err := busyPoll(0, lo, 2); !errors.Is(err, ErrInvalidArgument) {
+			t.Errorf("GOROCE_BUSY_POLL=%q: %v, want ErrInvalidArgument", bad, err)
+		}
 	}
 }

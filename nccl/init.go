@@ -9,6 +9,7 @@ import (
 	"hash/fnv"
 	"net"
 	"net/netip"
+	"runtime"
 	"strconv"
 	"sync"
 	"time"
@@ -152,7 +153,12 @@ func CommInitRank(ctx context.Context, nranks int, id UniqueID, rank int, opts O
 			return fail(err)
 		}
 		peerMemory := getenv("GOROCE_PEER_MEMORY") == "1" || (opts.GPU != nil && opts.GPU.PeerMemory)
-		dc := rnic.Config{Addr: addr, MTU: opts.MTU, Logger: opts.Logger, PeerMemory: peerMemory}
+		busy, err := busyPoll(opts.BusyPoll, addr.Addr(), nranks)
+		if err != nil {
+			return fail(err)
+		}
+		dc := rnic.Config{Addr: addr, MTU: opts.MTU, Logger: opts.Logger, PeerMemory: peerMemory, BusyPoll: busy}
+		log.Debug("rnic polling", zap.Duration("busy_poll", busy))
 		closeObs, err := observeFromEnv(&dc, rank)
 		if err != nil {
 			return fail(err)
@@ -220,6 +226,41 @@ func CommInitRank(ctx context.Context, nranks int, id UniqueID, rank int, opts O
 	}
 	log.Info("init done", zap.String("root", rootAddr), zap.Stringer("rnic", dev.Addr()))
 	return c, nil
+}
+
+// busyPoll picks the device's polling budget: GOROCE_BUSY_POLL, else an
+// explicit Options.BusyPoll, else DefaultBusyPoll if this host's ranks fit
+// its CPUs. The ranks on this host are LOCAL_WORLD_SIZE or
+// OMPI_COMM_WORLD_LOCAL_SIZE when a launcher says, else all of them on a
+// loopback address, else one.
+func busyPoll(opt time.Duration, addr netip.Addr, nranks int) (time.Duration, error) {
+	if s := getenv("GOROCE_BUSY_POLL"); s != "" {
+		d, err := time.ParseDuration(s)
+		if err != nil || d < 0 {
+			return 0, fmt.Errorf("%w: GOROCE_BUSY_POLL=%q (want a duration such as 200us, or 0 for off)", ErrInvalidArgument, s)
+		}
+		return d, nil
+	}
+	switch {
+	case opt < 0:
+		return 0, nil
+	case opt > 0:
+		return opt, nil
+	}
+	local := 1
+	if addr.Unmap().IsLoopback() {
+		local = nranks
+	}
+	for _, k := range []string{"LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE"} {
+		if n, err := strconv.Atoi(getenv(k)); err == nil && n > 0 {
+			local = n
+			break
+		}
+	}
+	if local > runtime.NumCPU() {
+		return 0, nil
+	}
+	return DefaultBusyPoll, nil
 }
 
 // deviceAddr picks the RNIC address: explicit, GOROCE_ADDR, or
