@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"time"
+	"unsafe"
 
 	"github.com/goroce/goroce/nccl/reduce"
 	"github.com/goroce/goroce/nccl/sched"
@@ -19,6 +20,23 @@ type executor struct {
 	scratch []byte // sched.Scratch, grown as needed
 	staging []byte // incoming data of RecvReduce steps, grown as needed
 	reqs    []transport.Request
+
+	// The run's data type and op, for combine; combineFn is combine
+	// bound once, so that passing it allocates nothing.
+	dt        DataType
+	op        Op
+	combineFn func(dst, in, src []byte) error
+	// Per phase: which steps reduce as their data lands, and their
+	// regions' bytes.
+	streamed  []bool
+	srcs, dst [][]byte
+}
+
+// combine is a streamed RecvReduce step's work on one fragment: dst =
+// in op src, the operands in the order the staged path uses, so that the
+// bits are the same.
+func (e *executor) combine(dst, in, src []byte) error {
+	return reduce.ApplyTo(dst, in, src, e.dt, e.op)
 }
 
 // run executes plan. bufs holds the buffer of each sched.Buf (Input,
@@ -48,7 +66,17 @@ func (e *executor) run(ctx context.Context, plan *sched.Plan, bufs [][]byte, esz
 		}
 		staging := e.staging
 		var incoming [][]byte
-		for _, s := range ph {
+		reducer, canStream := e.t.(transport.Reducer)
+		if canStream {
+			if e.combineFn == nil {
+				e.combineFn = e.combine
+			}
+			e.dt, e.op = dt, op
+			if err := e.plan(ph, bytesOf); err != nil {
+				return -1, err
+			}
+		}
+		for i, s := range ph {
 			var (
 				req transport.Request
 				err error
@@ -75,6 +103,13 @@ func (e *executor) run(ctx context.Context, plan *sched.Plan, bufs [][]byte, esz
 				}
 				req, err = e.t.Irecv(s.Peer, dst)
 			case sched.RecvReduce:
+				if canStream && e.streamed[i] {
+					req, err = reducer.IrecvReduce(s.Peer, e.dst[i], e.srcs[i], esz, e.combineFn)
+					if !errors.Is(err, errors.ErrUnsupported) {
+						break
+					}
+					e.streamed[i] = false
+				}
 				n := s.Dst.Len * esz
 				in := staging[:n:n]
 				staging = staging[n:]
@@ -89,8 +124,8 @@ func (e *executor) run(ctx context.Context, plan *sched.Plan, bufs [][]byte, esz
 		if peer, err := e.wait(ctx); err != nil {
 			return peer, err
 		}
-		for _, s := range ph {
-			if s.Kind != sched.RecvReduce {
+		for i, s := range ph {
+			if s.Kind != sched.RecvReduce || (canStream && e.streamed[i]) {
 				continue
 			}
 			src, err1 := bytesOf(s.Src)
@@ -109,6 +144,55 @@ func (e *executor) run(ctx context.Context, plan *sched.Plan, bufs [][]byte, esz
 		}
 	}
 	return -1, nil
+}
+
+// plan decides which RecvReduce steps of a phase combine their data as it
+// lands (streamed) rather than after the phase from a staging buffer: those
+// whose output no other step of the phase reads or writes, and whose input
+// no other step writes (Copy steps before them excepted: they run as the
+// phase is posted). The staged order is the schedule's contract: a
+// phase's sends read their sources and its receives land before any
+// reduction, which streaming keeps only where nothing else touches the
+// bytes. It also records every step's source and destination bytes.
+func (e *executor) plan(ph []sched.Step, bytesOf func(sched.Region) ([]byte, error)) error {
+	e.streamed = append(e.streamed[:0], make([]bool, len(ph))...)
+	e.srcs, e.dst = append(e.srcs[:0], make([][]byte, len(ph))...), append(e.dst[:0], make([][]byte, len(ph))...)
+	for i, s := range ph {
+		var err1, err2 error
+		switch s.Kind {
+		case sched.Send:
+			e.srcs[i], err1 = bytesOf(s.Src)
+		case sched.Recv:
+			e.dst[i], err2 = bytesOf(s.Dst)
+		case sched.Copy, sched.RecvReduce:
+			e.srcs[i], err1 = bytesOf(s.Src)
+			e.dst[i], err2 = bytesOf(s.Dst)
+		}
+		if err := errors.Join(err1, err2); err != nil {
+			return err
+		}
+	}
+	for i, s := range ph {
+		if s.Kind != sched.RecvReduce {
+			continue
+		}
+		ok := same(e.dst[i], e.srcs[i]) || !overlap(e.dst[i], e.srcs[i])
+		for j, t := range ph {
+			if j == i || (t.Kind == sched.Copy && j < i) {
+				continue // a Copy before the receive is done when it is posted
+			}
+			if overlap(e.dst[i], e.srcs[j]) || overlap(e.dst[i], e.dst[j]) || overlap(e.srcs[i], e.dst[j]) {
+				ok = false
+			}
+		}
+		e.streamed[i] = ok
+	}
+	return nil
+}
+
+// same reports whether a and b are the same bytes.
+func same(a, b []byte) bool {
+	return len(a) == len(b) && (len(a) == 0 || unsafe.SliceData(a) == unsafe.SliceData(b))
 }
 
 // wait drives the transport until every request of the phase completes.

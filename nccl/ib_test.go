@@ -50,7 +50,11 @@ func ibCommsDevs(t testing.TB, n int, opts Options, link simlink.PortConfig) ([]
 		}
 		t.Cleanup(func() { dev.Close() })
 		devs[r] = dev
-		if trs[r], err = ib.New(ib.Config{Device: dev, Rank: r, Size: n, Slots: 4, SlotSize: 4096, MTU: 1024,
+		slotSize := 4096
+		if opts.SlotSize > 0 {
+			slotSize = opts.SlotSize
+		}
+		if trs[r], err = ib.New(ib.Config{Device: dev, Rank: r, Size: n, Slots: 4, SlotSize: slotSize, MTU: 1024,
 			Timeout: 10, RetryCnt: 3}); err != nil {
 			t.Fatal(err)
 		}
@@ -107,6 +111,21 @@ func TestCollectivesIB(t *testing.T) {
 			})
 		}
 	}
+}
+
+// Slots whose size is no multiple of the element size cannot stream the
+// ring's reductions (a fragment would cut an element in two): the executor
+// stages them instead, with the same results.
+func TestAllReduceIBOddSlots(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		comms := ibComms(t, 3, Options{Algo: AlgoRing, SlotSize: 1002}, simlink.PortConfig{})
+		rng := rand.New(rand.NewPCG(4, 4))
+		for _, dt := range []DataType{Int64, Float32, BFloat16} {
+			for _, inPlace := range []bool{false, true} {
+				testAllReduce(t, comms, rng, dt, Sum, 5000, inPlace)
+			}
+		}
+	})
 }
 
 // Over a lossy simulated link (1% of packets dropped) RC retransmission

@@ -11,59 +11,69 @@ import (
 // Divide once on the fully reduced result. dst and src must have the same
 // length, a whole number of elements; they may be the same slice but must
 // not otherwise overlap.
-func Apply(dst, src []byte, t DataType, op Op) error {
-	if err := check(dst, src, t, op); err != nil {
+func Apply(dst, src []byte, t DataType, op Op) error { return ApplyTo(dst, dst, src, t, op) }
+
+// ApplyTo is Apply into a third buffer: dst[i] = a[i] op b[i], the same
+// bits as Apply(a, b) would leave in a. All three have the same length;
+// dst may be a or b (the same slice) but must not otherwise overlap them.
+// A collective uses it to combine data as it arrives in a receive slot
+// with the local data, straight into the output.
+func ApplyTo(dst, a, b []byte, t DataType, op Op) error {
+	if err := check(dst, a, t, op); err != nil {
+		return err
+	}
+	if err := check(dst, b, t, op); err != nil {
 		return err
 	}
 	if op == Avg {
 		op = Sum
 	}
-	if applyNative(dst, src, t, op) {
+	if applyNative(dst, a, b, t, op) {
 		return nil
 	}
-	applyBytes(dst, src, t, op)
+	applyBytes(dst, a, b, t, op)
 	return nil
 }
 
-// applyBytes is Apply element by element through encoding/binary: for
+// applyBytes is ApplyTo element by element through encoding/binary: for
 // every type and op, on any machine and any alignment.
-func applyBytes(dst, src []byte, t DataType, op Op) {
+func applyBytes(dst, a, b []byte, t DataType, op Op) {
 	switch t {
 	case Int8:
 		for i := range dst {
-			dst[i] = byte(int8Op(int8(dst[i]), int8(src[i]), op))
+			dst[i] = byte(int8Op(int8(a[i]), int8(b[i]), op))
 		}
 	case Uint8:
 		for i := range dst {
-			dst[i] = intOp(dst[i], src[i], op)
+			dst[i] = intOp(a[i], b[i], op)
 		}
 	case Int32:
 		for i := 0; i < len(dst); i += 4 {
-			a, b := int32(le.Uint32(dst[i:])), int32(le.Uint32(src[i:]))
-			le.PutUint32(dst[i:], uint32(intOp(a, b, op)))
+			x, y := int32(le.Uint32(a[i:])), int32(le.Uint32(b[i:]))
+			le.PutUint32(dst[i:], uint32(intOp(x, y, op)))
 		}
 	case Uint32:
 		for i := 0; i < len(dst); i += 4 {
-			le.PutUint32(dst[i:], intOp(le.Uint32(dst[i:]), le.Uint32(src[i:]), op))
+			le.PutUint32(dst[i:], intOp(le.Uint32(a[i:]), le.Uint32(b[i:]), op))
 		}
 	case Int64:
 		for i := 0; i < len(dst); i += 8 {
-			a, b := int64(le.Uint64(dst[i:])), int64(le.Uint64(src[i:]))
-			le.PutUint64(dst[i:], uint64(intOp(a, b, op)))
+			x, y := int64(le.Uint64(a[i:])), int64(le.Uint64(b[i:]))
+			le.PutUint64(dst[i:], uint64(intOp(x, y, op)))
 		}
 	case Uint64:
 		for i := 0; i < len(dst); i += 8 {
-			le.PutUint64(dst[i:], intOp(le.Uint64(dst[i:]), le.Uint64(src[i:]), op))
+			le.PutUint64(dst[i:], intOp(le.Uint64(a[i:]), le.Uint64(b[i:]), op))
 		}
 	case Float32:
 		for i := 0; i < len(dst); i += 4 {
-			a, b := math.Float32frombits(le.Uint32(dst[i:])), math.Float32frombits(le.Uint32(src[i:]))
-			le.PutUint32(dst[i:], math.Float32bits(float32Op(a, b, op)))
+			x, y := math.Float32frombits(le.Uint32(a[i:])), math.Float32frombits(le.Uint32(b[i:]))
+			le.PutUint32(dst[i:], math.Float32bits(float32Op(x, y, op)))
 		}
 	case Float64:
 		for i := 0; i < len(dst); i += 8 {
-			a, b := math.Float64frombits(le.Uint64(dst[i:])), math.Float64frombits(le.Uint64(src[i:]))
-			le.PutUint64(dst[i:], math.Float64bits(float64Op(a, b, op)))
+			x, y := math.Float64frombits(le.Uint64(a[i:])), math.Float64frombits(le.Uint64(b[i:]))
+			le.PutUint64(dst[i:], math.Float64bits(float64Op(x, y, op)))
 		}
 	case Float16, BFloat16:
 		n, wide := binary16, binary16Table()
@@ -71,8 +81,8 @@ func applyBytes(dst, src []byte, t DataType, op Op) {
 			n, wide = bfloat16, bfloat16Table()
 		}
 		for i := 0; i < len(dst); i += 2 {
-			a, b := float64(wide[le.Uint16(dst[i:])]), float64(wide[le.Uint16(src[i:])])
-			le.PutUint16(dst[i:], n.encode(float64Op(a, b, op)))
+			x, y := float64(wide[le.Uint16(a[i:])]), float64(wide[le.Uint16(b[i:])])
+			le.PutUint16(dst[i:], n.encode(float64Op(x, y, op)))
 		}
 	}
 }

@@ -17,22 +17,23 @@ var littleEndian = func() bool {
 	return *(*byte)(unsafe.Pointer(&x)) == 1
 }()
 
-// applyNative does Apply's work for Sum and Prod on the types of at least
-// 4 bytes through typed views of dst and src, and reports whether it could
-// (little-endian machine, both buffers aligned for the type).
-func applyNative(dst, src []byte, t DataType, op Op) bool {
+// applyNative does ApplyTo's work for Sum and Prod on the types of at
+// least 4 bytes through typed views of dst, a and b, and reports whether
+// it could (little-endian machine, all three buffers aligned for the
+// type).
+func applyNative(dst, a, b []byte, t DataType, op Op) bool {
 	if !littleEndian || len(dst) == 0 || (op != Sum && op != Prod) {
 		return false
 	}
 	switch t {
 	case Float32:
-		return combine[float32](dst, src, op)
+		return combine[float32](dst, a, b, op)
 	case Float64:
-		return combine[float64](dst, src, op)
+		return combine[float64](dst, a, b, op)
 	case Int32, Uint32:
-		return combine[uint32](dst, src, op)
+		return combine[uint32](dst, a, b, op)
 	case Int64, Uint64:
-		return combine[uint64](dst, src, op)
+		return combine[uint64](dst, a, b, op)
 	}
 	return false
 }
@@ -41,26 +42,30 @@ type native interface {
 	float32 | float64 | uint32 | uint64
 }
 
-// combine adds (Sum) or multiplies (Prod) src into dst as elements of T,
-// if both are aligned for T.
-func combine[T native](dst, src []byte, op Op) bool {
+// combine sets dst to a + b (Sum) or a × b (Prod) as elements of T, if
+// all three are aligned for T.
+func combine[T native](dst, a, b []byte, op Op) bool {
 	d, ok := view[T](dst)
 	if !ok {
 		return false
 	}
-	s, ok := view[T](src)
+	x, ok := view[T](a)
 	if !ok {
 		return false
 	}
-	s = s[:len(d)]
+	y, ok := view[T](b)
+	if !ok {
+		return false
+	}
+	x, y = x[:len(d)], y[:len(d)]
 	if op == Prod {
 		for i := range d {
-			d[i] *= s[i]
+			d[i] = x[i] * y[i]
 		}
 		return true
 	}
 	for i := range d {
-		d[i] += s[i]
+		d[i] = x[i] + y[i]
 	}
 	return true
 }

@@ -5,22 +5,34 @@ package sched
 // ring all-gather passes every block on. Each block is reduced by exactly
 // one rank, in a fixed order, and copied to the others, so every rank ends
 // with the same bits. Input and Output may be the same buffer.
+//
+// Input is never copied to Output: the first step sends this rank's block
+// from Input, each reduction combines the incoming partial sum with the
+// Input block into the Output block, and every Output block is written,
+// by a reduction or by the all-gather, before it is sent on.
 func RingAllReduce(rank, n, count int) (*Plan, error) {
 	if err := checkArgs("ring AllReduce", rank, n, count, 0); err != nil {
 		return nil, err
 	}
 	b := newBuilder(rank, n, count, count)
-	b.copy(Region{Input, 0, count}, Region{Output, 0, count})
+	if n == 1 {
+		b.copy(Region{Input, 0, count}, Region{Output, 0, count})
+		return b.plan(), nil
+	}
 	next, prev := mod(rank+1, n), mod(rank-1, n)
-	chunk := func(c int) Region { return block(Output, 0, count, n, mod(c, n)) }
+	chunk := func(buf Buf, c int) Region { return block(buf, 0, count, n, mod(c, n)) }
 	for k := 0; k < n-1; k++ { // reduce-scatter
-		b.send(next, chunk(rank-k))
-		b.recvReduce(prev, chunk(rank-k-1), chunk(rank-k-1))
+		from := Output
+		if k == 0 {
+			from = Input
+		}
+		b.send(next, chunk(from, rank-k))
+		b.recvReduce(prev, chunk(Input, rank-k-1), chunk(Output, rank-k-1))
 		b.next()
 	}
 	for k := 0; k < n-1; k++ { // all-gather, starting from the block this rank owns
-		b.send(next, chunk(rank+1-k))
-		b.recv(prev, chunk(rank-k))
+		b.send(next, chunk(Output, rank+1-k))
+		b.recv(prev, chunk(Output, rank-k))
 		b.next()
 	}
 	return b.plan(), nil

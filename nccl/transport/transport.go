@@ -29,6 +29,22 @@ type Transport interface {
 	Close() error
 }
 
+// Reducer is a Transport that can combine a message with local data as
+// its fragments land, without keeping the message anywhere: NCCL's
+// recvReduce, done by the receive path.
+type Reducer interface {
+	// IrecvReduce posts a receive of exactly len(dst) bytes from peer,
+	// as Irecv does, but hands each fragment to combine as it arrives:
+	// combine(dst[i:j], in, src[i:j]) with in the fragment's bytes i..j
+	// of the message, in order. Every i is a multiple of align; a
+	// transport that cannot cut fragments so returns an error wrapping
+	// errors.ErrUnsupported, and the caller receives with Irecv instead.
+	// dst and src (which may be the same slice) must stay untouched by
+	// anyone else until the request completes. An error from combine
+	// fails the connection.
+	IrecvReduce(peer int, dst, src []byte, align int, combine func(dst, in, src []byte) error) (Request, error)
+}
+
 // Request is a posted send or receive.
 type Request interface {
 	// Test reports whether the request has completed, and its error.

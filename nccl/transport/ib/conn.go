@@ -57,6 +57,11 @@ type recvReq struct {
 	off        int
 	done       bool
 	err        error
+
+	// An IrecvReduce: each fragment goes through combine with src
+	// instead of being copied into buf.
+	src     []byte
+	combine func(dst, in, src []byte) error
 }
 
 func (r *recvReq) Test() (bool, error) { return r.done || r.err != nil, r.err }
@@ -155,7 +160,13 @@ func (c *conn) pump() {
 				transport.ErrLength, r.got, len(r.buf), n, want))
 			return
 		}
-		copy(r.buf[r.off:r.off+n], c.recvMR.Bytes()[c.recvSlot*slot:])
+		in := c.recvMR.Bytes()[c.recvSlot*slot:][:n]
+		if r.combine == nil {
+			copy(r.buf[r.off:r.off+n], in)
+		} else if err := r.combine(r.buf[r.off:r.off+n], in, r.src[r.off:r.off+n]); err != nil {
+			c.fail(fmt.Errorf("combining fragment %d of a %d-byte receive: %w", r.got, len(r.buf), err))
+			return
+		}
 		r.off += n
 		r.got++
 		c.arrived = c.arrived[1:]

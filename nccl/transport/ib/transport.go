@@ -293,6 +293,29 @@ func (t *Transport) Irecv(peer int, buf []byte) (transport.Request, error) {
 	return r, nil
 }
 
+// IrecvReduce posts a receive from peer that combines each fragment with
+// src into dst as it lands in its slot (transport.Reducer): the slot is
+// read once, by combine, and never copied. Fragments are SlotSize bytes,
+// so align must divide SlotSize.
+func (t *Transport) IrecvReduce(peer int, dst, src []byte, align int, combine func(dst, in, src []byte) error) (transport.Request, error) {
+	if align < 1 || t.cfg.SlotSize%align != 0 {
+		return nil, fmt.Errorf("ib: fragments of %d bytes do not keep %d-byte elements whole: %w", t.cfg.SlotSize, align, errors.ErrUnsupported)
+	}
+	if len(src) != len(dst) {
+		return nil, fmt.Errorf("%w: reduce of %d bytes into %d", transport.ErrLength, len(src), len(dst))
+	}
+	c, err := t.conn(peer)
+	if err != nil {
+		return nil, err
+	}
+	r := &recvReq{c: c, buf: dst, src: src, combine: combine, frags: t.fragments(len(dst)), err: c.err}
+	if c.err == nil {
+		c.recvs = append(c.recvs, r)
+		c.pump()
+	}
+	return r, nil
+}
+
 // Progress polls the CQ and moves every connection forward.
 func (t *Transport) Progress() error {
 	if t.shut {
