@@ -21,6 +21,9 @@ type rxPath struct {
 	touched []*QP
 	cnps    []cnpTo
 	snd     *sender
+	// offered: pkts are as offer left them, since the last read found
+	// nothing (a read that returns no datagram leaves pkts alone).
+	offered bool
 }
 
 func newRxPath(d *Device) *rxPath {
@@ -34,10 +37,19 @@ func newRxPath(d *Device) *rxPath {
 
 // offer readies the batch for a read: every slot gets its buffer back.
 func (rx *rxPath) offer() []link.Packet {
-	for i := range rx.pkts {
-		rx.pkts[i] = link.Packet{Buf: rx.bufs[i]}
+	if !rx.offered {
+		for i := range rx.pkts {
+			rx.pkts[i] = link.Packet{Buf: rx.bufs[i]}
+		}
 	}
 	return rx.pkts
+}
+
+// tryRead is a polled read into the batch.
+func (d *Device) tryRead(rx *rxPath) (int, error) {
+	n, err := d.poller.TryReadBatch(rx.offer())
+	rx.offered = n == 0 && err == nil
+	return n, err
 }
 
 // receive is the device's receive loop: read a batch, check each datagram
@@ -66,7 +78,7 @@ func (d *Device) receivePolled() {
 	defer d.wg.Done()
 	for {
 		d.rxMu.Lock()
-		n, err := d.poller.TryReadBatch(d.rx.offer())
+		n, err := d.tryRead(d.rx)
 		if n > 0 {
 			d.handle(d.rx, n)
 		}
@@ -107,7 +119,7 @@ func (d *Device) progress() {
 		return
 	}
 	for {
-		n, err := d.poller.TryReadBatch(d.rx.offer())
+		n, err := d.tryRead(d.rx)
 		if n > 0 {
 			d.dev.PolledPkts.Add(uint64(n))
 			d.deliverBatch(d.rx, n)

@@ -53,6 +53,11 @@ type mmsgReceiver struct {
 // received but not yet returned.
 type groReceiver struct {
 	bufs [][]byte
+	// Slots below ready still hold the headers setBuffer wrote and need
+	// no new ones: the kernel rewrites the headers of the messages it
+	// fills (lengths, flags), so a read that found nothing, as most
+	// polled reads do, leaves every slot ready.
+	ready int
 	// Messages next..n-1 of the last recvmmsg hold datagrams not yet
 	// returned; message next's start at offset off.
 	next, n, off int
@@ -155,13 +160,19 @@ func (r *mmsgReceiver) receiveGRO(pkts []link.Packet) (int, error) {
 		if g.next == g.n {
 			g.next, g.n, g.off = 0, 0, 0
 			r.vlen = len(r.msgs)
-			for i := range r.vlen {
+			for i := g.ready; i < r.vlen; i++ {
 				r.setBuffer(i, g.bufs[i])
 			}
+			g.ready = r.vlen
 			if err := r.read(); err != nil {
+				g.ready = 0
 				return 0, err
 			}
 			g.n = r.n
+			g.ready = 0
+			if r.n == 0 {
+				g.ready = r.vlen
+			}
 			if g.n == 0 {
 				return 0, nil // a polled read found nothing
 			}
