@@ -2,6 +2,7 @@ package wire
 
 import (
 	"encoding/binary"
+	"math/bits"
 	"net/netip"
 
 	"github.com/klauspost/crc32"
@@ -257,6 +258,43 @@ func IPv4IDDelta(id uint16, roceLen int) uint32 {
 		if n&1 != 0 {
 			v = shiftPow[k].apply(v)
 		}
+	}
+	return v
+}
+
+// IPv4IDDeltaCache is IPv4IDDelta for a sender that fixes up many packets
+// of the same few lengths, as the segments of GSO sends are: the delta is
+// linear in the ID, so once a length has been seen (its 16 one-bit deltas
+// computed), a delta costs one XOR per set bit of the ID. It keeps two
+// lengths, the run's full segments and its shorter last one. The zero
+// value is ready; not safe for concurrent use.
+type IPv4IDDeltaCache struct {
+	lens  [2]int // 0: empty
+	basis [2][16]uint32
+	older int // the entry to replace next
+}
+
+// Delta returns IPv4IDDelta(id, roceLen).
+func (c *IPv4IDDeltaCache) Delta(id uint16, roceLen int) uint32 {
+	if id == 0 || roceLen <= 0 {
+		return IPv4IDDelta(id, roceLen)
+	}
+	i := 0
+	switch roceLen {
+	case c.lens[0]:
+	case c.lens[1]:
+		i = 1
+	default:
+		i = c.older
+		c.lens[i] = roceLen
+		for b := range c.basis[i] {
+			c.basis[i][b] = IPv4IDDelta(1<<b, roceLen)
+		}
+	}
+	c.older = 1 - i
+	v := uint32(0)
+	for ; id != 0; id &= id - 1 {
+		v ^= c.basis[i][bits.TrailingZeros16(id)]
 	}
 	return v
 }

@@ -67,3 +67,19 @@ func TestICRCCache(t *testing.T) {
 		t.Errorf("ICRCCache.ICRC allocates %v times", n)
 	}
 }
+
+// The cache gives IPv4IDDelta's values, over lengths that come and go.
+func TestIPv4IDDeltaCache(t *testing.T) {
+	var c IPv4IDDeltaCache
+	lens := []int{4112, 4112, 1000, 4112, 60, 1000, 4112, 17}
+	for _, n := range lens {
+		for _, id := range []uint16{0, 1, 2, 3, 15, 63, 0x8001, 0xffff} {
+			if got, want := c.Delta(id, n), IPv4IDDelta(id, n); got != want {
+				t.Fatalf("Delta(%#x, %d) = %#x, want %#x", id, n, got, want)
+			}
+		}
+	}
+	if n := testing.AllocsPerRun(100, func() { c.Delta(0x1234, 4124) }); n != 0 {
+		t.Errorf("Delta allocates %v times", n)
+	}
+}

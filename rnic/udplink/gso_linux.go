@@ -51,6 +51,8 @@ type gsoSender struct {
 	// message; if they all go, GSO is turned off.
 	plainUntil int
 	retrying   bool
+
+	deltas wire.IPv4IDDeltaCache // the ICRC fix-ups of numbered segments
 }
 
 // begin readies the sender for a new WriteBatch.
@@ -91,25 +93,25 @@ func (g *gsoSender) number(run []link.Packet) {
 		return
 	}
 	for k := 1; k < len(run); k++ {
-		setID(&run[k], uint16(k))
+		g.setID(&run[k], uint16(k))
 	}
 }
 
 // unnumber undoes number, for datagrams sent one per message after all.
 func (g *gsoSender) unnumber(run []link.Packet) {
 	for i := range run {
-		setID(&run[i], 0)
+		g.setID(&run[i], 0)
 	}
 }
 
 // setID moves p's ICRC, the last four bytes of Tail, from p.IPv4ID to id.
-func setID(p *link.Packet, id uint16) {
+// The delta is linear in the ID, so one delta for p.IPv4ID^id does it.
+func (g *gsoSender) setID(p *link.Packet, id uint16) {
 	if p.IPv4ID == id {
 		return
 	}
 	icrc := p.Tail[len(p.Tail)-wire.ICRCLen:]
-	n := p.Len()
-	v := binary.LittleEndian.Uint32(icrc) ^ wire.IPv4IDDelta(p.IPv4ID, n) ^ wire.IPv4IDDelta(id, n)
+	v := binary.LittleEndian.Uint32(icrc) ^ g.deltas.Delta(p.IPv4ID^id, p.Len())
 	binary.LittleEndian.PutUint32(icrc, v)
 	p.IPv4ID = id
 }
