@@ -47,6 +47,13 @@ func (e *executor) run(ctx context.Context, plan *sched.Plan, bufs [][]byte, esz
 		e.scratch = make([]byte, need)
 	}
 	bufs[sched.Scratch] = e.scratch[:plan.ScratchLen*esz]
+	if reg, ok := e.t.(transport.Registrar); ok {
+		// Sends leave from these buffers without a staging copy. An
+		// error only means they stay unregistered: sends copy.
+		for _, b := range bufs {
+			_ = reg.Register(b)
+		}
+	}
 	bytesOf := func(r sched.Region) ([]byte, error) {
 		if int(r.Buf) >= len(bufs) || r.Off < 0 || r.Len < 0 || r.End()*esz > len(bufs[r.Buf]) {
 			return nil, fmt.Errorf("%w: %v outside its %d-byte buffer", ErrInvalidArgument, r, len(bufs[r.Buf]))

@@ -45,6 +45,19 @@ type Reducer interface {
 	IrecvReduce(peer int, dst, src []byte, align int, combine func(dst, in, src []byte) error) (Request, error)
 }
 
+// Registrar is a Transport that can send straight from the caller's
+// memory once it is registered, as NCCL does with buffers registered by
+// ncclCommRegister: no copy into a staging slot.
+type Registrar interface {
+	// Register registers buf, so that Isends of data inside it leave
+	// from it directly. It is cheap for a buffer already registered.
+	// The transport keeps a few registrations and drops the oldest idle
+	// one for a new one; a send from memory it does not hold registered
+	// is copied to staging as before. Register never fails a send: an
+	// error only says that buf stays unregistered.
+	Register(buf []byte) error
+}
+
 // Request is a posted send or receive.
 type Request interface {
 	// Test reports whether the request has completed, and its error.

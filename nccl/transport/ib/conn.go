@@ -2,6 +2,7 @@ package ib
 
 import (
 	"fmt"
+	"unsafe"
 
 	"github.com/goroce/goroce/mr"
 	"github.com/goroce/goroce/nccl/transport"
@@ -45,6 +46,17 @@ type sendReq struct {
 	frags, posted, acked int
 	done                 bool
 	err                  error
+	reg                  *userReg // data's registration, if any: no staging copy
+}
+
+// finish marks the send done, or failed with err, and lets go of its
+// registration.
+func (r *sendReq) finish() {
+	r.done = r.err == nil
+	if r.reg != nil {
+		r.reg.busy--
+		r.reg = nil
+	}
 }
 
 func (r *sendReq) Test() (bool, error) { return r.done || r.err != nil, r.err }
@@ -105,7 +117,9 @@ func (t *Transport) complete(wc *qp.WC) {
 		for _, r := range c.sends {
 			if r.acked < r.posted {
 				r.acked++
-				r.done = r.acked == r.frags
+				if r.acked == r.frags {
+					r.finish()
+				}
 				break
 			}
 		}
@@ -137,6 +151,7 @@ func (c *conn) fail(err error) {
 	c.err = &transport.PeerError{Peer: c.peer, Err: err}
 	for _, r := range c.sends {
 		r.err = c.err
+		r.finish()
 	}
 	for _, r := range c.recvs {
 		r.err = c.err
@@ -196,11 +211,16 @@ func (c *conn) pump() {
 			}
 			off := r.posted * slot
 			n := min(slot, len(r.data)-off)
-			staging := c.sendMR.Bytes()[s*slot : s*slot+n]
-			copy(staging, r.data[off:off+n])
 			wr := qp.SendWR{WRID: wrData | uint64(s), Opcode: qp.WRRDMAWriteWithImm, Flags: qp.SendSignaled,
 				Imm: uint32(n), RemoteAddr: c.remoteAddr + uint64(s*slot), RKey: c.remoteKey}
-			if n > 0 {
+			switch {
+			case n == 0:
+			case r.reg != nil: // straight from the caller's buffer
+				at := uintptr(unsafe.Pointer(unsafe.SliceData(r.data))) - r.reg.base + uintptr(off)
+				c.t.sge[0] = qp.SGE{Addr: r.reg.mr.Addr() + uint64(at), Length: uint32(n), LKey: r.reg.mr.LKey()}
+				wr.SGL = c.t.sge[:]
+			default:
+				copy(c.sendMR.Bytes()[s*slot:s*slot+n], r.data[off:off+n])
 				c.t.sge[0] = qp.SGE{Addr: c.sendMR.Addr() + uint64(s*slot), Length: uint32(n), LKey: c.sendMR.LKey()}
 				wr.SGL = c.t.sge[:]
 			}

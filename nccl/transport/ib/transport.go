@@ -6,6 +6,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
+	"unsafe"
 
 	"github.com/goroce/goroce/mr"
 	"github.com/goroce/goroce/nccl/transport"
@@ -85,6 +87,68 @@ type Transport struct {
 	sge   [1]qp.SGE
 	ready bool
 	shut  bool
+
+	regs []*userReg // registered caller buffers, least recently used first
+}
+
+// userReg is a caller's buffer registered for zero-copy sends (Register).
+type userReg struct {
+	mr   *mr.MR
+	base uintptr // address of the buffer's first byte
+	n    int
+	busy int // sends posted from it and not yet done
+}
+
+// maxUserRegs bounds the registrations Register keeps.
+const maxUserRegs = 16
+
+// Register registers buf for sends straight from it
+// (transport.Registrar). A registration holds buf, so the garbage
+// collector keeps it, until it is dropped for a newer one (the least
+// recently used of those no send is using) or the transport closes.
+func (t *Transport) Register(buf []byte) error {
+	if len(buf) == 0 || t.shut {
+		return nil
+	}
+	base := uintptr(unsafe.Pointer(unsafe.SliceData(buf)))
+	for i, r := range t.regs {
+		if r.base == base && r.n == len(buf) {
+			copy(t.regs[i:], t.regs[i+1:]) // most recently used last
+			t.regs[len(t.regs)-1] = r
+			return nil
+		}
+	}
+	if len(t.regs) >= maxUserRegs {
+		i := slices.IndexFunc(t.regs, func(r *userReg) bool { return r.busy == 0 })
+		if i < 0 {
+			return fmt.Errorf("ib: %d registrations, all in use", len(t.regs))
+		}
+		old := t.regs[i]
+		t.regs = slices.Delete(t.regs, i, i+1)
+		if err := old.mr.Dereg(); err != nil {
+			return err
+		}
+	}
+	m, err := t.pd.RegMR(buf, 0) // the NIC only reads it, locally
+	if err != nil {
+		return err
+	}
+	t.regs = append(t.regs, &userReg{mr: m, base: base, n: len(buf)})
+	return nil
+}
+
+// registered returns the registration that holds all of data, or nil.
+func (t *Transport) registered(data []byte) *userReg {
+	if len(data) == 0 {
+		return nil
+	}
+	p := uintptr(unsafe.Pointer(unsafe.SliceData(data)))
+	for _, r := range t.regs {
+		if p >= r.base && p+uintptr(len(data)) <= r.base+uintptr(r.n) {
+			return r
+		}
+	}
+	return nil
 }
 
 // fragments is how many slots a message of n bytes takes.
@@ -273,6 +337,9 @@ func (t *Transport) Isend(peer int, data []byte) (transport.Request, error) {
 	}
 	r := &sendReq{c: c, data: data, frags: t.fragments(len(data)), err: c.err}
 	if c.err == nil {
+		if r.reg = t.registered(data); r.reg != nil {
+			r.reg.busy++
+		}
 		c.sends = append(c.sends, r)
 		c.pump()
 	}
@@ -374,6 +441,10 @@ func (t *Transport) Close() error {
 			errs = append(errs, free())
 		}
 	}
+	for _, r := range t.regs {
+		errs = append(errs, r.mr.Dereg())
+	}
+	t.regs = nil
 	if t.pd != nil {
 		errs = append(errs, t.pd.Dealloc())
 	}

@@ -107,3 +107,70 @@ func TestConfigErrors(t *testing.T) {
 		t.Errorf("round trip: %+v, %v", out, err)
 	}
 }
+
+// Sends from a registered buffer leave from it, not from the staging
+// slots; an IrecvReduce combines each fragment as it lands. Registrations
+// stay bounded, and an idle one makes room for a new one.
+func TestRegisteredSendAndReduce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ts, _ := fabric(t, 2, Config{Slots: 4, SlotSize: 1024})
+		user := make([]byte, 10_000)
+		for i := range user {
+			user[i] = byte(i*7 + 1)
+		}
+		if err := ts[0].Register(user); err != nil {
+			t.Fatal(err)
+		}
+		msg := user[1000:9000] // inside the registration, eight fragments
+		local := make([]byte, len(msg))
+		for i := range local {
+			local[i] = byte(i)
+		}
+		out := make([]byte, len(msg))
+		calls := 0
+		add := func(dst, in, src []byte) error {
+			calls++
+			for i := range dst {
+				dst[i] = in[i] + src[i]
+			}
+			return nil
+		}
+		s, err := ts[0].Isend(1, msg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := ts[1].IrecvReduce(0, out, local, 4, add)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := waitAll(t, map[transport.Request]*Transport{s: ts[0], r: ts[1]}); err != nil {
+			t.Fatal(err)
+		}
+		for i := range out {
+			if out[i] != msg[i]+local[i] {
+				t.Fatalf("byte %d: %d, want %d+%d", i, out[i], msg[i], local[i])
+			}
+		}
+		if calls != 8 {
+			t.Errorf("combine ran %d times, want once per fragment (8)", calls)
+		}
+		if staged := ts[0].conns[1].sendMR.Bytes(); !bytes.Equal(staged, make([]byte, len(staged))) {
+			t.Error("the registered send was copied through the staging slots")
+		}
+		if _, err := ts[1].IrecvReduce(0, out[:10], local[:10], 3, add); !errors.Is(err, errors.ErrUnsupported) {
+			t.Errorf("IrecvReduce with 3-byte elements in 1024-byte slots: %v, want ErrUnsupported", err)
+		}
+
+		for i := range maxUserRegs + 4 {
+			if err := ts[0].Register(make([]byte, 64+i)); err != nil {
+				t.Fatalf("registration %d: %v", i, err)
+			}
+		}
+		if n := len(ts[0].regs); n != maxUserRegs {
+			t.Errorf("%d registrations kept, want at most %d", n, maxUserRegs)
+		}
+		if ts[0].registered(msg) != nil {
+			t.Error("the oldest idle registration was not the one dropped")
+		}
+	})
+}
