@@ -43,7 +43,10 @@ type CQ struct {
 
 // SetBusyPoll makes Wait poll for up to d for a completion before blocking
 // (0, the default, blocks at once). Busy-polling trades a core for latency:
-// it saves the wake-up of a parked goroutine, a few microseconds.
+// it saves the wake-up of a parked goroutine, a few microseconds. Every few
+// polls the spinning thread offers its CPU to any other runnable thread
+// (sched_yield), so that pollers sharing CPUs with the processes they
+// wait for do not hold them off.
 func (c *CQ) SetBusyPoll(d time.Duration) { c.spin = d }
 
 // SetProgress makes Poll call progress before it looks at an empty queue,
@@ -107,6 +110,9 @@ func (c *CQ) Wait(ctx context.Context) error {
 		for i := 0; c.avail.Load() == 0; i++ {
 			if c.progress != nil {
 				c.progress()
+			}
+			if i%4 == 3 {
+				osYield() // let a process that shares this CPU run
 			}
 			if i%64 == 63 {
 				if time.Now().After(deadline) || ctx.Err() != nil {
