@@ -158,7 +158,11 @@ func Open(cfg Config) (*Link, error) {
 //
 // Either way a returned Buf is valid until the next ReadBatch. After Close
 // it returns link.ErrClosed.
-func (l *Link) ReadBatch(pkts []link.Packet) (int, error) {
+func (l *Link) ReadBatch(pkts []link.Packet) (int, error) { return l.read(l.rx, pkts) }
+
+// read checks pkts and fills them through rx: ReadBatch's receiver or the
+// Poller's.
+func (l *Link) read(rx receiver, pkts []link.Packet) (int, error) {
 	if l.closed.Load() {
 		return 0, link.ErrClosed
 	}
@@ -170,7 +174,7 @@ func (l *Link) ReadBatch(pkts []link.Packet) (int, error) {
 			return 0, fmt.Errorf("%w: pkts[%d]", ErrNoBuffer, i)
 		}
 	}
-	n, err := l.rx.receive(pkts)
+	n, err := rx.receive(pkts)
 	if n > 0 {
 		wireReceived()
 	}
@@ -193,22 +197,7 @@ type poller Link
 
 func (p *poller) TryReadBatch(pkts []link.Packet) (int, error) {
 	l := (*Link)(p)
-	if l.closed.Load() {
-		return 0, link.ErrClosed
-	}
-	if len(pkts) == 0 {
-		return 0, nil
-	}
-	for i := range pkts {
-		if cap(pkts[i].Buf) == 0 {
-			return 0, fmt.Errorf("%w: pkts[%d]", ErrNoBuffer, i)
-		}
-	}
-	n, err := l.poll.receive(pkts)
-	if n > 0 {
-		wireReceived()
-	}
-	return n, l.mapErr(err)
+	return l.read(l.poll, pkts)
 }
 
 func (p *poller) WaitReadable() error {

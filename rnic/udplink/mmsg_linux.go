@@ -255,36 +255,33 @@ func (r *mmsgReceiver) control(i int) []byte {
 // so recvmmsg returns as soon as it has taken all that was queued (up to
 // vlen) and fails with EAGAIN only when nothing was.
 func (r *mmsgReceiver) recvmmsg(fd uintptr) bool {
+	n, errno, ok := mmsg(unix.SYS_RECVMMSG, fd, r.msgs[:r.vlen], 0)
+	if ok {
+		r.n, r.errno = n, errno
+	}
+	return ok
+}
+
+// mmsg makes the system call trap, recvmmsg or sendmmsg, on msgs with
+// flags, again while a signal interrupts it. ok is false if it failed
+// with EAGAIN (nothing to read, no room to write).
+func mmsg(trap, fd uintptr, msgs []unix.Mmsghdr, flags int) (n int, errno syscall.Errno, ok bool) {
 	for {
-		n, _, errno := unix.Syscall6(unix.SYS_RECVMMSG, fd,
-			uintptr(unsafe.Pointer(&r.msgs[0])), uintptr(r.vlen), 0, 0, 0)
+		r, _, errno := unix.Syscall6(trap, fd, uintptr(unsafe.Pointer(&msgs[0])), uintptr(len(msgs)), uintptr(flags), 0, 0)
 		switch errno {
 		case unix.EINTR:
 			continue
 		case unix.EAGAIN:
-			return false
+			return 0, 0, false
 		}
-		r.n, r.errno = int(n), errno
-		return true
+		return int(r), errno, true
 	}
 }
 
 // tryRecvmmsg is recvmmsg for a polled receiver: once, and EAGAIN means
 // r.n = 0.
 func (r *mmsgReceiver) tryRecvmmsg(fd uintptr) {
-	for {
-		n, _, errno := unix.Syscall6(unix.SYS_RECVMMSG, fd,
-			uintptr(unsafe.Pointer(&r.msgs[0])), uintptr(r.vlen), unix.MSG_DONTWAIT, 0, 0)
-		switch errno {
-		case unix.EINTR:
-			continue
-		case unix.EAGAIN:
-			r.n, r.errno = 0, 0
-			return
-		}
-		r.n, r.errno = int(n), errno
-		return
-	}
+	r.n, r.errno, _ = mmsg(unix.SYS_RECVMMSG, fd, r.msgs[:r.vlen], unix.MSG_DONTWAIT)
 }
 
 // waitReadable parks in the netpoller until a datagram is queued, without
@@ -401,18 +398,11 @@ func (s *mmsgSender) send(pkts []link.Packet) (int, error) {
 // returning false (the socket buffer is full) makes Write wait until the
 // socket is writable and call again.
 func (s *mmsgSender) sendmmsg(fd uintptr) bool {
-	for {
-		n, _, errno := unix.Syscall6(unix.SYS_SENDMMSG, fd,
-			uintptr(unsafe.Pointer(&s.msgs[0])), uintptr(s.vlen), 0, 0, 0)
-		switch errno {
-		case unix.EINTR:
-			continue
-		case unix.EAGAIN:
-			return false
-		}
-		s.n, s.errno = int(n), errno
-		return true
+	n, errno, ok := mmsg(unix.SYS_SENDMMSG, fd, s.msgs[:s.vlen], 0)
+	if ok {
+		s.n, s.errno = n, errno
 	}
+	return ok
 }
 
 // build fills messages with the datagrams at the front of pkts, at most
