@@ -116,18 +116,44 @@ func (pc *perfContext) awaitClient(ctx context.Context, done chan peerDone) (pee
 	tick := time.NewTicker(pc.cfg.stall / 4)
 	defer tick.Stop()
 	last, since := pc.dev.Counter("link_rcvd_pkts"), time.Now()
-	for {
+	stalled := func(now time.Time) error {
+		if c := pc.dev.Counter("link_rcvd_pkts"); c != last {
+			last, since = c, now
+		} else if now.Sub(since) >= pc.cfg.stall {
+			return fmt.Errorf("%w: no packet from the client for %v", errStalled, pc.cfg.stall)
+		}
+		return nil
+	}
+	for i := 0; ; i++ {
+		var idle <-chan time.Time // blocks: with -e, wait in the select
+		if !pc.cfg.events {
+			// Polling: this goroutine runs the device's receive path, as
+			// a polled driver's thread does, so that no arrival has a
+			// parked goroutine to wake (a wake-up the sender's CPU pays
+			// for on loopback).
+			pc.dev.Progress()
+			if i%16 == 15 {
+				runtime.Gosched()
+			}
+			idle = closedTime
+		}
 		select {
 		case d := <-done:
 			return d, d.err
 		case <-ctx.Done():
 			return peerDone{}, ctx.Err()
 		case now := <-tick.C:
-			if c := pc.dev.Counter("link_rcvd_pkts"); c != last {
-				last, since = c, now
-			} else if now.Sub(since) >= pc.cfg.stall {
-				return peerDone{}, fmt.Errorf("%w: no packet from the client for %v", errStalled, pc.cfg.stall)
+			if err := stalled(now); err != nil {
+				return peerDone{}, err
 			}
+		case <-idle:
 		}
 	}
 }
+
+// closedTime is a channel that is always ready: a select's default.
+var closedTime = func() chan time.Time {
+	c := make(chan time.Time)
+	close(c)
+	return c
+}()
