@@ -127,8 +127,8 @@ func (d *Device) progress() {
 			// with this goroutine's next post to the QP, whichever comes
 			// first: the poller takes its completions before the system
 			// call that sends the ACKs, and the ACK of a request it answers
-			// rides in the same batch as the answer (Transmit sends
-			// responses first).
+			// rides in the same batch as the answer, right behind it (see
+			// QP.Transmit).
 			for _, q := range d.rx.touched {
 				q.w.ring(q)
 			}
