@@ -8,6 +8,10 @@
 //	              ReadBatch ─────────┘                     ▼ timers, ICRC, WriteBatch
 //	                                      link (udplink: UDP socket; simlink: simulated)
 //
+// In polling mode (Config.BusyPoll) the goroutine that polls a CQ runs the
+// receive path itself: CQ.Poll on an empty CQ first takes what waits on
+// the link, and the receive goroutine steps in only while nobody polls.
+//
 // Where it sits: rnic owns the goroutines, sockets and time; the protocol
 // lives in package qp, memory protection in mr, packet formats in wire.
 // The verbs map onto it as: ibv_open_device → Open, ibv_alloc_pd →
