@@ -163,7 +163,7 @@ func (e *Endpoints) ICRC(parts ...[]byte) uint32 {
 // state after the masked LRH, IP and UDP headers for the last endpoints and
 // packet length it saw: the full-size packets of a message, one after the
 // other, skip building and hashing those 36 or 56 bytes. The IPv4
-// Identification is applied afterwards (IPv4IDDelta), so the numbered
+// Identification is applied afterwards (IPv4IDDeltaCache), so the numbered
 // segments of a GSO run share the state too. The zero value is ready to
 // use; it is not safe for concurrent use.
 type ICRCCache struct {
@@ -171,6 +171,7 @@ type ICRCCache struct {
 	n      int       // RoCEv2 packet length, BTH to ICRC
 	prefix uint32
 	ok     bool
+	deltas IPv4IDDeltaCache
 }
 
 // ICRC is e.ICRC(parts...).
@@ -188,7 +189,7 @@ func (c *ICRCCache) ICRC(e Endpoints, parts ...[]byte) uint32 {
 	}
 	icrc := icrcTail(c.prefix, parts)
 	if id != 0 && (e.Src.Addr().Is4() || e.Src.Addr().Is4In6()) {
-		icrc ^= IPv4IDDelta(id, n)
+		icrc ^= c.deltas.Delta(id, n)
 	}
 	return icrc
 }
