@@ -122,7 +122,13 @@ func (d *Device) progress() {
 		n, err := d.tryRead(d.rx)
 		if n > 0 {
 			d.dev.PolledPkts.Add(uint64(n))
-			d.deliverBatch(d.rx, n)
+			now := d.deliverBatch(d.rx, n)
+			if len(d.rx.cnps) > 0 { // congestion news goes at once
+				d.sendMu.Lock()
+				d.addCNPs(d.rx, now)
+				d.rx.snd.flush(now)
+				d.sendMu.Unlock()
+			}
 			// What the packets call for goes out from the QPs' worker, or
 			// with this goroutine's next post to the QP, whichever comes
 			// first: the poller takes its completions before the system
@@ -150,6 +156,7 @@ func (d *Device) handle(rx *rxPath, n int) {
 	}
 	snd := rx.snd
 	d.sendMu.Lock()
+	d.addCNPs(rx, now)
 	for _, q := range rx.touched {
 		snd.transmit(now, q)
 	}
@@ -160,9 +167,21 @@ func (d *Device) handle(rx *rxPath, n int) {
 	}
 }
 
+// addCNPs puts the CNPs the batch's notification points called for in
+// rx's outbox. Called with sendMu held.
+func (d *Device) addCNPs(rx *rxPath, now time.Time) {
+	for _, c := range rx.cnps {
+		if rx.snd.out.Room() == 0 {
+			rx.snd.flush(now)
+		}
+		rx.snd.out.AddCNP(c.addr, c.q.Query().DestQPN, c.q.QPN())
+		d.dev.CNPsSent.Add(1)
+	}
+}
+
 // deliverBatch delivers the batch's first n packets to their QPs, which
-// it lists in rx.touched, and sends the CNPs the notification points
-// called for. It returns the time it took as now.
+// it lists in rx.touched, with the CNPs to send in rx.cnps. It returns
+// the time it took as now.
 func (d *Device) deliverBatch(rx *rxPath, n int) (now time.Time) {
 	now = time.Now()
 	view := *d.view.Load()
@@ -176,20 +195,6 @@ func (d *Device) deliverBatch(rx *rxPath, n int) (now time.Time) {
 			rx.cnps = append(rx.cnps, cnpTo{q: q, addr: rx.pkts[i].Addr})
 		}
 	}
-	if len(rx.cnps) == 0 {
-		return now
-	}
-	snd := rx.snd
-	d.sendMu.Lock()
-	for _, c := range rx.cnps {
-		if snd.out.Room() == 0 {
-			snd.flush(now)
-		}
-		snd.out.AddCNP(c.addr, c.q.Query().DestQPN, c.q.QPN())
-		d.dev.CNPsSent.Add(1)
-	}
-	snd.flush(now)
-	d.sendMu.Unlock()
 	return now
 }
 
