@@ -28,8 +28,8 @@ type executor struct {
 	combineFn func(dst, in, src []byte) error
 	// Per phase: which steps reduce as their data lands, and their
 	// regions' bytes.
-	streamed  []bool
-	srcs, dst [][]byte
+	streamed   []bool
+	srcs, dsts [][]byte
 }
 
 // combine is a streamed RecvReduce step's work on one fragment: dst =
@@ -111,7 +111,7 @@ func (e *executor) run(ctx context.Context, plan *sched.Plan, bufs [][]byte, esz
 				req, err = e.t.Irecv(s.Peer, dst)
 			case sched.RecvReduce:
 				if canStream && e.streamed[i] {
-					req, err = reducer.IrecvReduce(s.Peer, e.dst[i], e.srcs[i], esz, e.combineFn)
+					req, err = reducer.IrecvReduce(s.Peer, e.dsts[i], e.srcs[i], esz, e.combineFn)
 					if !errors.Is(err, errors.ErrUnsupported) {
 						break
 					}
@@ -163,17 +163,17 @@ func (e *executor) run(ctx context.Context, plan *sched.Plan, bufs [][]byte, esz
 // bytes. It also records every step's source and destination bytes.
 func (e *executor) plan(ph []sched.Step, bytesOf func(sched.Region) ([]byte, error)) error {
 	e.streamed = append(e.streamed[:0], make([]bool, len(ph))...)
-	e.srcs, e.dst = append(e.srcs[:0], make([][]byte, len(ph))...), append(e.dst[:0], make([][]byte, len(ph))...)
+	e.srcs, e.dsts = append(e.srcs[:0], make([][]byte, len(ph))...), append(e.dsts[:0], make([][]byte, len(ph))...)
 	for i, s := range ph {
 		var err1, err2 error
 		switch s.Kind {
 		case sched.Send:
 			e.srcs[i], err1 = bytesOf(s.Src)
 		case sched.Recv:
-			e.dst[i], err2 = bytesOf(s.Dst)
+			e.dsts[i], err2 = bytesOf(s.Dst)
 		case sched.Copy, sched.RecvReduce:
 			e.srcs[i], err1 = bytesOf(s.Src)
-			e.dst[i], err2 = bytesOf(s.Dst)
+			e.dsts[i], err2 = bytesOf(s.Dst)
 		}
 		if err := errors.Join(err1, err2); err != nil {
 			return err
@@ -183,12 +183,12 @@ func (e *executor) plan(ph []sched.Step, bytesOf func(sched.Region) ([]byte, err
 		if s.Kind != sched.RecvReduce {
 			continue
 		}
-		ok := same(e.dst[i], e.srcs[i]) || !overlap(e.dst[i], e.srcs[i])
+		ok := same(e.dsts[i], e.srcs[i]) || !overlap(e.dsts[i], e.srcs[i])
 		for j, t := range ph {
 			if j == i || (t.Kind == sched.Copy && j < i) {
 				continue // a Copy before the receive is done when it is posted
 			}
-			if overlap(e.dst[i], e.srcs[j]) || overlap(e.dst[i], e.dst[j]) || overlap(e.srcs[i], e.dst[j]) {
+			if overlap(e.dsts[i], e.srcs[j]) || overlap(e.dsts[i], e.dsts[j]) || overlap(e.srcs[i], e.dsts[j]) {
 				ok = false
 			}
 		}
