@@ -24,6 +24,9 @@ type rxPath struct {
 	// offered: pkts are as offer left them, since the last read found
 	// nothing (a read that returns no datagram leaves pkts alone).
 	offered bool
+	// owed: in polling mode, the QPs that polled packets gave something
+	// to send, until a poll that finds the link idle sends what is left.
+	owed []*QP
 }
 
 func newRxPath(d *Device) *rxPath {
@@ -129,21 +132,45 @@ func (d *Device) progress() {
 				d.rx.snd.flush(now)
 				d.sendMu.Unlock()
 			}
-			// What the packets call for goes out from the QPs' worker, or
-			// with this goroutine's next post to the QP, whichever comes
-			// first: the poller takes its completions before the system
-			// call that sends the ACKs, and the ACK of a request it answers
-			// rides in the same batch as the answer, right behind it (see
-			// QP.Transmit).
+			// What the packets call for goes out with this goroutine's
+			// next post to the QP, right behind the request it posts (see
+			// QP.Transmit), or at its next poll that finds the link idle,
+			// or from the QPs' worker, whichever comes first: the poller
+			// takes its completions before the system call that sends the
+			// ACKs, and the ACK of a message it answers rides with the
+			// answer.
 			for _, q := range d.rx.touched {
+				if !containsQP(d.rx.owed, q) {
+					d.rx.owed = append(d.rx.owed, q)
+				}
 				q.w.ring(q)
 			}
+		} else if err == nil && len(d.rx.owed) > 0 {
+			d.sendOwed(d.rx)
 		}
 		if err != nil || n < len(d.rx.pkts) {
 			break // a short batch leaves nothing behind (link.Poller)
 		}
 	}
 	d.rxMu.Unlock()
+}
+
+// sendOwed sends what the QPs in rx.owed still have to send (nothing, as
+// a rule, when the application has posted to them since) and forgets
+// them.
+func (d *Device) sendOwed(rx *rxPath) {
+	now := time.Now()
+	d.sendMu.Lock()
+	for _, q := range rx.owed {
+		rx.snd.transmit(now, q)
+	}
+	rx.snd.flush(now)
+	d.sendMu.Unlock()
+	for _, q := range rx.owed {
+		q.rearm()
+	}
+	clear(rx.owed)
+	rx.owed = rx.owed[:0]
 }
 
 // handle delivers the batch's first n packets, then sends what they
