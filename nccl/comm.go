@@ -217,6 +217,9 @@ type task struct {
 	req   *Request
 	steps []step
 	net   transport.Transport // device buffers: the GPU's view of the network; nil: the plain transport
+	// flush: after the steps, wait until the transport has delivered
+	// everything (transport.Flusher): Destroy's last task.
+	flush bool
 }
 
 // step is one schedule with its buffers and what to do after it.
@@ -354,6 +357,14 @@ func (c *Comm) execute(t *task) {
 			return
 		}
 	}
+	if f, ok := c.exec.t.(transport.Flusher); ok && t.flush {
+		ctx, cancel := context.WithTimeout(c.ctx, c.opts.Timeout)
+		if err := f.Flush(ctx); err != nil {
+			t.req.err = &OpError{Op: t.req.op, Seq: t.req.seq, Rank: c.rank, Peer: -1, Err: err}
+			c.log.Warn("flush before destroy failed", zap.Error(err))
+		}
+		cancel()
+	}
 	if ce := c.log.Check(zap.DebugLevel, "operation done"); ce != nil {
 		ce.Write(zap.String("op", t.req.op), zap.Uint64("seq", t.req.seq), zap.Duration("took", time.Since(start)))
 	}
@@ -368,21 +379,25 @@ func (c *Comm) Abort() error {
 }
 
 // Destroy waits for the queued operations to finish (each bounded by
-// Options.Timeout), then releases the communicator (ncclCommDestroy).
-// Later operations fail with ErrDestroyed.
+// Options.Timeout) and for the transport to deliver what they sent (a
+// send is done once its data is in the FIFO), then releases the
+// communicator (ncclCommDestroy). Later operations fail with
+// ErrDestroyed.
 func (c *Comm) Destroy() error {
 	done := make(chan struct{})
-	c.enqueueBarrierTask(done)
+	r := c.enqueueBarrierTask(done)
 	<-done
 	c.cancel(ErrDestroyed)
-	return c.shutdown()
+	return errors.Join(r.err, c.shutdown())
 }
 
-// enqueueBarrierTask queues a no-op that closes done when the stream has
-// drained everything before it (or the communicator has stopped).
-func (c *Comm) enqueueBarrierTask(done chan struct{}) {
+// enqueueBarrierTask queues a task that flushes the transport and closes
+// done when the stream has drained everything before it (or the
+// communicator has stopped). Its request says whether the flush failed,
+// once done is closed.
+func (c *Comm) enqueueBarrierTask(done chan struct{}) *Request {
 	r := &Request{op: "Destroy", done: make(chan struct{})}
-	c.enqueue(&task{req: r})
+	c.enqueue(&task{req: r, flush: true})
 	go func() {
 		select {
 		case <-r.done:
@@ -390,6 +405,7 @@ func (c *Comm) enqueueBarrierTask(done chan struct{}) {
 		}
 		close(done)
 	}()
+	return r
 }
 
 func (c *Comm) shutdown() error {

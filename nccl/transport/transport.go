@@ -58,6 +58,14 @@ type Registrar interface {
 	Register(buf []byte) error
 }
 
+// Flusher is a Transport whose sends may complete before the peer has
+// the data (once it sits in the transport's own buffers): Flush waits
+// until everything sent has been delivered, or ctx is done. Before a
+// transport closes, its owner flushes it, or the last sends may be lost.
+type Flusher interface {
+	Flush(ctx context.Context) error
+}
+
 // Request is a posted send or receive.
 type Request interface {
 	// Test reports whether the request has completed, and its error.

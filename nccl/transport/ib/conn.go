@@ -40,6 +40,12 @@ type conn struct {
 	recvs    []*recvReq
 }
 
+// sendReq is a posted send. It is done, for its caller, once data may be
+// reused: as soon as its last fragment is copied to a staging slot, as
+// NCCL's sends complete once their data is in the FIFO, or, sent
+// straight from a registered buffer, once the peer has acknowledged every
+// fragment's WRITE. The connection keeps it until every WRITE completes
+// either way (Transport.Flush waits for that).
 type sendReq struct {
 	c                    *conn
 	data                 []byte
@@ -123,12 +129,27 @@ func (t *Transport) complete(wc *qp.WC) {
 				break
 			}
 		}
-		for len(c.sends) > 0 && c.sends[0].done {
+		for len(c.sends) > 0 && c.sends[0].acked == c.sends[0].frags {
 			c.sends = c.sends[1:]
 		}
 	case wrCredit:
 		c.sq--
 	}
+}
+
+// returnCredits gives the peer back the slots consumed so far.
+func (c *conn) returnCredits() {
+	if c.err != nil || c.creditOwe == 0 || c.sq >= c.sqDepth {
+		return
+	}
+	err := c.qp.PostSend(&qp.SendWR{WRID: wrCredit, Opcode: qp.WRRDMAWriteWithImm, Flags: qp.SendSignaled,
+		Imm: immCredit | uint32(c.creditOwe), RemoteAddr: c.remoteAddr, RKey: c.remoteKey})
+	if err != nil {
+		c.fail(err)
+		return
+	}
+	c.sq++
+	c.creditOwe = 0
 }
 
 func kindOf(wrid uint64) string {
@@ -192,15 +213,11 @@ func (c *conn) pump() {
 			c.recvs = c.recvs[1:]
 		}
 	}
-	if c.creditOwe > 0 && c.sq < c.sqDepth {
-		err := c.qp.PostSend(&qp.SendWR{WRID: wrCredit, Opcode: qp.WRRDMAWriteWithImm, Flags: qp.SendSignaled,
-			Imm: immCredit | uint32(c.creditOwe), RemoteAddr: c.remoteAddr, RKey: c.remoteKey})
-		if err != nil {
-			c.fail(err)
-			return
-		}
-		c.sq++
-		c.creditOwe = 0
+	// Credits go back at once when half the slots are owed; fewer wait
+	// for the transport's next idle moment (returnCredits), so that the
+	// receive that consumed them completes before that system call.
+	if c.creditOwe >= max(1, t.cfg.Slots/2) {
+		c.returnCredits()
 	}
 	for _, r := range c.sends {
 		for r.posted < r.frags {
@@ -233,6 +250,9 @@ func (c *conn) pump() {
 			c.sendSlot = (s + 1) % t.cfg.Slots
 			c.sq++
 			r.posted++
+			if r.posted == r.frags && r.reg == nil {
+				r.done = true // all of it is in the staging slots
+			}
 		}
 	}
 }

@@ -337,8 +337,13 @@ func (t *Transport) Isend(peer int, data []byte) (transport.Request, error) {
 	}
 	r := &sendReq{c: c, data: data, frags: t.fragments(len(data)), err: c.err}
 	if c.err == nil {
-		if r.reg = t.registered(data); r.reg != nil {
-			r.reg.busy++
+		// A message of one fragment is copied to staging even from a
+		// registered buffer: the copy is cheap, and the send is done once
+		// the data is in the FIFO rather than when the peer's ACK comes.
+		if len(data) > t.cfg.SlotSize {
+			if r.reg = t.registered(data); r.reg != nil {
+				r.reg.busy++
+			}
 		}
 		c.sends = append(c.sends, r)
 		c.pump()
@@ -388,11 +393,13 @@ func (t *Transport) Progress() error {
 	if t.shut {
 		return transport.ErrClosed
 	}
+	completed := 0
 	for {
 		n := t.cq.Poll(t.wcs)
 		for i := range n {
 			t.complete(&t.wcs[i])
 		}
+		completed += n
 		if n < len(t.wcs) {
 			break
 		}
@@ -403,15 +410,53 @@ func (t *Transport) Progress() error {
 	for _, c := range t.conns {
 		if c != nil {
 			c.pump()
+			if completed == 0 {
+				c.returnCredits() // an idle moment: nothing new to look at
+			}
 		}
 	}
 	return nil
 }
 
-// Wait blocks until the CQ has a completion or ctx is done.
+// Flush drives the connections until the peer has acknowledged every
+// data fragment sent so far, or ctx is done: what a staged send, done as
+// soon as its data is in the FIFO, still owes its peer. Credits are not
+// waited for: a peer that has its data may already have closed. A
+// communicator flushes before it closes its transport.
+func (t *Transport) Flush(ctx context.Context) error {
+	for {
+		if err := t.Progress(); err != nil {
+			return err
+		}
+		busy := false
+		for _, c := range t.conns {
+			if c == nil {
+				continue
+			}
+			if c.err != nil {
+				return c.err
+			}
+			busy = busy || len(c.sends) > 0
+		}
+		if !busy {
+			return nil
+		}
+		if err := t.Wait(ctx); err != nil {
+			return err
+		}
+	}
+}
+
+// Wait blocks until the CQ has a completion or ctx is done. Credits owed
+// go back first: waiting is an idle moment.
 func (t *Transport) Wait(ctx context.Context) error {
 	if t.shut {
 		return transport.ErrClosed
+	}
+	for _, c := range t.conns {
+		if c != nil {
+			c.returnCredits()
+		}
 	}
 	return t.cq.Wait(ctx)
 }

@@ -74,15 +74,20 @@ func TestLengthMismatch(t *testing.T) {
 	})
 }
 
-// A peer whose device has gone makes sends to it fail (RETRY_EXC_ERR
-// after the local ACK timeout and retries) with the peer named.
+// A peer whose device has gone makes the connection fail (RETRY_EXC_ERR
+// after the local ACK timeout and retries) with the peer named. A send
+// that fits in the FIFO is done at once (its data is staged); the failure
+// shows in Flush, and in any later request to that peer.
 func TestDeadPeer(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ts, devs := fabric(t, 3, Config{Slots: 2, SlotSize: 64, Timeout: 10, RetryCnt: 2})
 		devs[2].Close()
 		start := time.Now()
 		s, _ := ts[0].Isend(2, make([]byte, 100))
-		err := waitAll(t, map[transport.Request]*Transport{s: ts[0]})
+		if done, err := s.Test(); !done || err != nil {
+			t.Fatalf("a send that fits in the FIFO: done %v, %v; want done at once", done, err)
+		}
+		err := ts[0].Flush(t.Context())
 		var pe *transport.PeerError
 		if !errors.As(err, &pe) || pe.Peer != 2 || !errors.Is(err, ErrWC) {
 			t.Fatalf("%v, want ErrWC from peer 2", err)
@@ -171,6 +176,49 @@ func TestRegisteredSendAndReduce(t *testing.T) {
 		}
 		if ts[0].registered(msg) != nil {
 			t.Error("the oldest idle registration was not the one dropped")
+		}
+	})
+}
+
+// A staged send is done as soon as its data is in the staging slots,
+// before the peer has it; Flush returns once the peer has acknowledged
+// every fragment, and the data is there.
+func TestStagedSendAndFlush(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ts, _ := fabric(t, 2, Config{Slots: 4, SlotSize: 1024})
+		msg := make([]byte, 3000)
+		for i := range msg {
+			msg[i] = byte(i * 3)
+		}
+		s, err := ts[0].Isend(1, msg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if done, err := s.Test(); !done || err != nil {
+			t.Fatalf("staged send: done %v, %v; want done once posted", done, err)
+		}
+		clear(msg) // the caller may reuse its buffer: the data is staged
+		if len(ts[0].conns[1].sends) == 0 {
+			t.Fatal("the connection forgot a send its peer has not acknowledged")
+		}
+		got := make([]byte, 3000)
+		r, err := ts[1].Irecv(0, got)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := ts[0].Flush(t.Context()); err != nil {
+			t.Fatalf("Flush: %v", err)
+		}
+		if n := len(ts[0].conns[1].sends); n != 0 {
+			t.Errorf("after Flush, %d sends wait for acknowledgement", n)
+		}
+		if err := waitAll(t, map[transport.Request]*Transport{r: ts[1]}); err != nil {
+			t.Fatal(err)
+		}
+		for i := range got {
+			if got[i] != byte(i*3) {
+				t.Fatalf("byte %d: %d, want %d (the staged copy)", i, got[i], byte(i*3))
+			}
 		}
 	})
 }
