@@ -150,12 +150,7 @@ func TestGSOOffOnIPv4(t *testing.T) {
 // device without offloads, whose file descriptor returns each IP packet
 // that the kernel routes to it. Needs root.
 func TestGSOIPv4IDsOnTheWire(t *testing.T) {
-	needRoot(t)
-	runtime.LockOSThread() // never unlocked: the thread dies with the namespace
-	if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
-		t.Skipf("no network namespace: %v", err)
-	}
-	tun := openTUN(t, "gotun0", netip.MustParsePrefix("10.88.0.1/24"))
+	tun := tunNamespace(t, "gotun0", netip.MustParsePrefix("10.88.0.1/24"))
 	defer tun.Close()
 	a := openLink(t, "10.88.0.1", batched)
 	dst := netip.MustParseAddrPort("10.88.0.2:4791")
@@ -207,6 +202,20 @@ func TestGSOIPv4IDsOnTheWire(t *testing.T) {
 			t.Errorf("segment %d has ID %d; this test expects the kernel to number segments 0, 1, 2, ... (if it sent 0 throughout, IPv4 GSO could be turned on)", k, id)
 		}
 	}
+}
+
+// tunNamespace moves the test's thread into a network namespace of its
+// own (root only; the thread is never unlocked and dies with the
+// namespace) and opens a TUN device there (openTUN). It skips where
+// either cannot be had.
+func tunNamespace(t *testing.T, name string, prefix netip.Prefix) *os.File {
+	t.Helper()
+	needRoot(t)
+	runtime.LockOSThread()
+	if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
+		t.Skipf("no network namespace: %v", err)
+	}
+	return openTUN(t, name, prefix)
 }
 
 // openTUN creates a TUN device without offloads (so the kernel segments
@@ -265,12 +274,7 @@ func bytesOfMask(bits int) []byte {
 // cuts carries an ICRC that verifies against its real IP header, ID and
 // all (what Linux rxe and Wireshark check); Packet.IPv4ID says which ID.
 func TestRoCEv2GSOIPv4ICRCOnTheWire(t *testing.T) {
-	needRoot(t)
-	runtime.LockOSThread() // never unlocked: the thread dies with the namespace
-	if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
-		t.Skipf("no network namespace: %v", err)
-	}
-	tun := openTUN(t, "gotun1", netip.MustParsePrefix("10.89.0.1/24"))
+	tun := tunNamespace(t, "gotun1", netip.MustParsePrefix("10.89.0.1/24"))
 	defer tun.Close()
 	a, err := Open(Config{Local: netip.MustParseAddrPort("10.89.0.1:0"), EphemeralPort: true, RoCEv2GSO: true})
 	if err != nil {
