@@ -186,22 +186,11 @@ func TestBrowserShowsQPsAndCounters(t *testing.T) {
 	}
 
 	// The screenshot: the right size, and the page's colours in it.
-	img := screenshot(t, url, "")
-	for _, c := range []struct {
-		what   string
-		colour string
-		min    int
-	}{
+	checkColours(t, screenshot(t, url, ""), []colourCount{
 		{"header band", "#1d2b3a", 20000},
 		{"QP table header", "#e6ecf3", 5000},
 		{"RTS badge", "#dcf5e3", 200},
-	} {
-		n := countColour(img, c.colour)
-		t.Logf("screenshot: %d pixels of the %s colour %s", n, c.what, c.colour)
-		if n < c.min {
-			t.Errorf("screenshot: %d pixels of the %s colour %s, want at least %d", n, c.what, c.colour, c.min)
-		}
-	}
+	})
 }
 
 // incastSamples makes a DCQCN incast's time series: flows start at the
@@ -326,24 +315,13 @@ func TestBrowserDCQCNChart(t *testing.T) {
 		t.Errorf("the device's QP is not on the page")
 	}
 
-	img := screenshot(t, url, os.Getenv("GOROCE_UI_SCREENSHOT"))
-	for _, c := range []struct {
-		what   string
-		colour string
-		min    int
-	}{
+	checkColours(t, screenshot(t, url, os.Getenv("GOROCE_UI_SCREENSHOT")), []colourCount{
 		{"header band", "#1d2b3a", 20000},
 		{"flow 0", "#0072b2", 150},
 		{"flow 1", "#e69f00", 150},
 		{"flow 2", "#009e73", 150},
 		{"queue area", "#e7dcf1", 5000},
-	} {
-		n := countColour(img, c.colour)
-		t.Logf("screenshot: %d pixels of the %s colour %s", n, c.what, c.colour)
-		if n < c.min {
-			t.Errorf("screenshot: %d pixels of the %s colour %s, want at least %d", n, c.what, c.colour, c.min)
-		}
-	}
+	})
 }
 
 func keys[V any](m map[string]V) []string {
@@ -386,6 +364,27 @@ func screenshot(t *testing.T, url, keep string) image.Image {
 		}
 	}
 	return img
+}
+
+// colourCount is a part of the page by its colour, and the fewest pixels
+// of that colour a screenshot must show.
+type colourCount struct {
+	what   string
+	colour string
+	min    int
+}
+
+// checkColours fails the test for each part with too few pixels of its
+// colour in img.
+func checkColours(t *testing.T, img image.Image, parts []colourCount) {
+	t.Helper()
+	for _, c := range parts {
+		n := countColour(img, c.colour)
+		t.Logf("screenshot: %d pixels of the %s colour %s", n, c.what, c.colour)
+		if n < c.min {
+			t.Errorf("screenshot: %d pixels of the %s colour %s, want at least %d", n, c.what, c.colour, c.min)
+		}
+	}
 }
 
 // countColour counts the pixels within 6 per channel of colour ("#rrggbb").
