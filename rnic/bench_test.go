@@ -39,8 +39,9 @@ func udpPair(b testing.TB, ips [2]string, mtu int, busy time.Duration) (x, y *en
 // BenchmarkRCSendPingPong measures the round trip of an 8-byte RC SEND
 // answered by an 8-byte SEND, over real UDP on loopback: ns/op is one
 // round trip, as ib_send_lat reports twice its t_typical. Both devices run
-// in this process; with busy-polling that is four spinning goroutines, which
-// only pays where there are cores to spare (on 2 cores it costs ~5x).
+// in this process, so each side's waits are the test goroutine's; with
+// busy-polling each wait runs its device's receive path itself (polling
+// mode, Config.BusyPoll).
 func BenchmarkRCSendPingPong(b *testing.B) {
 	b.Run("blocking", func(b *testing.B) { sendPingPong(b, 0) })
 	b.Run("busypoll", func(b *testing.B) { sendPingPong(b, 50*time.Microsecond) })
