@@ -63,15 +63,9 @@ func TestMarker(t *testing.T) {
 		start := time.Now()
 
 		// Five at once: they find 0, 1000, 2000, 3000 and 4000 bytes queued.
-		var dgs [][]byte
-		for i := range 5 {
-			dgs = append(dgs, datagram(0, byte(i), 1000))
-		}
+		dgs := thousandByteDatagrams(5)
 		send(t, a, b, link.ECT0, dgs...)
-		var tos []uint8
-		for _, g := range receive(t, b, start, 5) {
-			tos = append(tos, g.tos)
-		}
+		tos := arrivedTOS(t, b, start, 5)
 		want := []uint8{link.ECT0, link.ECT0, link.CE, link.CE, link.CE}
 		if !slices.Equal(tos, want) || !slices.Equal(marked, []bool{false, false, true, true, true}) {
 			t.Errorf("TOS %v (observer marks %v), want %v", tos, marked, want)
@@ -83,10 +77,7 @@ func TestMarker(t *testing.T) {
 		send(t, a, b, link.NotECT, dgs...)
 		send(t, a, b, link.ECT1, dgs...)
 		send(t, a, b, link.CE, dgs[:1]...)
-		tos = tos[:0]
-		for _, g := range receive(t, b, start, 11) {
-			tos = append(tos, g.tos)
-		}
+		tos = arrivedTOS(t, b, start, 11)
 		want = []uint8{0, 0, 0, 0, 0, link.CE, link.CE, link.CE, link.CE, link.CE, link.CE}
 		if !slices.Equal(tos, want) || calls != 5 {
 			t.Errorf("TOS %v after %d marker calls, want %v after 5", tos, calls, want)
@@ -126,15 +117,9 @@ func TestMarkOnDequeue(t *testing.T) {
 
 		// Five at once; as they leave, they leave 4000, 3000, 2000, 1000
 		// and 0 bytes behind.
-		var dgs [][]byte
-		for i := range 5 {
-			dgs = append(dgs, datagram(0, byte(i), 1000))
-		}
+		dgs := thousandByteDatagrams(5)
 		send(t, a, b, link.ECT0, dgs...)
-		var tos []uint8
-		for _, g := range receive(t, b, start, 5) {
-			tos = append(tos, g.tos)
-		}
+		tos := arrivedTOS(t, b, start, 5)
 		want := []uint8{link.CE, link.CE, link.CE, link.ECT0, link.ECT0}
 		if !slices.Equal(tos, want) || !slices.Equal(marked, []bool{true, true, true, false, false}) {
 			t.Errorf("TOS %v (observer marks %v), want %v", tos, marked, want)
@@ -146,6 +131,26 @@ func TestMarkOnDequeue(t *testing.T) {
 			t.Errorf("Marked = %d, want 3", s.Marked)
 		}
 	})
+}
+
+// thousandByteDatagrams returns n datagrams of 1000 bytes, numbered.
+func thousandByteDatagrams(n int) [][]byte {
+	var dgs [][]byte
+	for i := range n {
+		dgs = append(dgs, datagram(0, byte(i), 1000))
+	}
+	return dgs
+}
+
+// arrivedTOS receives n datagrams at p and returns their TOS bytes, in
+// the order they came.
+func arrivedTOS(t *testing.T, p *Port, start time.Time, n int) []uint8 {
+	t.Helper()
+	var tos []uint8
+	for _, g := range receive(t, p, start, n) {
+		tos = append(tos, g.tos)
+	}
+	return tos
 }
 
 func TestMarkPointString(t *testing.T) {
