@@ -26,8 +26,8 @@ type executor struct {
 	dt        DataType
 	op        Op
 	combineFn func(dst, in, src []byte) error
-	// Per phase: which steps reduce as their data lands, and their
-	// regions' bytes.
+	// Per phase: the bytes each step reads and writes (regions), and
+	// which RecvReduce steps reduce as their data lands (plan).
 	streamed   []bool
 	srcs, dsts [][]byte
 }
@@ -60,7 +60,16 @@ func (e *executor) run(ctx context.Context, plan *sched.Plan, bufs [][]byte, esz
 		}
 		return bufs[r.Buf][r.Off*esz : r.End()*esz], nil
 	}
+	reducer, canStream := e.t.(transport.Reducer)
+	if canStream && e.combineFn == nil {
+		e.combineFn = e.combine
+	}
+	e.dt, e.op = dt, op
 	for _, ph := range plan.Phases {
+		if peer, err := e.regions(ph, bytesOf); err != nil {
+			return peer, err
+		}
+		e.plan(ph, canStream)
 		e.reqs = e.reqs[:0]
 		staged := 0
 		for _, s := range ph {
@@ -73,16 +82,6 @@ func (e *executor) run(ctx context.Context, plan *sched.Plan, bufs [][]byte, esz
 		}
 		staging := e.staging
 		var incoming [][]byte
-		reducer, canStream := e.t.(transport.Reducer)
-		if canStream {
-			if e.combineFn == nil {
-				e.combineFn = e.combine
-			}
-			e.dt, e.op = dt, op
-			if err := e.plan(ph, bytesOf); err != nil {
-				return -1, err
-			}
-		}
 		for i, s := range ph {
 			var (
 				req transport.Request
@@ -90,34 +89,21 @@ func (e *executor) run(ctx context.Context, plan *sched.Plan, bufs [][]byte, esz
 			)
 			switch s.Kind {
 			case sched.Copy:
-				src, err1 := bytesOf(s.Src)
-				dst, err2 := bytesOf(s.Dst)
-				if err := errors.Join(err1, err2); err != nil {
-					return -1, err
-				}
-				copy(dst, src)
+				copy(e.dsts[i], e.srcs[i])
 				continue
 			case sched.Send:
-				src, err1 := bytesOf(s.Src)
-				if err1 != nil {
-					return s.Peer, err1
-				}
-				req, err = e.t.Isend(s.Peer, src)
+				req, err = e.t.Isend(s.Peer, e.srcs[i])
 			case sched.Recv:
-				dst, err1 := bytesOf(s.Dst)
-				if err1 != nil {
-					return s.Peer, err1
-				}
-				req, err = e.t.Irecv(s.Peer, dst)
+				req, err = e.t.Irecv(s.Peer, e.dsts[i])
 			case sched.RecvReduce:
-				if canStream && e.streamed[i] {
+				if e.streamed[i] {
 					req, err = reducer.IrecvReduce(s.Peer, e.dsts[i], e.srcs[i], esz, e.combineFn)
 					if !errors.Is(err, errors.ErrUnsupported) {
 						break
 					}
 					e.streamed[i] = false
 				}
-				n := s.Dst.Len * esz
+				n := len(e.dsts[i])
 				in := staging[:n:n]
 				staging = staging[n:]
 				incoming = append(incoming, in)
@@ -132,37 +118,26 @@ func (e *executor) run(ctx context.Context, plan *sched.Plan, bufs [][]byte, esz
 			return peer, err
 		}
 		for i, s := range ph {
-			if s.Kind != sched.RecvReduce || (canStream && e.streamed[i]) {
+			if s.Kind != sched.RecvReduce || e.streamed[i] {
 				continue
-			}
-			src, err1 := bytesOf(s.Src)
-			dst, err2 := bytesOf(s.Dst)
-			if err := errors.Join(err1, err2); err != nil {
-				return -1, err
 			}
 			// dst = src op incoming, computed in the staging buffer so
 			// that src may be dst.
 			in := incoming[0]
 			incoming = incoming[1:]
-			if err := reduce.Apply(in, src, dt, op); err != nil {
+			if err := reduce.Apply(in, e.srcs[i], dt, op); err != nil {
 				return -1, err
 			}
-			copy(dst, in)
+			copy(e.dsts[i], in)
 		}
 	}
 	return -1, nil
 }
 
-// plan decides which RecvReduce steps of a phase combine their data as it
-// lands (streamed) rather than after the phase from a staging buffer: those
-// whose output no other step of the phase reads or writes, and whose input
-// no other step writes (Copy steps before them excepted: they run as the
-// phase is posted). The staged order is the schedule's contract: a
-// phase's sends read their sources and its receives land before any
-// reduction, which streaming keeps only where nothing else touches the
-// bytes. It also records every step's source and destination bytes.
-func (e *executor) plan(ph []sched.Step, bytesOf func(sched.Region) ([]byte, error)) error {
-	e.streamed = append(e.streamed[:0], make([]bool, len(ph))...)
+// regions records the bytes each step of a phase reads (e.srcs) and
+// writes (e.dsts). A region outside its buffer is an error, blamed on the
+// step's peer for a send or receive.
+func (e *executor) regions(ph []sched.Step, bytesOf func(sched.Region) ([]byte, error)) (peer int, err error) {
 	e.srcs, e.dsts = append(e.srcs[:0], make([][]byte, len(ph))...), append(e.dsts[:0], make([][]byte, len(ph))...)
 	for i, s := range ph {
 		var err1, err2 error
@@ -176,8 +151,27 @@ func (e *executor) plan(ph []sched.Step, bytesOf func(sched.Region) ([]byte, err
 			e.dsts[i], err2 = bytesOf(s.Dst)
 		}
 		if err := errors.Join(err1, err2); err != nil {
-			return err
+			if s.Kind == sched.Send || s.Kind == sched.Recv {
+				return s.Peer, err
+			}
+			return -1, err
 		}
+	}
+	return -1, nil
+}
+
+// plan decides which RecvReduce steps of a phase combine their data as it
+// lands (streamed), on a transport that can (canStream), rather than after
+// the phase from a staging buffer: those whose output no other step of
+// the phase reads or writes, and whose input no other step writes (Copy
+// steps before them excepted: they run as the phase is posted). The staged
+// order is the schedule's contract: a phase's sends read their sources and
+// its receives land before any reduction, which streaming keeps only
+// where nothing else touches the bytes. It needs the phase's regions.
+func (e *executor) plan(ph []sched.Step, canStream bool) {
+	e.streamed = append(e.streamed[:0], make([]bool, len(ph))...)
+	if !canStream {
+		return
 	}
 	for i, s := range ph {
 		if s.Kind != sched.RecvReduce {
@@ -194,7 +188,6 @@ func (e *executor) plan(ph []sched.Step, bytesOf func(sched.Region) ([]byte, err
 		}
 		e.streamed[i] = ok
 	}
-	return nil
 }
 
 // same reports whether a and b are the same bytes.

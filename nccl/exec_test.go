@@ -15,9 +15,10 @@ func streamedSteps(t *testing.T, p *sched.Plan, in, out []byte, esz int) [][]boo
 	var e executor
 	var got [][]bool
 	for _, ph := range p.Phases {
-		if err := e.plan(ph, bytesOf); err != nil {
+		if _, err := e.regions(ph, bytesOf); err != nil {
 			t.Fatal(err)
 		}
+		e.plan(ph, true)
 		var row []bool
 		for i, s := range ph {
 			if s.Kind == sched.RecvReduce {
