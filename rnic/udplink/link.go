@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"sync"
 	"sync/atomic"
 
 	"go.uber.org/zap"
@@ -34,9 +35,14 @@ type Link struct {
 	buffers SocketBuffers
 	log     *zap.Logger
 
-	rx   receiver       // owned by the goroutine in ReadBatch
-	tx   sender         // owned by the goroutine in WriteBatch
-	poll polledReceiver // the Poller's; nil if the kernel lacks recvmmsg
+	rx receiver // owned by the goroutine in ReadBatch
+	tx sender   // owned by the goroutine in WriteBatch
+	// The Poller's receive side, made on the first call to Poller (its
+	// buffers are 4 MiB with GRO); newPoll is nil if the kernel lacks
+	// recvmmsg.
+	newPoll  func() polledReceiver
+	pollOnce sync.Once
+	poll     polledReceiver
 
 	closed atomic.Bool
 	count  counters
@@ -123,7 +129,7 @@ func Open(cfg Config) (*Link, error) {
 	if st.is6 {
 		l.caps.MaxDatagram = maxDatagram6
 	}
-	l.rx, l.tx, l.poll = newIO(conn, cfg, st, &l.count)
+	l.rx, l.tx, l.newPoll = newIO(conn, cfg, st, &l.count)
 
 	l.log.Info("udplink: opened",
 		zap.Stringer("local", l.local),
@@ -182,13 +188,15 @@ func (l *Link) read(rx receiver, pkts []link.Packet) (int, error) {
 }
 
 // Poller returns the link's polled receive side (link.Poller), or nil
-// where the kernel lacks recvmmsg. It has buffers of its own, so a device
+// where the kernel lacks recvmmsg; the first call makes it. It has buffers
+// of its own, so a device
 // may use it instead of ReadBatch: TryReadBatch returns the datagrams as
 // ReadBatch does, without waiting.
 func (l *Link) Poller() link.Poller {
-	if l.poll == nil {
+	if l.newPoll == nil {
 		return nil
 	}
+	l.pollOnce.Do(func() { l.poll = l.newPoll() })
 	return (*poller)(l)
 }
 

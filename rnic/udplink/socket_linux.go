@@ -119,9 +119,10 @@ func afterBind(conn *net.UDPConn, cfg Config, st *socketState) error {
 	return nil
 }
 
-// newIO returns the fastest receive and send paths the kernel offers, and a
-// second, polled receive path (nil where recvmmsg is missing).
-func newIO(conn *net.UDPConn, cfg Config, st *socketState, count *counters) (receiver, sender, polledReceiver) {
+// newIO returns the fastest receive and send paths the kernel offers, and
+// what makes a second, polled receive path (nil where recvmmsg is
+// missing).
+func newIO(conn *net.UDPConn, cfg Config, st *socketState, count *counters) (receiver, sender, func() polledReceiver) {
 	if st.feat.mmsg {
 		maxDatagram := maxDatagram4
 		if st.is6 {
@@ -132,7 +133,7 @@ func newIO(conn *net.UDPConn, cfg Config, st *socketState, count *counters) (rec
 		s := newMmsgSender(conn, st.is6, gso, maxDatagram, cfg.BatchSize, count)
 		s.gso.numberIDs = gso && !st.is6
 		return newMmsgReceiver(conn, cfg.BatchSize, st.feat.gro, false, count), s,
-			newMmsgReceiver(conn, cfg.BatchSize, st.feat.gro, true, count)
+			func() polledReceiver { return newMmsgReceiver(conn, cfg.BatchSize, st.feat.gro, true, count) }
 	}
 	return newSingleReceiver(conn, count), newSingleSender(conn), nil
 }
