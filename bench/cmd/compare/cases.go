@@ -17,12 +17,13 @@ var loopback = netip.MustParseAddr("127.0.0.1")
 // allCases lists the measurements in the order they run and print.
 func allCases(bin string, quick bool) []measurement {
 	const (
-		batched  = "udp batched 4 KiB"
-		gso      = "udp GSO/GRO"
-		rate64   = "udp batched 64 B"
-		pingBusy = "udp ping-pong busy RTT"
-		pingBlk  = "udp ping-pong blocking RTT"
-		iperf    = "iperf3 TCP 1 stream"
+		batched    = "udp batched 4 KiB"
+		gso        = "udp GSO/GRO"
+		rate64     = "udp batched 64 B"
+		pingBusy   = "udp ping-pong busy RTT"
+		pingBusy99 = "udp ping-pong busy RTT p99"
+		pingBlk    = "udp ping-pong blocking RTT"
+		iperf      = "iperf3 TCP 1 stream"
 	)
 	bwCeil := []string{batched, gso, iperf}
 	cs := []measurement{
@@ -35,9 +36,12 @@ func allCases(bin string, quick bool) []measurement {
 			measurement{name: iperf, unit: "GB/s", run: iperf3})
 	}
 	cs = append(cs,
-		measurement{name: pingBusy, unit: "us", run: func() (float64, error) { return udpPing(udpceiling.BusyPoll) }},
-		measurement{name: pingBlk, unit: "us", run: func() (float64, error) { return udpPing(udpceiling.Blocking) }},
+		measurement{name: pingBusy, unit: "us", run: func() (float64, error) { return udpPing(udpceiling.BusyPoll, false) }},
+		measurement{name: pingBlk, unit: "us", run: func() (float64, error) { return udpPing(udpceiling.Blocking, false) }},
 	)
+	if !quick {
+		cs = append(cs, measurement{name: pingBusy99, unit: "us", run: func() (float64, error) { return udpPing(udpceiling.BusyPoll, true) }})
+	}
 	bw := func(test string, size int) measurement {
 		return measurement{name: fmt.Sprintf("goroce %s %s", test, sizeName(size)), unit: "GB/s", ceiling: bwCeil,
 			run: func() (float64, error) { return perfBW(bin, test, size) }}
@@ -57,11 +61,15 @@ func allCases(bin string, quick bool) []measurement {
 	}
 	lat := func(test string) measurement {
 		return measurement{name: "goroce " + test + " 8 B RTT", unit: "us", ceiling: []string{pingBusy, pingBlk},
-			run: func() (float64, error) { return perfRTT(bin, test) }}
+			run: func() (float64, error) { return perfRTT(bin, test, false) }}
+	}
+	lat99 := func(test string) measurement {
+		return measurement{name: "goroce " + test + " 8 B RTT p99", unit: "us", ceiling: []string{pingBusy99},
+			run: func() (float64, error) { return perfRTT(bin, test, true) }}
 	}
 	cs = append(cs, lat("send_lat"))
 	if !quick {
-		cs = append(cs, lat("write_lat"))
+		cs = append(cs, lat99("send_lat"), lat("write_lat"), lat99("write_lat"))
 	}
 	return cs
 }
@@ -86,9 +94,10 @@ func udpMpps(size int) (float64, error) {
 	return t.Mpps, err
 }
 
-// udpPing measures the median round trip of an 8-byte UDP ping-pong whose
-// echo side runs in a second process (this command, re-executed).
-func udpPing(mode udpceiling.PingMode) (float64, error) {
+// udpPing measures the median round trip (with p99, its 99th percentile)
+// of an 8-byte UDP ping-pong whose echo side runs in a second process
+// (this command, re-executed).
+func udpPing(mode udpceiling.PingMode, p99 bool) (float64, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return 0, err
@@ -112,6 +121,9 @@ func udpPing(mode udpceiling.PingMode) (float64, error) {
 		return 0, err
 	}
 	l, err := udpceiling.Ping(udpceiling.PingConfig{Addr: loopback, Size: 8, Mode: mode, Count: pingCount}, server)
+	if p99 {
+		return float64(l.P99.Nanoseconds()) / 1e3, err
+	}
 	return float64(l.Median.Nanoseconds()) / 1e3, err
 }
 

@@ -10,7 +10,9 @@
 // ceilings are plain Go UDP between two sockets on loopback
 // (bench/udpceiling): batched sendmmsg/recvmmsg of 4096-byte datagrams, UDP
 // GSO/GRO, 64-byte packet rate, and a ping-pong between two processes,
-// blocking and busy-polling; iperf3 (single TCP stream) if it is installed.
+// blocking and busy-polling (median round trip, and with the full table
+// the 99th percentile beside send_lat's and write_lat's); iperf3 (single
+// TCP stream) if it is installed.
 // Each case runs once per repeat, the repeats interleaved, and the table
 // shows min/median/max; ratios use medians. Absolute numbers on shared
 // machines swing 2-5x between runs; ratios from one run are what to compare.

@@ -126,23 +126,27 @@ func perfRate(bin string, size int) (float64, error) {
 	return v[4], nil
 }
 
-// perfRTT returns the median round trip of an 8-byte latency test in µs:
-// twice perftest's t_typical, which is half a round trip.
-func perfRTT(bin, test string) (float64, error) {
+// perfRTT returns the median round trip of an 8-byte latency test in µs,
+// or with p99 its 99th percentile: twice perftest's t_typical or 99%
+// percentile, which measure half round trips.
+func perfRTT(bin, test string, p99 bool) (float64, error) {
 	out, err := runPerf(bin, test, "-s", "8", "-n", "5000")
 	if err != nil {
 		return 0, err
 	}
-	return parseRTT(out)
+	return parseRTT(out, p99)
 }
 
-func parseRTT(out string) (float64, error) {
+func parseRTT(out string, p99 bool) (float64, error) {
 	v, err := dataLine(out)
 	if err != nil {
 		return 0, err
 	}
 	if len(v) < 9 {
 		return 0, fmt.Errorf("latency line has %d fields, want 9", len(v))
+	}
+	if p99 {
+		return 2 * v[7], nil
 	}
 	return 2 * v[4], nil
 }
