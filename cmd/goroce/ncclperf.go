@@ -274,13 +274,18 @@ func relaunch(ctx context.Context, fs *flag.FlagSet, cmdArgs []string, n int, ba
 		fmt.Fprintf(stderr, "goroce: %v\n", err)
 		return exitUsage
 	}
+	bind, err := parseBind("")
+	if err != nil {
+		fmt.Fprintf(stderr, "goroce: %v\n", err)
+		return exitUsage
+	}
 	argv := append([]string{exe}, cmdArgs...)
 	fs.Visit(func(f *flag.Flag) {
 		if f.Name != skip {
 			argv = append(argv, "-"+f.Name+"="+f.Value.String())
 		}
 	})
-	return launch(ctx, launchConfig{n: n, addrBase: addr, argv: argv, grace: grace,
+	return launch(ctx, launchConfig{n: n, addrBase: addr, argv: argv, grace: grace, bind: bind,
 		plainRank0: true, stdout: stdout, stderr: stderr})
 }
 

@@ -31,6 +31,12 @@ mpirun would, each with its own goroce RNIC address on loopback:
   GOMAXPROCS              the rank's share of this host's CPUs, at least 1
                           (unless GOMAXPROCS is set already)
 
+With --bind-to core (the default, or GOROCE_BIND_TO), each rank is bound to
+its share of the CPUs goroce run may use, as mpirun --bind-to core does:
+a block of CPUs each when the ranks fit, else one CPU shared by
+consecutive ranks (ring neighbours). --bind-to none leaves them to the
+kernel.
+
 Every line a rank prints appears on goroce's own stdout or stderr prefixed
 with its rank ("[2] ..."); lines of different ranks never interleave.
 
@@ -50,6 +56,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	n := fs.Int("n", 2, "number of ranks (processes) to start")
 	base := addrBaseFlag(fs)
 	grace := fs.Duration("grace", 3*time.Second, "after SIGTERM (or a forwarded SIGINT), how long ranks get before SIGKILL")
+	bindTo := fs.String("bind-to", "", "`core` binds each rank to its share of the CPUs, none does not (default core, or $GOROCE_BIND_TO)")
 	var obs observeFlags
 	obs.registerTrace(fs) // the ranks' program owns their devices: no servers here
 	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
@@ -69,6 +76,10 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if *grace < 0 {
 		fmt.Fprintln(stderr, "goroce run: --grace must not be negative")
+		return exitUsage
+	}
+	if cfg.bind, err = parseBind(*bindTo); err != nil {
+		fmt.Fprintf(stderr, "goroce run: %v\n", err)
 		return exitUsage
 	}
 	return launch(ctx, cfg)
@@ -115,6 +126,7 @@ type launchConfig struct {
 	argv     []string   // the command and its arguments
 	env      []string   // extra KEY=VALUE for every rank, after the launcher's own
 	grace    time.Duration
+	bind     bindPolicy // bindCore or bindNone; "" is bindNone
 	// plainRank0 passes rank 0's standard output through without the
 	// "[0] " prefix: the tools that re-execute themselves (nccl-perf -np,
 	// demo) have rank 0 print the report.
@@ -167,6 +179,10 @@ func launch(ctx context.Context, cfg launchConfig) int {
 	ranks := make([]*exec.Cmd, cfg.n)
 	var flush []*rankWriter
 	exits := make(chan rankExit, cfg.n)
+	var cpus []int
+	if cfg.bind == bindCore {
+		cpus = allowedCPUs()
+	}
 	for r := range cfg.n {
 		cmd := exec.Command(cfg.argv[0], cfg.argv[1:]...)
 		cmd.Env = append(os.Environ(), cfg.rankEnv(r, port)...)
@@ -180,7 +196,7 @@ func launch(ctx context.Context, cfg launchConfig) int {
 		cmd.Stdout, cmd.Stderr = out, errw
 		cmd.WaitDelay = cfg.grace + time.Second // a grandchild holding the pipes open
 		ownProcessGroup(cmd)
-		if err := cmd.Start(); err != nil {
+		if err := startBound(cmd, rankCPUs(r, cfg.n, cpus)); err != nil {
 			mu.Lock()
 			fmt.Fprintf(cfg.stderr, "goroce run: starting rank %d: %v\n", r, err)
 			mu.Unlock()

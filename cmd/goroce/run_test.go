@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"regexp"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -59,6 +60,7 @@ func fuzzWorker() bool {
 //	wait         wait to be stopped
 //	fail1        rank 1 exits 3 at once; the others wait to be stopped
 //	ignoreterm   ignore SIGTERM; rank 0 exits 3, the others wait for SIGKILL
+//	cpus         print the CPUs the rank may run on
 //	allreduce    AllReduce in a loop; rank 1 SIGKILLs itself after 3 calls,
 //	             the others report their error and exit 4 (a SIGTERM from
 //	             goroce run does not stop them before that)
@@ -76,6 +78,9 @@ func testChild(mode string) int {
 		}
 		fmt.Fprintf(os.Stderr, "to stderr from %d\n", rank)
 		fmt.Print("unfinished")
+		return 0
+	case "cpus":
+		fmt.Println("cpus", allowedCPUs())
 		return 0
 	case "wait":
 		return wait()
@@ -324,5 +329,47 @@ func TestRanksProcs(t *testing.T) {
 		if got := ranksProcs(c.n, c.cpus); got != c.want {
 			t.Errorf("ranksProcs(%d ranks, %d CPUs) = %d, want %d", c.n, c.cpus, got, c.want)
 		}
+	}
+}
+
+// Ranks that fit get a block of CPUs each; more ranks than CPUs share
+// them, consecutive ranks on one CPU.
+func TestRankCPUs(t *testing.T) {
+	cpus := []int{0, 1, 2, 3}
+	for _, c := range []struct {
+		n    int
+		want [][]int
+	}{
+		{1, [][]int{{0, 1, 2, 3}}},
+		{2, [][]int{{0, 1}, {2, 3}}},
+		{3, [][]int{{0}, {1}, {2}}},
+		{4, [][]int{{0}, {1}, {2}, {3}}},
+		{6, [][]int{{0}, {0}, {1}, {2}, {2}, {3}}},
+		{8, [][]int{{0}, {0}, {1}, {1}, {2}, {2}, {3}, {3}}},
+	} {
+		for r, want := range c.want {
+			if got := rankCPUs(r, c.n, cpus); !slices.Equal(got, want) {
+				t.Errorf("rankCPUs(rank %d of %d, %v) = %v, want %v", r, c.n, cpus, got, want)
+			}
+		}
+	}
+	if got := rankCPUs(0, 2, nil); got != nil {
+		t.Errorf("rankCPUs with no CPUs known = %v, want nil (unbound)", got)
+	}
+}
+
+func TestParseBind(t *testing.T) {
+	t.Setenv(bindEnv, "")
+	for in, want := range map[string]bindPolicy{"": bindCore, "core": bindCore, "none": bindNone} {
+		if got, err := parseBind(in); err != nil || got != want {
+			t.Errorf("parseBind(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+	t.Setenv(bindEnv, "none")
+	if got, _ := parseBind(""); got != bindNone {
+		t.Errorf("parseBind(\"\") with %s=none = %q", bindEnv, got)
+	}
+	if _, err := parseBind("socket"); err == nil || !strings.Contains(err.Error(), "want core or none") {
+		t.Errorf("parseBind(socket) error %v, want one naming the choices", err)
 	}
 }

@@ -1,0 +1,41 @@
+package main
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// goroce run binds each rank to the CPUs rankCPUs gives it, from its
+// first thread on, and --bind-to none leaves every CPU to every rank.
+func TestRunBindsRanks(t *testing.T) {
+	cpus := allowedCPUs()
+	if len(cpus) == 0 {
+		t.Fatal("no CPUs from sched_getaffinity")
+	}
+	for _, c := range []struct {
+		n    int
+		flag string
+	}{{1, "core"}, {len(cpus), "core"}, {2*len(cpus) + 1, "core"}, {2, "none"}} {
+		t.Run(fmt.Sprintf("%d_%s", c.n, c.flag), func(t *testing.T) {
+			code, out, errOut, _ := goroceRun(t, c.n, "cpus", "--bind-to", c.flag)
+			if code != exitOK {
+				t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+			}
+			for r := range c.n {
+				want := cpus
+				if c.flag == "core" {
+					want = rankCPUs(r, c.n, cpus)
+				}
+				if line := fmt.Sprintf("[%d] cpus %v\n", r, want); !strings.Contains(out, line) {
+					t.Errorf("stdout lacks %q:\n%s", line, out)
+				}
+			}
+		})
+	}
+	// The launcher's own thread got its mask back.
+	if got := allowedCPUs(); !slices.Equal(got, cpus) {
+		t.Errorf("after the runs this process may use CPUs %v, before %v", got, cpus)
+	}
+}
