@@ -30,6 +30,12 @@ type executor struct {
 	// which RecvReduce steps reduce as their data lands (plan).
 	streamed   []bool
 	srcs, dsts [][]byte
+	// stepReqs holds the request of each step of the phase (nil for a
+	// Copy); early the requests of the next phase's sends, by step,
+	// posted during this one (forward); ahead the same for this phase,
+	// posted during the last.
+	stepReqs     []transport.Request
+	early, ahead []transport.Request
 }
 
 // combine is a streamed RecvReduce step's work on one fragment: dst =
@@ -64,13 +70,17 @@ func (e *executor) run(ctx context.Context, plan *sched.Plan, bufs [][]byte, esz
 	if canStream && e.combineFn == nil {
 		e.combineFn = e.combine
 	}
+	fw, canForward := e.t.(transport.Forwarder)
 	e.dt, e.op = dt, op
-	for _, ph := range plan.Phases {
+	e.early = e.early[:0]
+	for k, ph := range plan.Phases {
 		if peer, err := e.regions(ph, bytesOf); err != nil {
 			return peer, err
 		}
 		e.plan(ph, canStream)
+		e.ahead, e.early = e.early, e.ahead[:0]
 		e.reqs = e.reqs[:0]
+		e.stepReqs = append(e.stepReqs[:0], make([]transport.Request, len(ph))...)
 		staged := 0
 		for _, s := range ph {
 			if s.Kind == sched.RecvReduce {
@@ -92,6 +102,10 @@ func (e *executor) run(ctx context.Context, plan *sched.Plan, bufs [][]byte, esz
 				copy(e.dsts[i], e.srcs[i])
 				continue
 			case sched.Send:
+				if i < len(e.ahead) && e.ahead[i] != nil {
+					req = e.ahead[i] // posted last phase, forwarding
+					break
+				}
 				req, err = e.t.Isend(s.Peer, e.srcs[i])
 			case sched.Recv:
 				req, err = e.t.Irecv(s.Peer, e.dsts[i])
@@ -113,6 +127,10 @@ func (e *executor) run(ctx context.Context, plan *sched.Plan, bufs [][]byte, esz
 				return s.Peer, err
 			}
 			e.reqs = append(e.reqs, req)
+			e.stepReqs[i] = req
+		}
+		if canForward && k+1 < len(plan.Phases) {
+			e.forward(fw, ph, plan.Phases[k+1], bytesOf)
 		}
 		if peer, err := e.wait(ctx); err != nil {
 			return peer, err
@@ -188,6 +206,63 @@ func (e *executor) plan(ph []sched.Step, canStream bool) {
 		}
 		e.streamed[i] = ok
 	}
+}
+
+// forward posts, during phase ph, the sends of the next phase that pass
+// on bytes ph receives, each fragment as soon as it has landed (and been
+// reduced): NCCL's recvReduceSend and recvCopySend. The fragment leaves
+// while it is still in the cache, and the next rank starts on it without
+// waiting for the end of the phase. A send qualifies if one Recv or
+// streamed RecvReduce of ph writes exactly its bytes, no other step of
+// ph touches them, no step of the next phase writes them, and it is the
+// next phase's first send to its peer (so the peer sees messages in the
+// schedule's order). Any other send, or one the transport will not
+// forward, is posted with the next phase as before.
+func (e *executor) forward(fw transport.Forwarder, ph, next []sched.Step, bytesOf func(sched.Region) ([]byte, error)) {
+	e.early = append(e.early[:0], make([]transport.Request, len(next))...)
+	for j, s := range next {
+		if s.Kind != sched.Send || sendsTo(next[:j], s.Peer) {
+			continue
+		}
+		src, err := bytesOf(s.Src)
+		if err != nil {
+			continue // reported when the next phase is posted
+		}
+		from := -1
+		for i, t := range ph {
+			if (t.Kind == sched.Recv || t.Kind == sched.RecvReduce && e.streamed[i]) && same(e.dsts[i], src) {
+				from = i
+			}
+		}
+		ok := from >= 0
+		for i := range ph {
+			if ok && i != from && (overlap(src, e.srcs[i]) || overlap(src, e.dsts[i])) {
+				ok = false
+			}
+		}
+		for _, t := range next {
+			if ok && t.Kind != sched.Send {
+				dst, err := bytesOf(t.Dst)
+				ok = err == nil && !overlap(src, dst)
+			}
+		}
+		if !ok {
+			continue
+		}
+		if req, err := fw.IsendAfter(s.Peer, src, e.stepReqs[from]); err == nil {
+			e.early[j] = req
+		} // else posted with the next phase, which reports a real error
+	}
+}
+
+// sendsTo reports whether steps hold a send to peer.
+func sendsTo(steps []sched.Step, peer int) bool {
+	for _, s := range steps {
+		if s.Kind == sched.Send && s.Peer == peer {
+			return true
+		}
+	}
+	return false
 }
 
 // same reports whether a and b are the same bytes.

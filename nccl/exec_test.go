@@ -1,9 +1,11 @@
 package nccl
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/goroce/goroce/nccl/sched"
+	"github.com/goroce/goroce/nccl/transport"
 )
 
 // streamedSteps runs the executor's plan on every phase of p over the
@@ -30,16 +32,24 @@ func streamedSteps(t *testing.T, p *sched.Plan, in, out []byte, esz int) [][]boo
 	return got
 }
 
+// bufferCase is one way of passing buffers to a collective.
+type bufferCase struct {
+	name    string
+	in, out []byte
+}
+
+// bufferCases are the out-of-place and in-place calls over in and out.
+func bufferCases(in, out []byte) []bufferCase {
+	return []bufferCase{{"out of place", in, out}, {"in place", in, in}}
+}
+
 // The ring's reductions combine data as it lands, out of place and in
 // place; recursive doubling's cannot, since each phase sends the very
 // buffer it reduces into, and keeps the staged order.
 func TestExecutorStreamsRecvReduce(t *testing.T) {
 	const n, count, esz = 4, 1024, 4
 	in, out := make([]byte, count*esz), make([]byte, count*esz)
-	for _, c := range []struct {
-		name    string
-		in, out []byte
-	}{{"out of place", in, out}, {"in place", in, in}} {
+	for _, c := range bufferCases(in, out) {
 		p, err := sched.RingAllReduce(1, n, count)
 		if err != nil {
 			t.Fatal(err)
@@ -66,6 +76,110 @@ func TestExecutorStreamsRecvReduce(t *testing.T) {
 			if s {
 				t.Errorf("recursive doubling: phase %d's RecvReduce is streamed while the phase sends its bytes", k)
 			}
+		}
+	}
+}
+
+// forwardedSends runs the executor's forwarding decision on every pair of
+// consecutive phases of p and returns, per phase after the first, which
+// of its sends would be posted early, forwarding the phase before.
+func forwardedSends(t *testing.T, p *sched.Plan, in, out []byte, esz int) [][]bool {
+	t.Helper()
+	bufs := [][]byte{in, out, make([]byte, p.ScratchLen*esz)}
+	bytesOf := func(r sched.Region) ([]byte, error) { return bufs[r.Buf][r.Off*esz : r.End()*esz], nil }
+	var e executor
+	var fw recordingForwarder
+	var got [][]bool
+	for k, ph := range p.Phases[:len(p.Phases)-1] {
+		if _, err := e.regions(ph, bytesOf); err != nil {
+			t.Fatal(err)
+		}
+		e.plan(ph, true)
+		e.stepReqs = e.stepReqs[:0]
+		for i := range ph {
+			e.stepReqs = append(e.stepReqs, stepRequest{phase: k, step: i})
+		}
+		e.forward(&fw, ph, p.Phases[k+1], bytesOf)
+		var row []bool
+		for j, s := range p.Phases[k+1] {
+			if s.Kind == sched.Send {
+				row = append(row, e.early[j] != nil)
+			}
+		}
+		got = append(got, row)
+	}
+	return got
+}
+
+// recordingForwarder accepts every IsendAfter.
+type recordingForwarder struct{}
+
+func (recordingForwarder) IsendAfter(peer int, data []byte, after transport.Request) (transport.Request, error) {
+	return after, nil
+}
+
+// stepRequest stands for the request of one step, for forwardedSends.
+type stepRequest struct{ phase, step int }
+
+func (stepRequest) Test() (bool, error) { return false, nil }
+func (stepRequest) Peer() int           { return 0 }
+
+// The ring passes every block on as it lands: each send after the first
+// forwards the reduction (or receive) of the phase before, as NCCL's
+// recvReduceSend and recvCopySend do. Recursive doubling sends whole
+// buffers that the phase before reduced after landing (staged), and
+// forwards nothing.
+func TestExecutorForwardsRing(t *testing.T) {
+	const n, count, esz = 4, 1024, 4
+	in, out := make([]byte, count*esz), make([]byte, count*esz)
+	for _, c := range bufferCases(in, out) {
+		p, err := sched.RingAllReduce(2, n, count)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rows := forwardedSends(t, p, c.in, c.out, esz)
+		if len(rows) != 2*(n-1)-1 {
+			t.Fatalf("ring, %s: %d phases after the first, want %d", c.name, len(rows), 2*(n-1)-1)
+		}
+		for k, row := range rows {
+			if len(row) != 1 || !row[0] {
+				t.Errorf("ring, %s: phase %d's send %v, want forwarded", c.name, k+1, row)
+			}
+		}
+	}
+	p, err := sched.DoublingAllReduce(2, n, count)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, row := range forwardedSends(t, p, in, out, esz) {
+		for _, f := range row {
+			if f {
+				t.Errorf("recursive doubling: phase %d forwards a staged reduction", k+1)
+			}
+		}
+	}
+}
+
+// A send is not forwarded when the next phase also writes its bytes, nor
+// when another send to the same peer comes before it in that phase.
+func TestExecutorForwardKeepsOrder(t *testing.T) {
+	const esz = 1
+	in, out := make([]byte, 64), make([]byte, 64)
+	a, b := sched.Region{Buf: sched.Output, Off: 0, Len: 32}, sched.Region{Buf: sched.Output, Off: 32, Len: 32}
+	recvA := sched.Phase{{Kind: sched.Recv, Peer: 1, Dst: a}, {Kind: sched.Recv, Peer: 2, Dst: b}}
+	for _, c := range []struct {
+		name string
+		next sched.Phase
+		want []bool
+	}{
+		{"alone", sched.Phase{{Kind: sched.Send, Peer: 2, Src: a}}, []bool{true}},
+		{"its bytes rewritten", sched.Phase{{Kind: sched.Send, Peer: 2, Src: a}, {Kind: sched.Recv, Peer: 1, Dst: a}}, []bool{false}},
+		{"behind another send", sched.Phase{{Kind: sched.Send, Peer: 2, Src: b}, {Kind: sched.Send, Peer: 2, Src: a}}, []bool{true, false}},
+		{"part of a receive", sched.Phase{{Kind: sched.Send, Peer: 2, Src: sched.Region{Buf: sched.Output, Off: 0, Len: 16}}}, []bool{false}},
+	} {
+		p := &sched.Plan{Rank: 0, Size: 3, InputLen: 64, OutputLen: 64, Phases: []sched.Phase{recvA, c.next}}
+		if got := forwardedSends(t, p, in, out, esz)[0]; !slices.Equal(got, c.want) {
+			t.Errorf("%s: forwarded %v, want %v", c.name, got, c.want)
 		}
 	}
 }

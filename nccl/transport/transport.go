@@ -45,6 +45,21 @@ type Reducer interface {
 	IrecvReduce(peer int, dst, src []byte, align int, combine func(dst, in, src []byte) error) (Request, error)
 }
 
+// Forwarder is a Transport that can pass bytes on while they arrive:
+// NCCL's recvReduceSend and recvCopySend, where each fragment a rank
+// receives (and reduces) leaves for the next rank at once, still in the
+// cache, instead of after the whole message has landed.
+type Forwarder interface {
+	// IsendAfter posts a send of data to peer, as Isend does, whose
+	// fragment i leaves only once fragment i of after has landed in data.
+	// after must be a receive posted on this transport (Irecv, or an
+	// IrecvReduce whose dst is data) into exactly data's bytes, so that
+	// both are cut into the same fragments; any other returns an error
+	// wrapping errors.ErrUnsupported, and the caller sends once after
+	// completes. If after fails, so does the send.
+	IsendAfter(peer int, data []byte, after Request) (Request, error)
+}
+
 // Registrar is a Transport that can send straight from the caller's
 // memory once it is registered, as NCCL does with buffers registered by
 // ncclCommRegister: no copy into a staging slot.

@@ -53,6 +53,9 @@ type sendReq struct {
 	done                 bool
 	err                  error
 	reg                  *userReg // data's registration, if any: no staging copy
+	// after, if set, is the receive into data whose fragments this send
+	// forwards: fragment i leaves once after has fragment i (IsendAfter).
+	after *recvReq
 }
 
 // finish marks the send done, or failed with err, and lets go of its
@@ -80,6 +83,10 @@ type recvReq struct {
 	// instead of being copied into buf.
 	src     []byte
 	combine func(dst, in, src []byte) error
+
+	// then are the connections of sends that forward this receive's
+	// fragments (IsendAfter), to pump when one lands.
+	then []*conn
 }
 
 func (r *recvReq) Test() (bool, error) { return r.done || r.err != nil, r.err }
@@ -205,6 +212,7 @@ func (c *conn) pump() {
 		}
 		r.off += n
 		r.got++
+		t.forward = append(t.forward, r.then...)
 		c.arrived = c.arrived[1:]
 		c.recvSlot = (c.recvSlot + 1) % t.cfg.Slots
 		c.creditOwe++
@@ -221,6 +229,15 @@ func (c *conn) pump() {
 	}
 	for _, r := range c.sends {
 		for r.posted < r.frags {
+			if a := r.after; a != nil && a.got <= r.posted {
+				if a.err == nil {
+					return // the fragment to forward has not landed
+				}
+				// It never will, and the peer's next message would
+				// start inside this one: the FIFO is broken.
+				c.fail(fmt.Errorf("forwarding a message from peer %d: %w", a.c.peer, a.err))
+				return
+			}
 			s := c.sendSlot
 			// Keep one send WR for credits, so credits always flow.
 			if c.credits == 0 || c.slotBusy[s] || c.sq >= c.sqDepth-1 {

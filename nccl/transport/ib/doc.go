@@ -30,6 +30,12 @@
 // when the peer has acknowledged every fragment. Flush waits until the
 // peer has acknowledged everything sent.
 //
+// A send posted with IsendAfter forwards a receive into the same bytes:
+// its fragment i is written as soon as fragment i of the receive has
+// landed (and, for IrecvReduce, been reduced), as NCCL's recvReduceSend
+// and recvCopySend pass each slot on. The ring's blocks thus flow from
+// rank to rank a slot at a time instead of a phase at a time.
+//
 // Where it sits: under nccl's executor, on top of package rnic's verbs
 // (AllocPD, RegMR, CreateCQ, CreateQP, Modify, PostSend, PostRecv, Poll,
 // Wait), exactly as NCCL's net_ib sits on libibverbs.

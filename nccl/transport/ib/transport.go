@@ -89,6 +89,10 @@ type Transport struct {
 	shut  bool
 
 	regs []*userReg // registered caller buffers, least recently used first
+
+	// forward lists connections to pump again: a fragment has landed that
+	// one of their sends waits for (IsendAfter).
+	forward []*conn
 }
 
 // userReg is a caller's buffer registered for zero-copy sends (Register).
@@ -331,11 +335,20 @@ func (t *Transport) conn(peer int) (*conn, error) {
 
 // Isend posts a send of data to peer; its fragments go out as credits allow.
 func (t *Transport) Isend(peer int, data []byte) (transport.Request, error) {
+	r, err := t.isend(peer, data, nil)
+	if err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// isend posts a send whose fragments wait for after's, if after is not nil.
+func (t *Transport) isend(peer int, data []byte, after *recvReq) (*sendReq, error) {
 	c, err := t.conn(peer)
 	if err != nil {
 		return nil, err
 	}
-	r := &sendReq{c: c, data: data, frags: t.fragments(len(data)), err: c.err}
+	r := &sendReq{c: c, data: data, frags: t.fragments(len(data)), err: c.err, after: after}
 	if c.err == nil {
 		// A message of one fragment is copied to staging even from a
 		// registered buffer: the copy is cheap, and the send is done once
@@ -351,6 +364,28 @@ func (t *Transport) Isend(peer int, data []byte) (transport.Request, error) {
 	return r, nil
 }
 
+// IsendAfter posts a send of data to peer whose fragment i is written
+// once fragment i of after, a receive of this transport into the same
+// bytes, has landed (transport.Forwarder).
+func (t *Transport) IsendAfter(peer int, data []byte, after transport.Request) (transport.Request, error) {
+	a, ok := after.(*recvReq)
+	if !ok || a.c.t != t || !sameBytes(a.buf, data) {
+		return nil, fmt.Errorf("ib: a send after a request that is not a receive into its bytes: %w", errors.ErrUnsupported)
+	}
+	r, err := t.isend(peer, data, a)
+	if err != nil {
+		return nil, err
+	}
+	a.then = append(a.then, r.c)
+	t.pumpForwards()
+	return r, nil
+}
+
+// sameBytes reports whether a and b are the same bytes.
+func sameBytes(a, b []byte) bool {
+	return len(a) == len(b) && (len(a) == 0 || unsafe.SliceData(a) == unsafe.SliceData(b))
+}
+
 // Irecv posts a receive of len(buf) bytes from peer.
 func (t *Transport) Irecv(peer int, buf []byte) (transport.Request, error) {
 	c, err := t.conn(peer)
@@ -361,6 +396,7 @@ func (t *Transport) Irecv(peer int, buf []byte) (transport.Request, error) {
 	if c.err == nil {
 		c.recvs = append(c.recvs, r)
 		c.pump()
+		t.pumpForwards()
 	}
 	return r, nil
 }
@@ -384,6 +420,7 @@ func (t *Transport) IrecvReduce(peer int, dst, src []byte, align int, combine fu
 	if c.err == nil {
 		c.recvs = append(c.recvs, r)
 		c.pump()
+		t.pumpForwards()
 	}
 	return r, nil
 }
@@ -415,7 +452,19 @@ func (t *Transport) Progress() error {
 			}
 		}
 	}
+	t.pumpForwards()
 	return nil
+}
+
+// pumpForwards pumps the connections whose sends wait for fragments that
+// have landed since (IsendAfter), so that they leave now rather than at
+// the next Progress.
+func (t *Transport) pumpForwards() {
+	for len(t.forward) > 0 {
+		c := t.forward[len(t.forward)-1]
+		t.forward = t.forward[:len(t.forward)-1]
+		c.pump()
+	}
 }
 
 // Flush drives the connections until the peer has acknowledged every

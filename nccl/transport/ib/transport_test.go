@@ -226,3 +226,109 @@ func TestStagedSendAndFlush(t *testing.T) {
 		}
 	})
 }
+
+// A send posted after a receive into the same bytes (IsendAfter) writes
+// each fragment only once it has landed: rank 1 forwards what rank 0
+// sends to rank 2. Nothing reaches rank 2 before rank 0 sends; then the
+// message passes through, also when rank 1 reduces it on the way.
+func TestForwardAfterReceive(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ts, _ := fabric(t, 3, Config{Slots: 4, SlotSize: 1024})
+		const n = 10_000 // 10 fragments: more than the FIFO holds
+		msg, src := make([]byte, n), make([]byte, n)
+		for i := range msg {
+			msg[i], src[i] = byte(i*7+1), byte(i)
+		}
+		for _, reduce := range []bool{false, true} {
+			mid, got := make([]byte, n), make([]byte, n)
+			var r1 transport.Request
+			var err error
+			if reduce {
+				r1, err = ts[1].IrecvReduce(0, mid, src, 1, func(dst, in, src []byte) error {
+					for i := range dst {
+						dst[i] = in[i] ^ src[i]
+					}
+					return nil
+				})
+			} else {
+				r1, err = ts[1].Irecv(0, mid)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			s1, err := ts[1].IsendAfter(2, mid, r1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r2, _ := ts[2].Irecv(1, got)
+			for range 4 {
+				synctest.Wait()
+				ts[1].Progress()
+				ts[2].Progress()
+			}
+			if c := ts[1].conns[2]; c.sq != 0 || c.credits != 4 {
+				t.Fatalf("reduce %v: rank 1 wrote to rank 2 before anything arrived (%d WRs, %d credits)", reduce, c.sq, c.credits)
+			}
+			s0, _ := ts[0].Isend(1, msg)
+			if err := waitAll(t, map[transport.Request]*Transport{s0: ts[0], r1: ts[1], s1: ts[1], r2: ts[2]}); err != nil {
+				t.Fatal(err)
+			}
+			want := msg
+			if reduce {
+				want = make([]byte, n)
+				for i := range want {
+					want[i] = msg[i] ^ src[i]
+				}
+			}
+			if !bytes.Equal(got, want) || !bytes.Equal(mid, want) {
+				t.Fatalf("reduce %v: rank 2 got other bytes than rank 1 received", reduce)
+			}
+		}
+	})
+}
+
+// IsendAfter takes only a receive of the same transport into exactly the
+// send's bytes; otherwise it says so (errors.ErrUnsupported) and posts
+// nothing.
+func TestForwardNeedsItsReceive(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ts, _ := fabric(t, 3, Config{Slots: 2, SlotSize: 64})
+		buf := make([]byte, 200)
+		r, _ := ts[1].Irecv(0, buf)
+		s, _ := ts[1].Isend(0, buf)
+		other, _ := ts[2].Irecv(0, buf)
+		for name, c := range map[string]struct {
+			data  []byte
+			after transport.Request
+		}{
+			"part of its bytes": {buf[:100], r},
+			"a send":            {buf, s},
+			"another transport": {buf, other},
+		} {
+			if _, err := ts[1].IsendAfter(2, c.data, c.after); !errors.Is(err, errors.ErrUnsupported) {
+				t.Errorf("after %s: %v, want ErrUnsupported", name, err)
+			}
+		}
+		if c := ts[1].conns[2]; len(c.sends) != 0 {
+			t.Errorf("%d sends posted to rank 2", len(c.sends))
+		}
+	})
+}
+
+// If the receive a send forwards fails, the send's connection fails too:
+// the message it had begun can never end, and the peer's next message
+// would start inside it.
+func TestForwardFailsWithItsReceive(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ts, _ := fabric(t, 3, Config{Slots: 2, SlotSize: 64})
+		mid := make([]byte, 200)
+		r1, _ := ts[1].Irecv(0, mid)
+		s1, _ := ts[1].IsendAfter(2, mid, r1)
+		s0, _ := ts[0].Isend(1, make([]byte, 150)) // not the 200 bytes rank 1 expects
+		err := waitAll(t, map[transport.Request]*Transport{s0: ts[0], s1: ts[1]})
+		var pe *transport.PeerError
+		if !errors.As(err, &pe) || pe.Peer != 2 || !errors.Is(err, transport.ErrLength) {
+			t.Fatalf("%v, want the forward to peer 2 failed by ErrLength", err)
+		}
+	})
+}
