@@ -22,8 +22,17 @@ var littleEndian = func() bool {
 // it could (little-endian machine, all three buffers aligned for the
 // type).
 func applyNative(dst, a, b []byte, t DataType, op Op) bool {
-	if !littleEndian || len(dst) == 0 || (op != Sum && op != Prod) {
+	if !littleEndian || len(dst) == 0 || (op != Sum && op != Prod) || t.Size() < 4 {
 		return false
+	}
+	if !aligned(dst, t) || !aligned(a, t) || !aligned(b, t) {
+		return false
+	}
+	if n := applySIMD(dst, a, b, t, op); n > 0 {
+		dst, a, b = dst[n:], a[n:], b[n:]
+		if len(dst) == 0 {
+			return true
+		}
 	}
 	switch t {
 	case Float32:
@@ -68,6 +77,11 @@ func combine[T native](dst, a, b []byte, op Op) bool {
 		d[i] = x[i] + y[i]
 	}
 	return true
+}
+
+// aligned reports whether b's address suits elements of t.
+func aligned(b []byte, t DataType) bool {
+	return uintptr(unsafe.Pointer(unsafe.SliceData(b)))%uintptr(t.Size()) == 0
 }
 
 // view returns b as a []T, if b's address is aligned for T.

@@ -78,3 +78,28 @@ func TestApplyToMatchesApply(t *testing.T) {
 		t.Error("ApplyTo with operands of different lengths: no error")
 	}
 }
+
+// The AVX2 kernels, where the CPU has them, take the 128-byte rounds of
+// long buffers at any 4- or 8-byte alignment and leave the tail to the
+// loops: the bits match the byte path at every length around a round.
+func TestApplySIMDRounds(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	for _, typ := range []DataType{Float32, Float64, Int32, Uint64} {
+		for _, op := range []Op{Sum, Prod} {
+			for _, n := range []int{127, 128, 129, 255, 256, 4096 + 24} {
+				n -= n % typ.Size()
+				raw := make([]byte, 3*n+32)
+				for i := range raw {
+					raw[i] = byte(rng.Uint32())
+				}
+				off := typ.Size() // not 32-byte aligned
+				a, b, dst := raw[off:off+n], raw[n+16:2*n+16], raw[2*n+24:3*n+24]
+				want := bytes.Clone(a)
+				applyBytes(want, a, b, typ, op)
+				if !applyNative(dst, a, b, typ, op) || !bytes.Equal(dst, want) {
+					t.Fatalf("%v %v, %d bytes: differs from the byte path", typ, op, n)
+				}
+			}
+		}
+	}
+}
