@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"net/netip"
 	"testing"
+
+	"github.com/klauspost/crc32"
 )
 
 // IPv4IDDelta turns the ICRC computed for ID 0 into the one for any ID, for
@@ -81,5 +83,21 @@ func TestIPv4IDDeltaCache(t *testing.T) {
 	}
 	if n := testing.AllocsPerRun(100, func() { c.Delta(0x1234, 4124) }); n != 0 {
 		t.Errorf("Delta allocates %v times", n)
+	}
+}
+
+// crcSmall (slicing-by-8 and the byte loop) continues a CRC exactly as
+// crc32.Update does, from any state, over any length.
+func TestCRCSmall(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	b := make([]byte, 100)
+	for i := range b {
+		b[i] = byte(rng.Uint32())
+	}
+	for n := range len(b) {
+		start := rng.Uint32()
+		if got, want := crcSmall(start, b[:n]), crc32.Update(start, crcTable, b[:n]); got != want {
+			t.Fatalf("%d bytes from %#08x: crcSmall %#08x, crc32.Update %#08x", n, start, got, want)
+		}
 	}
 }
