@@ -229,9 +229,11 @@ func (s *sender) flush(now time.Time) {
 	}
 	d.counters.SentPkts.Add(uint64(n))
 	d.dev.LinkSentPkts.Add(uint64(n))
+	bytes := 0
 	for i := range out[:n] {
-		d.dev.SentBytes.Add(uint64(s.pkts[i].Len()))
+		bytes += s.pkts[i].Len()
 	}
+	d.dev.SentBytes.Add(uint64(bytes))
 	for i := range s.pkts[:len(out)] {
 		s.pkts[i] = link.Packet{}
 	}
