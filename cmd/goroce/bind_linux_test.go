@@ -8,7 +8,8 @@ import (
 )
 
 // goroce run binds each rank to the CPUs rankCPUs gives it, from its
-// first thread on, and --bind-to none leaves every CPU to every rank.
+// first thread on; --bind-to none leaves every CPU to every rank, and auto
+// binds only ranks that outnumber the CPUs.
 func TestRunBindsRanks(t *testing.T) {
 	cpus := allowedCPUs()
 	if len(cpus) == 0 {
@@ -17,7 +18,8 @@ func TestRunBindsRanks(t *testing.T) {
 	for _, c := range []struct {
 		n    int
 		flag string
-	}{{1, "core"}, {len(cpus), "core"}, {2*len(cpus) + 1, "core"}, {2, "none"}} {
+	}{{1, "core"}, {len(cpus), "core"}, {2*len(cpus) + 1, "core"}, {2, "none"},
+		{len(cpus), "auto"}, {len(cpus) + 1, "auto"}} {
 		t.Run(fmt.Sprintf("%d_%s", c.n, c.flag), func(t *testing.T) {
 			code, out, errOut, _ := goroceRun(t, c.n, "cpus", "--bind-to", c.flag)
 			if code != exitOK {
@@ -25,7 +27,7 @@ func TestRunBindsRanks(t *testing.T) {
 			}
 			for r := range c.n {
 				want := cpus
-				if c.flag == "core" {
+				if bindPolicy(c.flag).binds(c.n, len(cpus)) {
 					want = rankCPUs(r, c.n, cpus)
 				}
 				if line := fmt.Sprintf("[%d] cpus %v\n", r, want); !strings.Contains(out, line) {

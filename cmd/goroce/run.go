@@ -31,11 +31,11 @@ mpirun would, each with its own goroce RNIC address on loopback:
   GOMAXPROCS              the rank's share of this host's CPUs, at least 1
                           (unless GOMAXPROCS is set already)
 
-With --bind-to core (the default, or GOROCE_BIND_TO), each rank is bound to
-its share of the CPUs goroce run may use, as mpirun --bind-to core does:
-a block of CPUs each when the ranks fit, else one CPU shared by
-consecutive ranks (ring neighbours). --bind-to none leaves them to the
-kernel.
+With --bind-to core, each rank is bound to its share of the CPUs goroce
+run may use, as mpirun --bind-to core does: a block of CPUs each when the
+ranks fit, else one CPU shared by consecutive ranks (ring neighbours).
+--bind-to none leaves them to the kernel. The default, auto (or
+GOROCE_BIND_TO), binds only when there are more ranks than CPUs.
 
 Every line a rank prints appears on goroce's own stdout or stderr prefixed
 with its rank ("[2] ..."); lines of different ranks never interleave.
@@ -56,7 +56,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	n := fs.Int("n", 2, "number of ranks (processes) to start")
 	base := addrBaseFlag(fs)
 	grace := fs.Duration("grace", 3*time.Second, "after SIGTERM (or a forwarded SIGINT), how long ranks get before SIGKILL")
-	bindTo := fs.String("bind-to", "", "`core` binds each rank to its share of the CPUs, none does not (default core, or $GOROCE_BIND_TO)")
+	bindTo := fs.String("bind-to", "", "`auto` binds ranks to CPUs when they outnumber them, core always, none never (default auto, or $GOROCE_BIND_TO)")
 	var obs observeFlags
 	obs.registerTrace(fs) // the ranks' program owns their devices: no servers here
 	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
@@ -126,7 +126,7 @@ type launchConfig struct {
 	argv     []string   // the command and its arguments
 	env      []string   // extra KEY=VALUE for every rank, after the launcher's own
 	grace    time.Duration
-	bind     bindPolicy // bindCore or bindNone; "" is bindNone
+	bind     bindPolicy // bindAuto, bindCore or bindNone; "" is bindNone
 	// plainRank0 passes rank 0's standard output through without the
 	// "[0] " prefix: the tools that re-execute themselves (nccl-perf -np,
 	// demo) have rank 0 print the report.
@@ -179,9 +179,9 @@ func launch(ctx context.Context, cfg launchConfig) int {
 	ranks := make([]*exec.Cmd, cfg.n)
 	var flush []*rankWriter
 	exits := make(chan rankExit, cfg.n)
-	var cpus []int
-	if cfg.bind == bindCore {
-		cpus = allowedCPUs()
+	cpus := allowedCPUs()
+	if !cfg.bind.binds(cfg.n, len(cpus)) {
+		cpus = nil
 	}
 	for r := range cfg.n {
 		cmd := exec.Command(cfg.argv[0], cfg.argv[1:]...)

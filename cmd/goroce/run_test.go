@@ -359,8 +359,17 @@ func TestRankCPUs(t *testing.T) {
 }
 
 func TestParseBind(t *testing.T) {
+	for _, c := range []struct {
+		p       bindPolicy
+		n, cpus int
+		want    bool
+	}{{bindAuto, 2, 2, false}, {bindAuto, 3, 2, true}, {bindCore, 1, 8, true}, {bindNone, 9, 2, false}} {
+		if got := c.p.binds(c.n, c.cpus); got != c.want {
+			t.Errorf("%s binds %d ranks on %d CPUs: %v, want %v", c.p, c.n, c.cpus, got, c.want)
+		}
+	}
 	t.Setenv(bindEnv, "")
-	for in, want := range map[string]bindPolicy{"": bindCore, "core": bindCore, "none": bindNone} {
+	for in, want := range map[string]bindPolicy{"": bindAuto, "auto": bindAuto, "core": bindCore, "none": bindNone} {
 		if got, err := parseBind(in); err != nil || got != want {
 			t.Errorf("parseBind(%q) = %q, %v; want %q", in, got, err, want)
 		}
@@ -369,7 +378,7 @@ func TestParseBind(t *testing.T) {
 	if got, _ := parseBind(""); got != bindNone {
 		t.Errorf("parseBind(\"\") with %s=none = %q", bindEnv, got)
 	}
-	if _, err := parseBind("socket"); err == nil || !strings.Contains(err.Error(), "want core or none") {
+	if _, err := parseBind("socket"); err == nil || !strings.Contains(err.Error(), "want auto, core or none") {
 		t.Errorf("parseBind(socket) error %v, want one naming the choices", err)
 	}
 }
