@@ -108,12 +108,12 @@ var slicing8 = func() (t [8][256]uint32) {
 	return t
 }()
 
-// crcBulk is the length from which crc32.Update (PCLMULQDQ) beats crcSmall.
+// crcBulk is the length from which crcUpdate (PCLMULQDQ) beats crcSmall.
 const crcBulk = 64
 
 // icrcTail continues the CRC over the RoCEv2 packet given in parts (BTH
 // first; the first part must hold the whole BTH), masking BTH byte 4.
-// Headers and pads go through crcSmall, payloads through crc32.Update.
+// Headers and pads go through crcSmall, payloads through crcUpdate.
 func icrcTail(crc uint32, parts [][]byte) uint32 {
 	var bth [BTHLen]byte
 	for i, p := range parts {
@@ -126,7 +126,7 @@ func icrcTail(crc uint32, parts [][]byte) uint32 {
 		if len(p) < crcBulk {
 			crc = crcSmall(crc, p)
 		} else {
-			crc = crc32.Update(crc, crcTable, p)
+			crc = crcUpdate(crc, p)
 		}
 	}
 	return crc

@@ -1,0 +1,98 @@
+#include "textflag.h"
+
+// func foldCRC32AVX512(state uint32, p *byte, n int, k *foldConsts) (lo, hi uint64)
+//
+// Folds the n bytes at p (n a multiple of 64, at least 256), with the raw
+// CRC state xored into the first four, into a 16-byte residue whose raw
+// CRC from state 0 is the bytes' raw CRC from state. Four ZMM accumulators
+// of four 128-bit lanes each fold 256 bytes a round, by the constants
+// x^(8d±32) mod P for a distance of d = 256 bytes (k256); then they fold
+// into one (d = 64, k64), which takes the remaining 64-byte blocks, and
+// its lanes fold into the last (d = 48, 32, 16). Each fold multiplies a
+// lane's low and high quadwords by the pair's low and high constants
+// (VPCLMULQDQ $0x00 and $0x11) and xors both products into the lane d
+// bytes further on.
+TEXT ·foldCRC32AVX512(SB), NOSPLIT, $0-48
+	MOVL state+0(FP), AX
+	MOVQ p+8(FP), SI
+	MOVQ n+16(FP), CX
+	MOVQ k+24(FP), DX
+
+	// The first 256 bytes, the state xored into the first four.
+	VMOVDQU64 0(SI), Z1
+	VMOVDQU64 64(SI), Z2
+	VMOVDQU64 128(SI), Z3
+	VMOVDQU64 192(SI), Z4
+	VMOVQ     AX, X0
+	VPXORQ    Z0, Z1, Z1
+	ADDQ      $256, SI
+	SUBQ      $256, CX
+	VMOVDQU64 0(DX), Z0
+
+loop256: // four independent chains: the multiplier's latency overlaps
+	CMPQ CX, $256
+	JB   done256
+	VPCLMULQDQ $0x11, Z0, Z1, Z5
+	VPCLMULQDQ $0x00, Z0, Z1, Z1
+	VPCLMULQDQ $0x11, Z0, Z2, Z6
+	VPCLMULQDQ $0x00, Z0, Z2, Z2
+	VPCLMULQDQ $0x11, Z0, Z3, Z7
+	VPCLMULQDQ $0x00, Z0, Z3, Z3
+	VPCLMULQDQ $0x11, Z0, Z4, Z8
+	VPCLMULQDQ $0x00, Z0, Z4, Z4
+	VPTERNLOGD $0x96, 0(SI), Z5, Z1
+	VPTERNLOGD $0x96, 64(SI), Z6, Z2
+	VPTERNLOGD $0x96, 128(SI), Z7, Z3
+	VPTERNLOGD $0x96, 192(SI), Z8, Z4
+	ADDQ       $256, SI
+	SUBQ       $256, CX
+	JMP        loop256
+
+done256: // fold Z1 into Z2 into Z3 into Z4, 64 bytes apart
+	VMOVDQU64  64(DX), Z0
+	VPCLMULQDQ $0x11, Z0, Z1, Z5
+	VPCLMULQDQ $0x00, Z0, Z1, Z1
+	VPTERNLOGD $0x96, Z5, Z1, Z2
+	VPCLMULQDQ $0x11, Z0, Z2, Z5
+	VPCLMULQDQ $0x00, Z0, Z2, Z2
+	VPTERNLOGD $0x96, Z5, Z2, Z3
+	VPCLMULQDQ $0x11, Z0, Z3, Z5
+	VPCLMULQDQ $0x00, Z0, Z3, Z3
+	VPTERNLOGD $0x96, Z5, Z3, Z4
+
+loop64:
+	CMPQ CX, $64
+	JB   done64
+	VPCLMULQDQ $0x11, Z0, Z4, Z5
+	VPCLMULQDQ $0x00, Z0, Z4, Z4
+	VPTERNLOGD $0x96, 0(SI), Z5, Z4
+	ADDQ       $64, SI
+	SUBQ       $64, CX
+	JMP        loop64
+
+done64: // fold Z4's lanes 0, 1, 2 into lane 3: 48, 32, 16 bytes on
+	VEXTRACTI32X4 $0, Z4, X1
+	VEXTRACTI32X4 $1, Z4, X2
+	VEXTRACTI32X4 $2, Z4, X3
+	VEXTRACTI32X4 $3, Z4, X4
+	VMOVDQU       128(DX), X0
+	VPCLMULQDQ    $0x11, X0, X1, X5
+	VPCLMULQDQ    $0x00, X0, X1, X1
+	VPXOR         X5, X1, X1
+	VMOVDQU       144(DX), X0
+	VPCLMULQDQ    $0x11, X0, X2, X5
+	VPCLMULQDQ    $0x00, X0, X2, X2
+	VPXOR         X5, X2, X2
+	VMOVDQU       160(DX), X0
+	VPCLMULQDQ    $0x11, X0, X3, X5
+	VPCLMULQDQ    $0x00, X0, X3, X3
+	VPXOR         X5, X3, X3
+	VPXOR         X1, X4, X4
+	VPXOR         X2, X3, X3
+	VPXOR         X3, X4, X4
+	VMOVQ         X4, AX
+	VPEXTRQ       $1, X4, BX
+	MOVQ          AX, lo+32(FP)
+	MOVQ          BX, hi+40(FP)
+	VZEROUPPER
+	RET
