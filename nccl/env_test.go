@@ -154,3 +154,20 @@ func TestBusyPoll(t *testing.T) {
 		}
 	}
 }
+
+// The devices nccl opens get an RC window of twice a connection's FIFO in
+// packets, never less than rxe's.
+func TestFIFOWindow(t *testing.T) {
+	for _, c := range []struct {
+		opts Options
+		want int
+	}{
+		{Options{}, 2 * 8 * 32},                                 // 8 slots of 128 KiB at MTU 4096
+		{Options{Slots: 4, SlotSize: 64 << 10, MTU: 1024}, 512}, // 4 × 64 packets
+		{Options{Slots: 2, SlotSize: 1000, MTU: 1024}, 128},     // rxe's at least
+	} {
+		if got := fifoWindow(c.opts); got != c.want {
+			t.Errorf("fifoWindow(%d slots of %d B, MTU %d) = %d, want %d", c.opts.Slots, c.opts.SlotSize, c.opts.MTU, got, c.want)
+		}
+	}
+}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/goroce/goroce/nccl/bootstrap"
 	"github.com/goroce/goroce/nccl/transport/ib"
+	"github.com/goroce/goroce/qp"
 	"github.com/goroce/goroce/rnic"
 )
 
@@ -157,7 +158,8 @@ func CommInitRank(ctx context.Context, nranks int, id UniqueID, rank int, opts O
 		if err != nil {
 			return fail(err)
 		}
-		dc := rnic.Config{Addr: addr, MTU: opts.MTU, Logger: opts.Logger, PeerMemory: peerMemory, BusyPoll: busy}
+		dc := rnic.Config{Addr: addr, MTU: opts.MTU, Logger: opts.Logger, PeerMemory: peerMemory, BusyPoll: busy,
+			MaxUnackedPSNs: fifoWindow(opts)}
 		log.Debug("rnic polling", zap.Duration("busy_poll", busy))
 		closeObs, err := observeFromEnv(&dc, rank)
 		if err != nil {
@@ -226,6 +228,29 @@ func CommInitRank(ctx context.Context, nranks int, id UniqueID, rank int, opts O
 	}
 	log.Info("init done", zap.String("root", rootAddr), zap.Stringer("rnic", dev.Addr()))
 	return c, nil
+}
+
+// fifoWindow is the RC window of the QPs of a device nccl opens: twice the
+// packets one connection's FIFO holds (Slots × SlotSize / MTU), so that
+// the credits, not the window, bound what is in flight. A fragment then
+// leaves when it is posted, right after the reduction or copy that made
+// it, while it is still in the cache, instead of when an ACK opens rxe's
+// window of 128 PSNs. Measured at 16 MiB (nccl-perf all_reduce, 2 CPUs):
+// 2 ranks 2.32-2.47 GB/s busbw with 128 PSNs, 2.49-2.65 with 512; 4 ranks
+// 1.02-1.04 and 1.13-1.16.
+func fifoWindow(opts Options) int {
+	slots, size, mtu := opts.Slots, opts.SlotSize, opts.MTU
+	if slots == 0 {
+		slots = ib.DefaultSlots
+	}
+	if size == 0 {
+		size = ib.DefaultSlotSize
+	}
+	if mtu == 0 {
+		mtu = 4096
+	}
+	pkts := slots * ((size + mtu - 1) / mtu)
+	return min(max(2*pkts, qp.DefaultMaxUnackedPSNs), qp.MaxWindowPSNs)
 }
 
 // busyPoll picks the device's polling budget: GOROCE_BUSY_POLL, else an

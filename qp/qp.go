@@ -21,6 +21,9 @@ type Limits struct {
 	MaxInline   uint32 // largest inline send
 	MaxMsgSize  uint64 // largest message
 	IPv4        bool   // the device's address family
+	// MaxUnackedPSNs is an RC requester's window: the PSNs it lets out
+	// before it waits for an ACK. 0 means DefaultMaxUnackedPSNs.
+	MaxUnackedPSNs int
 }
 
 // Env is what a QP needs from its device. The device fills it once.

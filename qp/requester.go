@@ -33,14 +33,29 @@ type requester struct {
 	paused   bool     // waiting out an RNR NAK
 }
 
+// DefaultMaxUnackedPSNs bounds an RC requester's PSNs in flight unless
+// Limits.MaxUnackedPSNs says otherwise: rxe's RXE_MAX_UNACKED_PSNS. A
+// larger window keeps more in flight, and go-back-N resends all of it
+// after a loss.
+const DefaultMaxUnackedPSNs = 128
+
+// MaxWindowPSNs is the largest window a requester may have: half the PSN
+// space, so that PSN comparisons (wire.PSN.Diff) stay unambiguous.
+const MaxWindowPSNs = 1 << 22
+
 const (
-	// maxUnackedPSNs bounds the PSNs in flight (rxe: RXE_MAX_UNACKED_PSNS
-	// is 128, and so is goroce's: go-back-N resends the whole window after a loss).
-	maxUnackedPSNs = 128
 	// maxPktsPerAck asks for an ACK at least this often inside a long
 	// message (rxe: RXE_MAX_PKT_PER_ACK).
 	maxPktsPerAck = 64
 )
+
+// window is the QP's RC window in PSNs (Limits.MaxUnackedPSNs).
+func (q *QP) window() int {
+	if w := q.env.Limits.MaxUnackedPSNs; w > 0 {
+		return w
+	}
+	return DefaultMaxUnackedPSNs
+}
 
 func (r *requester) start(q *QP, psn wire.PSN) {
 	*r = requester{q: q, psn: psn, cur: q.retired.Load()}
@@ -70,7 +85,7 @@ func (r *requester) transmit(now time.Time, out *Outbox, budget int) int {
 			r.cur++
 			continue
 		}
-		if q.typ == RC && r.psn.Diff(q.comp.psn) >= maxUnackedPSNs {
+		if q.typ == RC && int(r.psn.Diff(q.comp.psn)) >= q.window() {
 			break // window full: wait for ACKs
 		}
 		if r.off == 0 && r.isNew(w) {

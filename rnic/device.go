@@ -52,6 +52,12 @@ type Config struct {
 	// can be polled (link.Pollable, udplink with recvmmsg); on other links
 	// it only makes CQ.Wait spin. Default off.
 	BusyPoll time.Duration
+	// MaxUnackedPSNs is the RC window of the device's QPs: how many PSNs a
+	// requester lets out before it waits for an ACK. Default
+	// qp.DefaultMaxUnackedPSNs (128, as rxe); at most qp.MaxWindowPSNs.
+	// Go-back-N resends the whole window after a loss, so a larger one
+	// suits paths that do not drop, such as loopback.
+	MaxUnackedPSNs int
 	// DCQCN configures congestion control; on by default.
 	DCQCN DCQCNConfig
 	// PeerMemory allows registering device (simulated GPU) memory, as
@@ -170,6 +176,10 @@ func Open(cfg Config) (*Device, error) {
 	if cfg.Workers <= 0 {
 		cfg.Workers = 1
 	}
+	if cfg.MaxUnackedPSNs < 0 || cfg.MaxUnackedPSNs > qp.MaxWindowPSNs {
+		return nil, fmt.Errorf("%w: MaxUnackedPSNs %d (want 1 to %d, or 0 for %d)", ErrInvalidArg,
+			cfg.MaxUnackedPSNs, qp.MaxWindowPSNs, qp.DefaultMaxUnackedPSNs)
+	}
 	if cfg.DCQCN.Params == (dcqcn.Params{}) {
 		cfg.DCQCN.Params = dcqcn.PresetMLX5()
 	}
@@ -206,7 +216,7 @@ func Open(cfg Config) (*Device, error) {
 		qps: make(map[uint32]*QP), srqs: make(map[*qp.SRQ]*mr.PD), events: make(chan qp.Event, 256), closing: make(chan struct{}),
 	}
 	d.limits = qp.Limits{MaxMTU: mtu, MaxRdAtomic: MaxRdAtomic, MaxSendWR: MaxQPWR, MaxSGE: MaxSGE,
-		MaxInline: MaxInline, MaxMsgSize: MaxMsgSize, IPv4: d.local.Addr().Unmap().Is4()}
+		MaxInline: MaxInline, MaxMsgSize: MaxMsgSize, IPv4: d.local.Addr().Unmap().Is4(), MaxUnackedPSNs: cfg.MaxUnackedPSNs}
 	if cfg.Trace != nil {
 		d.tracer = newTracer(cfg.Trace, d.local)
 	}

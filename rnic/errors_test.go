@@ -3,6 +3,7 @@ package rnic
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -531,4 +532,45 @@ func TestPostInWrongStatesOnDevice(t *testing.T) {
 			t.Errorf("%d completions from refused WRs", n)
 		}
 	})
+}
+
+// An RC requester lets out Config.MaxUnackedPSNs packets (rxe's 128 by
+// default) and then waits for an ACK: with every ACK lost, a 1 MiB WRITE
+// sends exactly one window before the local ACK timeout.
+func TestRCWindow(t *testing.T) {
+	for _, window := range []int{0, 300} {
+		t.Run(fmt.Sprint(window), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var cut atomic.Bool
+				cut.Store(true)
+				tp := &tap{}
+				a, b, _ := newPair(t, pairConfig{bufSize: 1 << 20, timeout: 14, retry: 7, window: window,
+					net: simlink.Config{Impairments: []simlink.Impairment{tp.rule(), dropFrom(addrB, &cut)}}})
+				a.postSend(t, qp.SendWR{WRID: 1, Opcode: qp.WRRDMAWrite, Flags: qp.SendSignaled, SGL: []qp.SGE{a.sge(0, 1<<20)},
+					RemoteAddr: b.mr.Addr(), RKey: b.mr.RKey()})
+				time.Sleep(time.Millisecond) // virtual: well before the 67 ms timeout
+				synctest.Wait()
+				want := window
+				if want == 0 {
+					want = qp.DefaultMaxUnackedPSNs
+				}
+				sent := 0
+				tp.mu.Lock()
+				for _, p := range tp.pkts {
+					if p.src == addrA {
+						sent++
+					}
+				}
+				tp.mu.Unlock()
+				if sent != want {
+					t.Errorf("window %d: %d packets before an ACK, want %d", window, sent, want)
+				}
+				cut.Store(false)
+				a.expect(t, 1, qp.WCSuccess)
+			})
+		})
+	}
+	if _, err := Open(Config{Addr: addrA, Link: nil, MaxUnackedPSNs: qp.MaxWindowPSNs + 1}); !errors.Is(err, ErrInvalidArg) {
+		t.Errorf("MaxUnackedPSNs %d: %v, want ErrInvalidArg", qp.MaxWindowPSNs+1, err)
+	}
 }

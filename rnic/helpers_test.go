@@ -46,6 +46,7 @@ type pairConfig struct {
 	qkey        uint32 // UD: the QPs' Q_Key, default 0x11111111
 	dcqcn       DCQCNConfig
 	trace       [2]io.Writer // the devices' Config.Trace, a's then b's
+	window      int          // the devices' Config.MaxUnackedPSNs
 }
 
 // newPair opens two devices on a simulated network and connects an RC (or
@@ -76,7 +77,8 @@ func newPair(t testing.TB, pc pairConfig) (a, b *end, network *simlink.Network) 
 		if err != nil {
 			t.Fatal(err)
 		}
-		dev, err := Open(Config{Addr: addr, Link: port, MTU: pc.mtu, StrictICRC: true, DCQCN: pc.dcqcn, Trace: pc.trace[i]})
+		dev, err := Open(Config{Addr: addr, Link: port, MTU: pc.mtu, StrictICRC: true, DCQCN: pc.dcqcn, Trace: pc.trace[i],
+			MaxUnackedPSNs: pc.window})
 		if err != nil {
 			t.Fatal(err)
 		}
