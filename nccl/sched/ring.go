@@ -11,6 +11,16 @@ package sched
 // Input block into the Output block, and every Output block is written,
 // by a reduction or by the all-gather, before it is sent on.
 func RingAllReduce(rank, n, count int) (*Plan, error) {
+	return RingAllReduceChunked(rank, n, count, 0)
+}
+
+// RingAllReduceChunked is RingAllReduce over slices of n×chunk elements,
+// one after the other, as NCCL's ring kernel loops over its buffer: each
+// slice's reduce-scatter and all-gather run before the next slice
+// starts, so the bytes a rank reduces leave again (all-gather) while they
+// are still in its cache, rather than a whole buffer later. chunk <= 0
+// means one slice, the whole buffer.
+func RingAllReduceChunked(rank, n, count, chunk int) (*Plan, error) {
 	if err := checkArgs("ring AllReduce", rank, n, count, 0); err != nil {
 		return nil, err
 	}
@@ -19,8 +29,21 @@ func RingAllReduce(rank, n, count int) (*Plan, error) {
 		b.copy(Region{Input, 0, count}, Region{Output, 0, count})
 		return b.plan(), nil
 	}
+	slice := count
+	if chunk > 0 && chunk < count/n {
+		slice = n * chunk
+	}
+	for base := 0; base < count; base += slice {
+		b.ringSlice(rank, n, base, min(slice, count-base))
+	}
+	return b.plan(), nil
+}
+
+// ringSlice adds the phases of a ring AllReduce of the size elements at
+// base.
+func (b *builder) ringSlice(rank, n, base, size int) {
 	next, prev := mod(rank+1, n), mod(rank-1, n)
-	chunk := func(buf Buf, c int) Region { return block(buf, 0, count, n, mod(c, n)) }
+	chunk := func(buf Buf, c int) Region { return block(buf, base, size, n, mod(c, n)) }
 	for k := 0; k < n-1; k++ { // reduce-scatter
 		from := Output
 		if k == 0 {
@@ -35,7 +58,6 @@ func RingAllReduce(rank, n, count int) (*Plan, error) {
 		b.recv(prev, chunk(Output, rank-k))
 		b.next()
 	}
-	return b.plan(), nil
 }
 
 // RingReduceScatter reduces Input, n blocks of count elements, so that rank

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"reflect"
 	"testing"
 
 	"github.com/goroce/goroce/nccl/reduce"
@@ -55,6 +56,19 @@ var collectives = []collective{
 	{
 		name:  "RingAllReduce",
 		build: func(r, n, _, c int) (*Plan, error) { return RingAllReduce(r, n, c) },
+		inLen: func(_, c int) int { return c },
+		expect: func(ins [][]byte, n, _, c int) [][]byte {
+			out := make([][]byte, n)
+			for i := range out {
+				out[i] = sumOf(ins, 0, c)
+			}
+			return out
+		},
+		inPlace: func(int, int, int, int) int { return 0 },
+	},
+	{
+		name:  "RingAllReduceChunked",
+		build: func(r, n, _, c int) (*Plan, error) { return RingAllReduceChunked(r, n, c, 2) },
 		inLen: func(_, c int) int { return c },
 		expect: func(ins [][]byte, n, _, c int) [][]byte {
 			out := make([][]byte, n)
@@ -259,7 +273,8 @@ func ints(b []byte) []int64 {
 // floating-point data, where the order of reduction matters.
 func TestAllReduceBitIdentical(t *testing.T) {
 	rng := rand.New(rand.NewPCG(9, 10))
-	for _, build := range []func(int, int, int) (*Plan, error){RingAllReduce, DoublingAllReduce} {
+	chunked := func(r, n, c int) (*Plan, error) { return RingAllReduceChunked(r, n, c, 3) }
+	for _, build := range []func(int, int, int) (*Plan, error){RingAllReduce, chunked, DoublingAllReduce} {
 		for _, dt := range []reduce.DataType{reduce.Float32, reduce.Float16, reduce.BFloat16, reduce.Float64} {
 			for n := 2; n <= 8; n++ {
 				count := 1 + rng.IntN(50)
@@ -353,6 +368,31 @@ func TestPhaseCounts(t *testing.T) {
 		}
 		if len(p.Phases) != c.want {
 			t.Errorf("%s: %d phases, want %d", c.name, len(p.Phases), c.want)
+		}
+	}
+}
+
+// The chunked ring runs one ring per slice of n×chunk elements, in order;
+// a chunk that covers the buffer gives RingAllReduce's plan.
+func TestRingAllReduceChunkedSlices(t *testing.T) {
+	const n, count = 4, 100
+	whole, err := RingAllReduce(1, n, count)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ chunk, slices int }{{0, 1}, {25, 1}, {1000, 1}, {10, 3}, {5, 5}, {1, 25}} {
+		p, err := RingAllReduceChunked(1, n, count, c.chunk)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Validate(); err != nil {
+			t.Fatalf("chunk %d: %v", c.chunk, err)
+		}
+		if got, want := len(p.Phases), c.slices*2*(n-1); got != want {
+			t.Errorf("chunk %d: %d phases, want %d (%d slices)", c.chunk, got, want, c.slices)
+		}
+		if c.slices == 1 && !reflect.DeepEqual(p, whole) {
+			t.Errorf("chunk %d: one slice differs from RingAllReduce", c.chunk)
 		}
 	}
 }
