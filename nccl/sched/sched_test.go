@@ -52,46 +52,28 @@ type collective struct {
 	inPlace func(rank, n, root, count int) int
 }
 
+// allReduce describes an AllReduce algorithm for the table test: every
+// rank ends with the sum of all inputs, in place or not.
+func allReduce(name string, build builderFunc) collective {
+	return collective{
+		name:  name,
+		build: build,
+		inLen: func(_, c int) int { return c },
+		expect: func(ins [][]byte, n, _, c int) [][]byte {
+			out := make([][]byte, n)
+			for i := range out {
+				out[i] = sumOf(ins, 0, c)
+			}
+			return out
+		},
+		inPlace: func(int, int, int, int) int { return 0 },
+	}
+}
+
 var collectives = []collective{
-	{
-		name:  "RingAllReduce",
-		build: func(r, n, _, c int) (*Plan, error) { return RingAllReduce(r, n, c) },
-		inLen: func(_, c int) int { return c },
-		expect: func(ins [][]byte, n, _, c int) [][]byte {
-			out := make([][]byte, n)
-			for i := range out {
-				out[i] = sumOf(ins, 0, c)
-			}
-			return out
-		},
-		inPlace: func(int, int, int, int) int { return 0 },
-	},
-	{
-		name:  "RingAllReduceChunked",
-		build: func(r, n, _, c int) (*Plan, error) { return RingAllReduceChunked(r, n, c, 2) },
-		inLen: func(_, c int) int { return c },
-		expect: func(ins [][]byte, n, _, c int) [][]byte {
-			out := make([][]byte, n)
-			for i := range out {
-				out[i] = sumOf(ins, 0, c)
-			}
-			return out
-		},
-		inPlace: func(int, int, int, int) int { return 0 },
-	},
-	{
-		name:  "DoublingAllReduce",
-		build: func(r, n, _, c int) (*Plan, error) { return DoublingAllReduce(r, n, c) },
-		inLen: func(_, c int) int { return c },
-		expect: func(ins [][]byte, n, _, c int) [][]byte {
-			out := make([][]byte, n)
-			for i := range out {
-				out[i] = sumOf(ins, 0, c)
-			}
-			return out
-		},
-		inPlace: func(int, int, int, int) int { return 0 },
-	},
+	allReduce("RingAllReduce", func(r, n, _, c int) (*Plan, error) { return RingAllReduce(r, n, c) }),
+	allReduce("RingAllReduceChunked", func(r, n, _, c int) (*Plan, error) { return RingAllReduceChunked(r, n, c, 2) }),
+	allReduce("DoublingAllReduce", func(r, n, _, c int) (*Plan, error) { return DoublingAllReduce(r, n, c) }),
 	{
 		name:  "RingReduceScatter",
 		build: func(r, n, _, c int) (*Plan, error) { return RingReduceScatter(r, n, c) },
