@@ -1,7 +1,6 @@
 package wire
 
 import (
-	"encoding/binary"
 	"math/bits"
 
 	"github.com/klauspost/crc32"
@@ -17,6 +16,9 @@ type foldConsts struct {
 	k48  [2]uint64
 	k32  [2]uint64
 	k16  [2]uint64
+	kRed [2]uint64 // x^96, x^64: the residue's 128 bits to 64
+	kBar [2]uint64 // P and mu = x^64 / P, bit-reflected: Barrett's reduction
+	mask [2]uint64 // the low 32 bits
 }
 
 var crcFold = func() (c foldConsts) {
@@ -27,6 +29,11 @@ var crcFold = func() (c foldConsts) {
 	copy(c.k48[:], foldPair(48))
 	copy(c.k32[:], foldPair(32))
 	copy(c.k16[:], foldPair(16))
+	c.kRed = [2]uint64{foldPair(16)[1], uint64(bits.Reverse32(xPowMod(64))) << 1}
+	// P (0x104C11DB7) reflected over 33 bits, and the quotient
+	// x^64 / P reflected, as the Linux kernel's crc32-pclmul has them.
+	c.kBar = [2]uint64{0x1DB710641, 0x1F7011641}
+	c.mask = [2]uint64{0xFFFFFFFF, 0}
 	return c
 }()
 
@@ -55,7 +62,7 @@ func foldPair(d int) []uint64 {
 // hasFold says whether the CPU has AVX-512 carry-less multiplication.
 var hasFold = cpu.X86.HasAVX512F && cpu.X86.HasAVX512VL && cpu.X86.HasAVX512VPCLMULQDQ && cpu.X86.HasPCLMULQDQ
 
-func foldCRC32AVX512(state uint32, p *byte, n int, k *foldConsts) (lo, hi uint64)
+func foldCRC32AVX512(state uint32, p *byte, n int, k *foldConsts) uint32
 
 // crcUpdate is crc32.Update(crc, crcTable, p). From 256 bytes on, with
 // AVX-512 carry-less multiplication, it folds four independent streams
@@ -67,11 +74,7 @@ func crcUpdate(crc uint32, p []byte) uint32 {
 	if !hasFold || n < 256 {
 		return crc32.Update(crc, crcTable, p)
 	}
-	lo, hi := foldCRC32AVX512(^crc, &p[0], n, &crcFold)
-	var r [16]byte
-	binary.LittleEndian.PutUint64(r[:], lo)
-	binary.LittleEndian.PutUint64(r[8:], hi)
-	crc = crcSmall(^uint32(0), r[:]) // the residue's raw CRC from state 0
+	crc = ^foldCRC32AVX512(^crc, &p[0], n, &crcFold)
 	if len(p) > n {
 		crc = crc32.Update(crc, crcTable, p[n:])
 	}

@@ -1,10 +1,11 @@
 #include "textflag.h"
 
-// func foldCRC32AVX512(state uint32, p *byte, n int, k *foldConsts) (lo, hi uint64)
+// func foldCRC32AVX512(state uint32, p *byte, n int, k *foldConsts) uint32
 //
-// Folds the n bytes at p (n a multiple of 64, at least 256), with the raw
-// CRC state xored into the first four, into a 16-byte residue whose raw
-// CRC from state 0 is the bytes' raw CRC from state. Four ZMM accumulators
+// Returns the raw CRC (no inversions) of the n bytes at p from state (n a
+// multiple of 64, at least 256). With the state xored into the first four
+// bytes, it folds them into a 16-byte residue with the same raw CRC from
+// state 0, and reduces that by Barrett's method. Four ZMM accumulators
 // of four 128-bit lanes each fold 256 bytes a round, by the constants
 // x^(8d±32) mod P for a distance of d = 256 bytes (k256); then they fold
 // into one (d = 64, k64), which takes the remaining 64-byte blocks, and
@@ -12,7 +13,7 @@
 // lane's low and high quadwords by the pair's low and high constants
 // (VPCLMULQDQ $0x00 and $0x11) and xors both products into the lane d
 // bytes further on.
-TEXT ·foldCRC32AVX512(SB), NOSPLIT, $0-48
+TEXT ·foldCRC32AVX512(SB), NOSPLIT, $0-36
 	MOVL state+0(FP), AX
 	MOVQ p+8(FP), SI
 	MOVQ n+16(FP), CX
@@ -90,9 +91,28 @@ done64: // fold Z4's lanes 0, 1, 2 into lane 3: 48, 32, 16 bytes on
 	VPXOR         X1, X4, X4
 	VPXOR         X2, X3, X3
 	VPXOR         X3, X4, X4
-	VMOVQ         X4, AX
-	VPEXTRQ       $1, X4, BX
-	MOVQ          AX, lo+32(FP)
-	MOVQ          BX, hi+40(FP)
+
+	// X4 is the 16-byte residue: reduce it to the 32-bit raw CRC.
+	// 128 -> 96 bits: low quadword × x^96, xored into the high one.
+	VMOVDQU    176(DX), X0 // x^96 | x^64
+	VPCLMULQDQ $0x00, X0, X4, X1
+	VPSRLDQ    $8, X4, X2
+	VPXOR      X2, X1, X1
+	// 96 -> 64 bits: low 32 bits × x^64, xored into the rest.
+	VMOVDQU    208(DX), X5 // mask of the low 32 bits
+	VPAND      X5, X1, X2
+	VPCLMULQDQ $0x10, X0, X2, X2
+	VPSRLDQ    $4, X1, X3
+	VPXOR      X3, X2, X2
+	// Barrett: q = (u mod x^32) × mu, r = u ^ (q mod x^32) × P; the CRC
+	// is r's bits 32 to 63.
+	VMOVDQU    192(DX), X0 // P | mu
+	VPAND      X5, X2, X3
+	VPCLMULQDQ $0x10, X0, X3, X3
+	VPAND      X5, X3, X3
+	VPCLMULQDQ $0x00, X0, X3, X3
+	VPXOR      X2, X3, X3
+	VPEXTRD    $1, X3, AX
+	MOVL       AX, ret+32(FP)
 	VZEROUPPER
 	RET
