@@ -13,6 +13,21 @@
 // lane's low and high quadwords by the pair's low and high constants
 // (VPCLMULQDQ $0x00 and $0x11) and xors both products into the lane d
 // bytes further on.
+// FOLD moves accumulator acc d bytes on, by the constants in K, and
+// xors in what is there, src: acc = acc.lo × K.lo ^ acc.hi × K.hi ^ src,
+// lane by lane. tmp is clobbered.
+#define FOLD(K, acc, src, tmp) \
+	VPCLMULQDQ $0x11, K, acc, tmp \
+	VPCLMULQDQ $0x00, K, acc, acc \
+	VPTERNLOGD $0x96, src, tmp, acc
+
+// FOLDLANE moves one 128-bit lane d bytes on, by the constants in K
+// (an X register), leaving the products' xor in lane.
+#define FOLDLANE(K, lane, tmp) \
+	VPCLMULQDQ $0x11, K, lane, tmp \
+	VPCLMULQDQ $0x00, K, lane, lane \
+	VPXOR      tmp, lane, lane
+
 TEXT ·foldCRC32AVX512(SB), NOSPLIT, $0-36
 	MOVL state+0(FP), AX
 	MOVQ p+8(FP), SI
@@ -28,66 +43,45 @@ TEXT ·foldCRC32AVX512(SB), NOSPLIT, $0-36
 	VPXORQ    Z0, Z1, Z1
 	ADDQ      $256, SI
 	SUBQ      $256, CX
-	VMOVDQU64 0(DX), Z0
+	VMOVDQU64 0(DX), Z0 // k256
 
 loop256: // four independent chains: the multiplier's latency overlaps
 	CMPQ CX, $256
 	JB   done256
-	VPCLMULQDQ $0x11, Z0, Z1, Z5
-	VPCLMULQDQ $0x00, Z0, Z1, Z1
-	VPCLMULQDQ $0x11, Z0, Z2, Z6
-	VPCLMULQDQ $0x00, Z0, Z2, Z2
-	VPCLMULQDQ $0x11, Z0, Z3, Z7
-	VPCLMULQDQ $0x00, Z0, Z3, Z3
-	VPCLMULQDQ $0x11, Z0, Z4, Z8
-	VPCLMULQDQ $0x00, Z0, Z4, Z4
-	VPTERNLOGD $0x96, 0(SI), Z5, Z1
-	VPTERNLOGD $0x96, 64(SI), Z6, Z2
-	VPTERNLOGD $0x96, 128(SI), Z7, Z3
-	VPTERNLOGD $0x96, 192(SI), Z8, Z4
-	ADDQ       $256, SI
-	SUBQ       $256, CX
-	JMP        loop256
+	FOLD(Z0, Z1, 0(SI), Z5)
+	FOLD(Z0, Z2, 64(SI), Z6)
+	FOLD(Z0, Z3, 128(SI), Z7)
+	FOLD(Z0, Z4, 192(SI), Z8)
+	ADDQ $256, SI
+	SUBQ $256, CX
+	JMP  loop256
 
-done256: // fold Z1 into Z2 into Z3 into Z4, 64 bytes apart
-	VMOVDQU64  64(DX), Z0
-	VPCLMULQDQ $0x11, Z0, Z1, Z5
-	VPCLMULQDQ $0x00, Z0, Z1, Z1
-	VPTERNLOGD $0x96, Z5, Z1, Z2
-	VPCLMULQDQ $0x11, Z0, Z2, Z5
-	VPCLMULQDQ $0x00, Z0, Z2, Z2
-	VPTERNLOGD $0x96, Z5, Z2, Z3
-	VPCLMULQDQ $0x11, Z0, Z3, Z5
-	VPCLMULQDQ $0x00, Z0, Z3, Z3
-	VPTERNLOGD $0x96, Z5, Z3, Z4
+done256: // fold Z1 onto Z2, that onto Z3, that onto Z4: 64 bytes apart
+	VMOVDQU64 64(DX), Z0 // k64
+	FOLD(Z0, Z1, Z2, Z5)
+	FOLD(Z0, Z1, Z3, Z5)
+	FOLD(Z0, Z1, Z4, Z5)
+	VMOVDQA64 Z1, Z4
 
 loop64:
 	CMPQ CX, $64
 	JB   done64
-	VPCLMULQDQ $0x11, Z0, Z4, Z5
-	VPCLMULQDQ $0x00, Z0, Z4, Z4
-	VPTERNLOGD $0x96, 0(SI), Z5, Z4
-	ADDQ       $64, SI
-	SUBQ       $64, CX
-	JMP        loop64
+	FOLD(Z0, Z4, 0(SI), Z5)
+	ADDQ $64, SI
+	SUBQ $64, CX
+	JMP  loop64
 
 done64: // fold Z4's lanes 0, 1, 2 into lane 3: 48, 32, 16 bytes on
 	VEXTRACTI32X4 $0, Z4, X1
 	VEXTRACTI32X4 $1, Z4, X2
 	VEXTRACTI32X4 $2, Z4, X3
 	VEXTRACTI32X4 $3, Z4, X4
-	VMOVDQU       128(DX), X0
-	VPCLMULQDQ    $0x11, X0, X1, X5
-	VPCLMULQDQ    $0x00, X0, X1, X1
-	VPXOR         X5, X1, X1
-	VMOVDQU       144(DX), X0
-	VPCLMULQDQ    $0x11, X0, X2, X5
-	VPCLMULQDQ    $0x00, X0, X2, X2
-	VPXOR         X5, X2, X2
-	VMOVDQU       160(DX), X0
-	VPCLMULQDQ    $0x11, X0, X3, X5
-	VPCLMULQDQ    $0x00, X0, X3, X3
-	VPXOR         X5, X3, X3
+	VMOVDQU       128(DX), X0 // k48
+	FOLDLANE(X0, X1, X5)
+	VMOVDQU       144(DX), X0 // k32
+	FOLDLANE(X0, X2, X5)
+	VMOVDQU       160(DX), X0 // k16
+	FOLDLANE(X0, X3, X5)
 	VPXOR         X1, X4, X4
 	VPXOR         X2, X3, X3
 	VPXOR         X3, X4, X4
