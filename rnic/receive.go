@@ -126,11 +126,8 @@ func (d *Device) progress() {
 		if n > 0 {
 			d.dev.PolledPkts.Add(uint64(n))
 			now := d.deliverBatch(d.rx, n)
-			if len(d.rx.cnps) > 0 { // congestion news goes at once
-				d.sendMu.Lock()
-				d.addCNPs(d.rx, now)
-				d.rx.snd.flush(now)
-				d.sendMu.Unlock()
+			if len(d.rx.cnps) > 0 {
+				d.answer(d.rx, nil, now) // congestion news goes at once
 			}
 			// What the packets call for goes out with this goroutine's
 			// next post to the QP, right behind the request it posts (see
@@ -159,16 +156,7 @@ func (d *Device) progress() {
 // a rule, when the application has posted to them since) and forgets
 // them.
 func (d *Device) sendOwed(rx *rxPath) {
-	now := time.Now()
-	d.sendMu.Lock()
-	for _, q := range rx.owed {
-		rx.snd.transmit(now, q)
-	}
-	rx.snd.flush(now)
-	d.sendMu.Unlock()
-	for _, q := range rx.owed {
-		q.rearm()
-	}
+	d.answer(rx, rx.owed, time.Now())
 	clear(rx.owed)
 	rx.owed = rx.owed[:0]
 }
@@ -178,31 +166,32 @@ func (d *Device) sendOwed(rx *rxPath) {
 // window) from here, without waking a worker.
 func (d *Device) handle(rx *rxPath, n int) {
 	now := d.deliverBatch(rx, n)
-	if len(rx.touched) == 0 {
-		return
+	if len(rx.touched) > 0 {
+		d.answer(rx, rx.touched, now)
 	}
+}
+
+// answer sends, from rx's sender, the CNPs the batch's notification
+// points called for (once: it forgets them) and what the QPs qs have to
+// send now.
+func (d *Device) answer(rx *rxPath, qs []*QP, now time.Time) {
 	snd := rx.snd
 	d.sendMu.Lock()
-	d.addCNPs(rx, now)
-	for _, q := range rx.touched {
+	for _, c := range rx.cnps {
+		if snd.out.Room() == 0 {
+			snd.flush(now)
+		}
+		snd.out.AddCNP(c.addr, c.q.Query().DestQPN, c.q.QPN())
+		d.dev.CNPsSent.Add(1)
+	}
+	rx.cnps = rx.cnps[:0]
+	for _, q := range qs {
 		snd.transmit(now, q)
 	}
 	snd.flush(now)
 	d.sendMu.Unlock()
-	for _, q := range rx.touched {
+	for _, q := range qs {
 		q.rearm()
-	}
-}
-
-// addCNPs puts the CNPs the batch's notification points called for in
-// rx's outbox. Called with sendMu held.
-func (d *Device) addCNPs(rx *rxPath, now time.Time) {
-	for _, c := range rx.cnps {
-		if rx.snd.out.Room() == 0 {
-			rx.snd.flush(now)
-		}
-		rx.snd.out.AddCNP(c.addr, c.q.Query().DestQPN, c.q.QPN())
-		d.dev.CNPsSent.Add(1)
 	}
 }
 
@@ -216,10 +205,6 @@ func (d *Device) deliverBatch(rx *rxPath, n int) (now time.Time) {
 	bytes := 0
 	for i := range rx.pkts[:n] {
 		bytes += len(rx.pkts[i].Buf)
-	}
-	d.dev.LinkRcvdPkts.Add(uint64(n)) // once a batch: an atomic add costs
-	d.dev.RcvdBytes.Add(uint64(bytes))
-	for i := range rx.pkts[:n] {
 		q, cnp := d.deliver(now, &rx.pkts[i], view)
 		if q != nil && !containsQP(rx.touched, q) {
 			rx.touched = append(rx.touched, q)
@@ -228,6 +213,8 @@ func (d *Device) deliverBatch(rx *rxPath, n int) (now time.Time) {
 			rx.cnps = append(rx.cnps, cnpTo{q: q, addr: rx.pkts[i].Addr})
 		}
 	}
+	d.dev.LinkRcvdPkts.Add(uint64(n)) // once a batch: an atomic add costs
+	d.dev.RcvdBytes.Add(uint64(bytes))
 	return now
 }
 
