@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"time"
-	"unsafe"
 
 	"github.com/goroce/goroce/nccl/reduce"
 	"github.com/goroce/goroce/nccl/sched"
@@ -195,7 +194,7 @@ func (e *executor) plan(ph []sched.Step, canStream bool) {
 		if s.Kind != sched.RecvReduce {
 			continue
 		}
-		ok := same(e.dsts[i], e.srcs[i]) || !overlap(e.dsts[i], e.srcs[i])
+		ok := transport.SameBytes(e.dsts[i], e.srcs[i]) || !overlap(e.dsts[i], e.srcs[i])
 		for j, t := range ph {
 			if j == i || (t.Kind == sched.Copy && j < i) {
 				continue // a Copy before the receive is done when it is posted
@@ -230,7 +229,7 @@ func (e *executor) forward(fw transport.Forwarder, ph, next []sched.Step, bytesO
 		}
 		from := -1
 		for i, t := range ph {
-			if (t.Kind == sched.Recv || t.Kind == sched.RecvReduce && e.streamed[i]) && same(e.dsts[i], src) {
+			if (t.Kind == sched.Recv || t.Kind == sched.RecvReduce && e.streamed[i]) && transport.SameBytes(e.dsts[i], src) {
 				from = i
 			}
 		}
@@ -263,11 +262,6 @@ func sendsTo(steps []sched.Step, peer int) bool {
 		}
 	}
 	return false
-}
-
-// same reports whether a and b are the same bytes.
-func same(a, b []byte) bool {
-	return len(a) == len(b) && (len(a) == 0 || unsafe.SliceData(a) == unsafe.SliceData(b))
 }
 
 // wait drives the transport until every request of the phase completes.

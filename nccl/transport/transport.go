@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"unsafe"
 )
 
 // Transport moves messages between one rank and its peers. It is driven by
@@ -108,6 +109,12 @@ func (e *PeerError) Error() string { return fmt.Sprintf("peer %d: %v", e.Peer, e
 
 // Unwrap returns the underlying error.
 func (e *PeerError) Unwrap() error { return e.Err }
+
+// SameBytes reports whether a and b are the same bytes: the same memory,
+// not merely equal contents.
+func SameBytes(a, b []byte) bool {
+	return len(a) == len(b) && (len(a) == 0 || unsafe.SliceData(a) == unsafe.SliceData(b))
+}
 
 // CheckPeer returns an ErrPeer error unless peer is a rank of size other
 // than rank.

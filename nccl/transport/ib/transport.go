@@ -359,7 +359,7 @@ func (t *Transport) isend(peer int, data []byte, after *recvReq) (*sendReq, erro
 			}
 		}
 		c.sends = append(c.sends, r)
-		c.pump()
+		t.pump(c)
 	}
 	return r, nil
 }
@@ -369,7 +369,7 @@ func (t *Transport) isend(peer int, data []byte, after *recvReq) (*sendReq, erro
 // bytes, has landed (transport.Forwarder).
 func (t *Transport) IsendAfter(peer int, data []byte, after transport.Request) (transport.Request, error) {
 	a, ok := after.(*recvReq)
-	if !ok || a.c.t != t || !sameBytes(a.buf, data) {
+	if !ok || a.c.t != t || !transport.SameBytes(a.buf, data) {
 		return nil, fmt.Errorf("ib: a send after a request that is not a receive into its bytes: %w", errors.ErrUnsupported)
 	}
 	r, err := t.isend(peer, data, a)
@@ -377,13 +377,7 @@ func (t *Transport) IsendAfter(peer int, data []byte, after transport.Request) (
 		return nil, err
 	}
 	a.then = append(a.then, r.c)
-	t.pumpForwards()
 	return r, nil
-}
-
-// sameBytes reports whether a and b are the same bytes.
-func sameBytes(a, b []byte) bool {
-	return len(a) == len(b) && (len(a) == 0 || unsafe.SliceData(a) == unsafe.SliceData(b))
 }
 
 // Irecv posts a receive of len(buf) bytes from peer.
@@ -392,13 +386,19 @@ func (t *Transport) Irecv(peer int, buf []byte) (transport.Request, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &recvReq{c: c, buf: buf, frags: t.fragments(len(buf)), err: c.err}
+	return t.postRecv(&recvReq{c: c, buf: buf}), nil
+}
+
+// postRecv queues r on its connection (unless that has failed, which r
+// then reports) and consumes what has already arrived for it.
+func (t *Transport) postRecv(r *recvReq) *recvReq {
+	c := r.c
+	r.frags, r.err = t.fragments(len(r.buf)), c.err
 	if c.err == nil {
 		c.recvs = append(c.recvs, r)
-		c.pump()
-		t.pumpForwards()
+		t.pump(c)
 	}
-	return r, nil
+	return r
 }
 
 // IrecvReduce posts a receive from peer that combines each fragment with
@@ -416,13 +416,7 @@ func (t *Transport) IrecvReduce(peer int, dst, src []byte, align int, combine fu
 	if err != nil {
 		return nil, err
 	}
-	r := &recvReq{c: c, buf: dst, src: src, combine: combine, frags: t.fragments(len(dst)), err: c.err}
-	if c.err == nil {
-		c.recvs = append(c.recvs, r)
-		c.pump()
-		t.pumpForwards()
-	}
-	return r, nil
+	return t.postRecv(&recvReq{c: c, buf: dst, src: src, combine: combine}), nil
 }
 
 // Progress polls the CQ and moves every connection forward.
@@ -446,24 +440,24 @@ func (t *Transport) Progress() error {
 	}
 	for _, c := range t.conns {
 		if c != nil {
-			c.pump()
+			t.pump(c)
 			if completed == 0 {
 				c.returnCredits() // an idle moment: nothing new to look at
 			}
 		}
 	}
-	t.pumpForwards()
 	return nil
 }
 
-// pumpForwards pumps the connections whose sends wait for fragments that
-// have landed since (IsendAfter), so that they leave now rather than at
+// pump pumps c, then the connections whose sends wait for fragments that
+// landed meanwhile (IsendAfter), so that they leave now rather than at
 // the next Progress.
-func (t *Transport) pumpForwards() {
+func (t *Transport) pump(c *conn) {
+	c.pump()
 	for len(t.forward) > 0 {
-		c := t.forward[len(t.forward)-1]
+		f := t.forward[len(t.forward)-1]
 		t.forward = t.forward[:len(t.forward)-1]
-		c.pump()
+		f.pump()
 	}
 }
 
