@@ -2,6 +2,7 @@ package nccl
 
 import (
 	"errors"
+	"github.com/goroce/goroce/nccl/transport/ib"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -159,15 +160,15 @@ func TestBusyPoll(t *testing.T) {
 // packets, never less than rxe's.
 func TestFIFOWindow(t *testing.T) {
 	for _, c := range []struct {
-		opts Options
+		ic   ib.Config
 		want int
 	}{
-		{Options{}, 2 * 8 * 32},                                 // 8 slots of 128 KiB at MTU 4096
-		{Options{Slots: 4, SlotSize: 64 << 10, MTU: 1024}, 512}, // 4 × 64 packets
-		{Options{Slots: 2, SlotSize: 1000, MTU: 1024}, 128},     // rxe's at least
+		{ib.Config{}, 2 * 8 * 32},                                 // 8 slots of 128 KiB at MTU 4096
+		{ib.Config{Slots: 4, SlotSize: 64 << 10, MTU: 1024}, 512}, // 4 × 64 packets
+		{ib.Config{Slots: 2, SlotSize: 1000, MTU: 1024}, 128},     // rxe's at least
 	} {
-		if got := fifoWindow(c.opts); got != c.want {
-			t.Errorf("fifoWindow(%d slots of %d B, MTU %d) = %d, want %d", c.opts.Slots, c.opts.SlotSize, c.opts.MTU, got, c.want)
+		if got := fifoWindow(c.ic); got != c.want {
+			t.Errorf("fifoWindow(%d slots of %d B, MTU %d) = %d, want %d", c.ic.Slots, c.ic.SlotSize, c.ic.MTU, got, c.want)
 		}
 	}
 }

@@ -147,6 +147,7 @@ func CommInitRank(ctx context.Context, nranks int, id UniqueID, rank int, opts O
 		}
 	}
 	dev := opts.Device
+	ic := ib.Config{Rank: rank, Size: nranks, Slots: opts.Slots, SlotSize: opts.SlotSize, MTU: opts.MTU}
 	var obsClose func() error
 	if dev == nil {
 		addr, err := deviceAddr(opts.Addr, rank)
@@ -159,7 +160,7 @@ func CommInitRank(ctx context.Context, nranks int, id UniqueID, rank int, opts O
 			return fail(err)
 		}
 		dc := rnic.Config{Addr: addr, MTU: opts.MTU, Logger: opts.Logger, PeerMemory: peerMemory, BusyPoll: busy,
-			MaxUnackedPSNs: fifoWindow(opts)}
+			MaxUnackedPSNs: fifoWindow(ic)}
 		log.Debug("rnic polling", zap.Duration("busy_poll", busy))
 		closeObs, err := observeFromEnv(&dc, rank)
 		if err != nil {
@@ -172,7 +173,7 @@ func CommInitRank(ctx context.Context, nranks int, id UniqueID, rank int, opts O
 		cleanup = append(cleanup, dev.Close)
 		obsClose = closeObs
 	}
-	ic := ib.Config{Device: dev, Rank: rank, Size: nranks, Slots: opts.Slots, SlotSize: opts.SlotSize, MTU: opts.MTU}
+	ic.Device = dev
 	if gr != nil {
 		ic.SlotMemory = gr.slotMemory
 	}
@@ -230,27 +231,16 @@ func CommInitRank(ctx context.Context, nranks int, id UniqueID, rank int, opts O
 	return c, nil
 }
 
-// fifoWindow is the RC window of the QPs of a device nccl opens: twice the
-// packets one connection's FIFO holds (Slots × SlotSize / MTU), so that
-// the credits, not the window, bound what is in flight. A fragment then
-// leaves when it is posted, right after the reduction or copy that made
-// it, while it is still in the cache, instead of when an ACK opens rxe's
-// window of 128 PSNs. Measured at 16 MiB (nccl-perf all_reduce, 2 CPUs):
-// 2 ranks 2.32-2.47 GB/s busbw with 128 PSNs, 2.49-2.65 with 512; 4 ranks
-// 1.02-1.04 and 1.13-1.16.
-func fifoWindow(opts Options) int {
-	slots, size, mtu := opts.Slots, opts.SlotSize, opts.MTU
-	if slots == 0 {
-		slots = ib.DefaultSlots
-	}
-	if size == 0 {
-		size = ib.DefaultSlotSize
-	}
-	if mtu == 0 {
-		mtu = 4096
-	}
-	pkts := slots * ((size + mtu - 1) / mtu)
-	return min(max(2*pkts, qp.DefaultMaxUnackedPSNs), qp.MaxWindowPSNs)
+// fifoWindow is the RC window of the QPs of a device nccl opens for a
+// transport configured as ic: twice the packets one connection's FIFO
+// holds, so that the credits, not the window, bound what is in flight. A
+// fragment then leaves when it is posted, right after the reduction or
+// copy that made it, while it is still in the cache, instead of when an
+// ACK opens rxe's window of 128 PSNs. Measured at 16 MiB (nccl-perf
+// all_reduce, 2 CPUs): 2 ranks 2.32-2.47 GB/s busbw with 128 PSNs,
+// 2.49-2.65 with 512; 4 ranks 1.02-1.04 and 1.13-1.16.
+func fifoWindow(ic ib.Config) int {
+	return min(max(2*ic.FIFOPackets(), qp.DefaultMaxUnackedPSNs), qp.MaxWindowPSNs)
 }
 
 // busyPoll picks the device's polling budget: GOROCE_BUSY_POLL, else an

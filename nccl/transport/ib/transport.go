@@ -158,24 +158,39 @@ func (t *Transport) registered(data []byte) *userReg {
 // fragments is how many slots a message of n bytes takes.
 func (t *Transport) fragments(n int) int { return max(1, (n+t.cfg.SlotSize-1)/t.cfg.SlotSize) }
 
+// withDefaults returns c with its zero fields set to their defaults.
+func (c Config) withDefaults() Config {
+	if c.Slots == 0 {
+		c.Slots = DefaultSlots
+	}
+	if c.SlotSize == 0 {
+		c.SlotSize = DefaultSlotSize
+	}
+	if c.MTU == 0 {
+		c.MTU = 4096
+	}
+	if c.Timeout == 0 {
+		c.Timeout = DefaultTimeout
+	}
+	if c.RetryCnt == 0 {
+		c.RetryCnt = DefaultRetryCnt
+	}
+	return c
+}
+
+// FIFOPackets is how many packets one direction's FIFO holds at the QPs'
+// MTU, defaults applied: Slots full fragments of ⌈SlotSize/MTU⌉ packets.
+// A device's RC window at least this large never holds fragments back
+// that credits let go.
+func (c Config) FIFOPackets() int {
+	c = c.withDefaults()
+	return c.Slots * ((c.SlotSize + c.MTU - 1) / c.MTU)
+}
+
 // New creates the transport's PD, CQ, one RC QP per peer (moved to INIT,
 // with its receive queue filled) and the registered slots.
 func New(cfg Config) (*Transport, error) {
-	if cfg.Slots == 0 {
-		cfg.Slots = DefaultSlots
-	}
-	if cfg.SlotSize == 0 {
-		cfg.SlotSize = DefaultSlotSize
-	}
-	if cfg.MTU == 0 {
-		cfg.MTU = 4096
-	}
-	if cfg.Timeout == 0 {
-		cfg.Timeout = DefaultTimeout
-	}
-	if cfg.RetryCnt == 0 {
-		cfg.RetryCnt = DefaultRetryCnt
-	}
+	cfg = cfg.withDefaults()
 	switch {
 	case cfg.Device == nil:
 		return nil, fmt.Errorf("%w: no device", ErrConfig)
