@@ -2,7 +2,6 @@ package nccl
 
 import (
 	"errors"
-	"github.com/goroce/goroce/nccl/transport/ib"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -11,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/goroce/goroce/nccl/transport/ib"
 )
 
 func TestReadEnv(t *testing.T) {
