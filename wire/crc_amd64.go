@@ -1,8 +1,6 @@
 package wire
 
 import (
-	"math/bits"
-
 	"github.com/klauspost/crc32"
 	"golang.org/x/sys/cpu"
 )
@@ -29,7 +27,7 @@ var crcFold = func() (c foldConsts) {
 	copy(c.k48[:], foldPair(48))
 	copy(c.k32[:], foldPair(32))
 	copy(c.k16[:], foldPair(16))
-	c.kRed = [2]uint64{foldPair(16)[1], uint64(bits.Reverse32(xPowMod(64))) << 1}
+	c.kRed = [2]uint64{foldPair(16)[1], uint64(crcShift(1<<31, 8)) << 1}
 	// P (0x104C11DB7) reflected over 33 bits, and the quotient
 	// x^64 / P reflected, as the Linux kernel's crc32-pclmul has them.
 	c.kBar = [2]uint64{0x1DB710641, 0x1F7011641}
@@ -37,26 +35,12 @@ var crcFold = func() (c foldConsts) {
 	return c
 }()
 
-// xPowMod returns x^n mod P, P the CRC-32 polynomial in normal (not
-// reflected) bit order.
-func xPowMod(n int) uint32 {
-	v := uint32(1)
-	for range n {
-		carry := v&0x80000000 != 0
-		v <<= 1
-		if carry {
-			v ^= 0x04C11DB7
-		}
-	}
-	return v
-}
-
 // foldPair returns the constants that fold a 128-bit lane of reflected
 // CRC data d bytes forward: x^(8d+32) and x^(8d-32) mod P, bit-reflected
 // and shifted left by one (the carry-less products then line up with the
 // data d bytes on).
 func foldPair(d int) []uint64 {
-	return []uint64{uint64(bits.Reverse32(xPowMod(8*d+32))) << 1, uint64(bits.Reverse32(xPowMod(8*d-32))) << 1}
+	return []uint64{uint64(crcShift(1<<31, d+4)) << 1, uint64(crcShift(1<<31, d-4)) << 1}
 }
 
 // hasFold says whether the CPU has AVX-512 carry-less multiplication.

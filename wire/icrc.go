@@ -284,7 +284,13 @@ func IPv4IDDelta(id uint16, roceLen int) uint32 {
 	// bytes that follow them (the inverse of what SolveIPv4ID does).
 	v := crcTable[byte(id>>8)]
 	v = crcTable[byte(v)^byte(id)] ^ v>>8
-	n := IPv4HeaderLen - 6 + UDPHeaderLen + roceLen - ICRCLen
+	return crcShift(v, IPv4HeaderLen-6+UDPHeaderLen+roceLen-ICRCLen)
+}
+
+// crcShift feeds n zero bytes (n < 2^24) through the raw CRC register v.
+// From 1<<31, the register of the polynomial 1, it gives x^(8n) mod P,
+// bit-reflected.
+func crcShift(v uint32, n int) uint32 {
 	for k := 0; n != 0 && k < len(shiftPow); k, n = k+1, n>>1 {
 		if n&1 != 0 {
 			v = shiftPow[k].apply(v)
