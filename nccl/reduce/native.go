@@ -28,55 +28,39 @@ func applyNative(dst, a, b []byte, t DataType, op Op) bool {
 	if !aligned(dst, t) || !aligned(a, t) || !aligned(b, t) {
 		return false
 	}
-	if n := applySIMD(dst, a, b, t, op); n > 0 {
-		dst, a, b = dst[n:], a[n:], b[n:]
-		if len(dst) == 0 {
-			return true
-		}
-	}
+	n := applySIMD(dst, a, b, t, op) // the loops below take the rest
+	dst, a, b = dst[n:], a[n:], b[n:]
 	switch t {
 	case Float32:
-		return combine[float32](dst, a, b, op)
+		combine[float32](dst, a, b, op)
 	case Float64:
-		return combine[float64](dst, a, b, op)
+		combine[float64](dst, a, b, op)
 	case Int32, Uint32:
-		return combine[uint32](dst, a, b, op)
+		combine[uint32](dst, a, b, op)
 	case Int64, Uint64:
-		return combine[uint64](dst, a, b, op)
+		combine[uint64](dst, a, b, op)
 	}
-	return false
+	return true
 }
 
 type native interface {
 	float32 | float64 | uint32 | uint64
 }
 
-// combine sets dst to a + b (Sum) or a × b (Prod) as elements of T, if
-// all three are aligned for T.
-func combine[T native](dst, a, b []byte, op Op) bool {
-	d, ok := view[T](dst)
-	if !ok {
-		return false
-	}
-	x, ok := view[T](a)
-	if !ok {
-		return false
-	}
-	y, ok := view[T](b)
-	if !ok {
-		return false
-	}
+// combine sets dst to a + b (Sum) or a × b (Prod) as elements of T. All
+// three must be aligned for T (applyNative checks).
+func combine[T native](dst, a, b []byte, op Op) {
+	d, x, y := view[T](dst), view[T](a), view[T](b)
 	x, y = x[:len(d)], y[:len(d)]
 	if op == Prod {
 		for i := range d {
 			d[i] = x[i] * y[i]
 		}
-		return true
+		return
 	}
 	for i := range d {
 		d[i] = x[i] + y[i]
 	}
-	return true
 }
 
 // aligned reports whether b's address suits elements of t.
@@ -84,13 +68,8 @@ func aligned(b []byte, t DataType) bool {
 	return uintptr(unsafe.Pointer(unsafe.SliceData(b)))%uintptr(t.Size()) == 0
 }
 
-// view returns b as a []T, if b's address is aligned for T.
-func view[T native](b []byte) ([]T, bool) {
+// view returns b, aligned for T, as a []T.
+func view[T native](b []byte) []T {
 	var zero T
-	size := unsafe.Sizeof(zero)
-	p := unsafe.Pointer(unsafe.SliceData(b))
-	if uintptr(p)%size != 0 {
-		return nil, false
-	}
-	return unsafe.Slice((*T)(p), uintptr(len(b))/size), true
+	return unsafe.Slice((*T)(unsafe.Pointer(unsafe.SliceData(b))), uintptr(len(b))/unsafe.Sizeof(zero))
 }
