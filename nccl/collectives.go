@@ -6,6 +6,7 @@ import (
 
 	"github.com/goroce/goroce/nccl/reduce"
 	"github.com/goroce/goroce/nccl/sched"
+	"github.com/goroce/goroce/nccl/transport/ib"
 )
 
 // Buffers are []byte holding count elements of the data type,
@@ -53,12 +54,22 @@ func (c *Comm) collective(name string, plan *sched.Plan, err error, send, recv [
 
 // ringChunk is how many bytes of each rank's block the ring AllReduce
 // takes per slice (sched.RingAllReduceChunked): larger buffers are reduced
-// n×1 MiB at a time, as NCCL's ring loops over its buffer, so a reduced
-// block is passed on while it is still in the cache. Measured at 16 MiB on
-// 2 CPUs (nccl-perf all_reduce, alternated runs, busbw medians): 2 ranks
-// 1.93 GB/s in one slice, 2.07 in slices of 2 MiB; 4 ranks 1.02 and 1.10
-// in slices of 4 MiB, and 1.18 and 1.19 in a second series.
-const ringChunk = 1 << 20
+// about n×1 MiB at a time, as NCCL's ring loops over its buffer, so a
+// reduced block is passed on while it is still in the cache. Measured at
+// 16 MiB on 2 CPUs (nccl-perf all_reduce, alternated runs, busbw medians):
+// 2 ranks 1.93 GB/s in one slice, 2.07 in slices of 2 MiB; 4 ranks 1.02
+// and 1.10 in slices of 4 MiB, and 1.18 and 1.19 in a second series. It
+// is 8 of the transport's slots, so that a block is whole fragments, with
+// no short one at its end.
+func (c *Comm) ringChunk() int { return 8 * c.slotSize() }
+
+// slotSize is the transport's fragment size (ib.Config.SlotSize).
+func (c *Comm) slotSize() int {
+	if c.opts.SlotSize > 0 {
+		return c.opts.SlotSize
+	}
+	return ib.DefaultSlotSize
+}
 
 // AllReduce reduces count elements of send across all ranks with op and
 // leaves the result in every rank's recv (ncclAllReduce). The algorithm is
@@ -77,7 +88,7 @@ func (c *Comm) AllReduce(send, recv []byte, count int, dt DataType, op Op) *Requ
 		}
 	}
 	build := func(rank, n, count int) (*sched.Plan, error) {
-		return sched.RingAllReduceChunked(rank, n, count, ringChunk/dt.Size())
+		return sched.RingAllReduceChunked(rank, n, count, max(1, c.ringChunk()/dt.Size()))
 	}
 	if algo == AlgoTree {
 		build = sched.DoublingAllReduce

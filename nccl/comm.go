@@ -11,6 +11,7 @@ import (
 
 	"github.com/goroce/goroce/nccl/sched"
 	"github.com/goroce/goroce/nccl/transport"
+	"github.com/goroce/goroce/nccl/transport/ib"
 	"github.com/goroce/goroce/rnic"
 )
 
@@ -18,7 +19,9 @@ import (
 const (
 	DefaultTimeout       = 5 * time.Second
 	DefaultTreeThreshold = 64 << 10
-	DefaultSliceBytes    = 256 << 10
+	// DefaultSliceBytes is two of the transport's default slots
+	// (ib.DefaultSlotSize), so that a slice is whole fragments.
+	DefaultSliceBytes = 2 * ib.DefaultSlotSize
 )
 
 // Options tune a communicator. The zero value is usable.

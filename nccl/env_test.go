@@ -164,7 +164,7 @@ func TestFIFOWindow(t *testing.T) {
 		ic   ib.Config
 		want int
 	}{
-		{ib.Config{}, 2 * 8 * 32},                                 // 8 slots of 128 KiB at MTU 4096
+		{ib.Config{}, 2 * 8 * 32},                                 // 8 slots of 32 packets at MTU 4096
 		{ib.Config{Slots: 4, SlotSize: 64 << 10, MTU: 1024}, 512}, // 4 × 64 packets
 		{ib.Config{Slots: 2, SlotSize: 1000, MTU: 1024}, 128},     // rxe's at least
 	} {

@@ -332,3 +332,24 @@ func TestForwardFailsWithItsReceive(t *testing.T) {
 		}
 	})
 }
+
+// A default slot's fragment ends in a packet no longer than the ones
+// before it once the 4-byte immediate is added (so the kernel's GSO takes
+// it in the run of the middle packets before it), at every MTU, and
+// fragments stay cache-line aligned.
+func TestDefaultSlotEndsShort(t *testing.T) {
+	const immLen = 4
+	for mtu := 256; mtu <= 4096; mtu *= 2 {
+		last := DefaultSlotSize % mtu
+		if last == 0 {
+			last = mtu
+		}
+		if last+immLen > mtu {
+			t.Errorf("MTU %d: the last packet of a %d-byte fragment carries %d bytes and the immediate: %d > %d",
+				mtu, DefaultSlotSize, last, last+immLen, mtu)
+		}
+	}
+	if DefaultSlotSize%64 != 0 {
+		t.Errorf("DefaultSlotSize %d is not a multiple of 64", DefaultSlotSize)
+	}
+}
