@@ -108,3 +108,52 @@ func TestWriteFull(t *testing.T) {
 		}
 	}
 }
+
+// Over rounds, the target table gives each round's ratio, the median and
+// the rounds that met the goal; the verdict is the median's.
+func TestWriteRepeats(t *testing.T) {
+	sizes := []int{8, 16 << 20}
+	round := func(goroce, tcp, gloo, shm float64) []Result {
+		return []Result{
+			result("goroce", 4, true, sizes, []float64{100, goroce}),
+			result("openmpi-tcp", 4, true, sizes, []float64{10, tcp}),
+			result("openmpi-shm", 4, true, sizes, []float64{1, shm}),
+			result("gloo-ring", 4, false, sizes, []float64{50, gloo}),
+		}
+	}
+	rounds := [][]Result{
+		round(10000, 8000, 20000, 4000),  // 0.80x TCP
+		round(10000, 12500, 20000, 4000), // 1.25x: a slow spell of Open MPI
+		round(10000, 9000, 10000, 4000),  // 0.90x; 1.00x the best Gloo
+	}
+	var b strings.Builder
+	WriteRepeats(&b, rounds)
+	t.Log("\n" + b.String())
+	wantLines(t, b.String(),
+		"issue 5 target at 16 MiB, 4 ranks, over 3 rounds: goroce's busbw over the other's, round by round\n",
+		"  >= openmpi-tcp          0.80x  1.25x  0.90x   median 0.90x: not met (1 of 3 rounds)\n",
+		"  >= the best gloo        2.00x  2.00x  1.00x   median 2.00x: met (3 of 3 rounds)\n",
+		"  beside shared memory    0.40x  0.40x  0.40x   median 0.40x\n",
+	)
+}
+
+// wantLines reports each of lines that out lacks.
+func wantLines(t *testing.T, out string, lines ...string) {
+	t.Helper()
+	for _, l := range lines {
+		if !strings.Contains(out, l) {
+			t.Errorf("output lacks %q", l)
+		}
+	}
+}
+
+func TestMedian(t *testing.T) {
+	for _, tc := range []struct {
+		in   []float64
+		want float64
+	}{{[]float64{3}, 3}, {[]float64{3, 1, 2}, 2}, {[]float64{4, 1, 3, 2}, 2.5}} {
+		if got := median(tc.in); got != tc.want {
+			t.Errorf("median(%v) = %v, want %v", tc.in, got, tc.want)
+		}
+	}
+}

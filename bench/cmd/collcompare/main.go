@@ -9,13 +9,17 @@
 //	go run ./bench/cmd/collcompare                       # 2 and 4 ranks, 8 B to 64 MiB
 //	go run ./bench/cmd/collcompare -np 2 -sizes 8,1M -only goroce,gloo
 //	go run ./bench/cmd/collcompare -install              # apt-get install what is missing first
+//	go run ./bench/cmd/collcompare -sizes 8,64K,1M,16M -repeats 3
 //
 // The libraries run one after the other, never two at once (a shared
 // machine with few cores would measure the contention). A library that is
 // not installed is skipped with a line saying so; the exit status is
 // still 0. Exit status 1 means a library failed or returned a wrong sum,
 // 2 bad flags. Absolute numbers on shared machines swing between runs;
-// ratios from one run are what to compare.
+// ratios from one run are what to compare. With -repeats N every library
+// runs N times, in N rounds of one run each, and a last table gives issue
+// 5's target round by round with the median ratio, which decides: one
+// round can land in a slow spell of the machine for one library alone.
 package main
 
 import (
@@ -49,6 +53,7 @@ const (
 // options are the parsed flags.
 type options struct {
 	ranks   []int
+	repeats int
 	cfg     cpucoll.Config
 	libs    []cpucoll.Library
 	install bool
@@ -67,6 +72,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, int, bool) {
 	goroce := fs.String("goroce", "", "goroce binary to measure (default: build ./cmd/goroce)")
 	addrBase := fs.String("addr-base", "127.83.0.10", "goroce: rank 0's RNIC address on loopback; rank r gets this + r")
 	timeout := fs.Duration("timeout", 15*time.Minute, "give up on one library with one rank count after this long")
+	repeats := fs.Int("repeats", 1, "rounds: every library runs once per round, and the target's verdict is the median over them")
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {
 			return nil, exitOK, false
@@ -80,7 +86,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, int, bool) {
 	if fs.NArg() > 0 {
 		return usage("unexpected arguments %q", fs.Args())
 	}
-	o := &options{install: *install, goroce: *goroce, cfg: cpucoll.Config{
+	o := &options{install: *install, goroce: *goroce, repeats: *repeats, cfg: cpucoll.Config{
 		Iters: *iters, Warmup: *warmup, Timeout: *timeout, AddrBase: *addrBase, Log: stderr,
 	}}
 	var err error
@@ -100,8 +106,9 @@ func parseFlags(args []string, stderr io.Writer) (*options, int, bool) {
 			return usage("-sizes: %d bytes is not a positive multiple of 4 (float32 elements)", s)
 		}
 	}
-	if *iters < 1 || *warmup < 0 || *timeout <= 0 {
-		return usage("-iters %d -warmup %d -timeout %v: want at least 1 iteration, no negative warmup, a positive timeout", *iters, *warmup, *timeout)
+	if *iters < 1 || *warmup < 0 || *timeout <= 0 || *repeats < 1 {
+		return usage("-iters %d -warmup %d -timeout %v -repeats %d: want at least 1 iteration, no negative warmup, a positive timeout, at least 1 round",
+			*iters, *warmup, *timeout, *repeats)
 	}
 	if o.libs, err = cpucoll.Select(*only); err != nil {
 		return usage("-only: %v", err)
@@ -141,20 +148,52 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) ([]cpucol
 		return nil, exitFail
 	}
 
-	var results []cpucoll.Result
+	var all []cpucoll.Result
+	var rounds [][]cpucoll.Result
 	code = exitOK
+	for round := 1; round <= o.repeats; round++ {
+		results, ok := measure(ctx, o, libs, progs, round, stderr)
+		all = append(all, results...)
+		if !ok {
+			code = exitFail
+		}
+		if ctx.Err() != nil {
+			return all, code
+		}
+		if o.repeats > 1 {
+			fmt.Fprintf(stdout, "round %d of %d\n", round, o.repeats)
+		}
+		fmt.Fprintf(stdout, "AllReduce float32 sum, every measurement (us: one call; GB/s: busbw = algbw x 2(n-1)/n; %d timed calls after %d warmup)\n",
+			o.cfg.Iters, o.cfg.Warmup)
+		cpucoll.WriteFull(stdout, results)
+		fmt.Fprintln(stdout)
+		cpucoll.WriteSummary(stdout, results)
+		fmt.Fprintln(stdout)
+		rounds = append(rounds, results)
+	}
+	if o.repeats > 1 {
+		cpucoll.WriteRepeats(stdout, rounds)
+	}
+	return all, code
+}
+
+// measure runs every library with every rank count once, one after the
+// other. It reports false if any failed.
+func measure(ctx context.Context, o *options, libs []cpucoll.Library, progs cpucoll.Programs, round int, stderr io.Writer) ([]cpucoll.Result, bool) {
+	var results []cpucoll.Result
+	ok := true
 	for _, n := range o.ranks {
 		for _, l := range libs {
 			cfg := o.cfg
 			cfg.Ranks = n
-			fmt.Fprintf(stderr, "collcompare: %s, %d ranks (%s)\n", l.Name, n, l.About)
+			fmt.Fprintf(stderr, "collcompare: round %d of %d: %s, %d ranks (%s)\n", round, o.repeats, l.Name, n, l.About)
 			start := time.Now()
 			res, err := cpucoll.Run(ctx, l, progs, cfg)
 			if err != nil {
 				fmt.Fprintf(stderr, "collcompare: %v\n", err)
-				code = exitFail
+				ok = false
 				if ctx.Err() != nil {
-					return results, code
+					return results, false
 				}
 				continue
 			}
@@ -162,12 +201,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) ([]cpucol
 			results = append(results, res)
 		}
 	}
-	fmt.Fprintf(stdout, "AllReduce float32 sum, every measurement (us: one call; GB/s: busbw = algbw x 2(n-1)/n; %d timed calls after %d warmup)\n",
-		o.cfg.Iters, o.cfg.Warmup)
-	cpucoll.WriteFull(stdout, results)
-	fmt.Fprintln(stdout)
-	cpucoll.WriteSummary(stdout, results)
-	return results, code
+	return results, ok
 }
 
 // available returns the selected libraries whose family is installed,

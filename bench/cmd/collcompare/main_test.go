@@ -9,10 +9,10 @@ import (
 	"github.com/goroce/goroce/bench/cpucoll"
 )
 
-// TestCompareTiny runs the whole command at tiny sizes with 2 ranks:
-// goroce (built from this tree) and whichever of Open MPI and Gloo is
-// installed, every result checked against the exact sum by the programs
-// themselves.
+// TestCompareTiny runs the whole command at tiny sizes with 2 ranks, in
+// two rounds: goroce (built from this tree) and whichever of Open MPI and
+// Gloo is installed, every result checked against the exact sum by the
+// programs themselves.
 func TestCompareTiny(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds goroce and the C programs and starts processes")
@@ -32,19 +32,19 @@ func TestCompareTiny(t *testing.T) {
 	var stdout, stderr strings.Builder
 	results, code := run(context.Background(), []string{
 		"-np", "2", "-sizes", "8,12,4K", "-iters", "2", "-warmup", "1",
-		"-only", strings.Join(only, ","), "-addr-base", "127.83.1.10", "-timeout", "3m",
+		"-only", strings.Join(only, ","), "-addr-base", "127.83.1.10", "-timeout", "3m", "-repeats", "2",
 	}, &stdout, &stderr)
 	t.Logf("stdout:\n%s", stdout.String())
 	if code != exitOK {
 		t.Fatalf("exit %d\nstderr:\n%s", code, stderr.String())
 	}
 	want, _ := cpucoll.Select(strings.Join(only, ","))
-	if len(results) != len(want) {
-		t.Fatalf("%d results, want %d (one per library)", len(results), len(want))
+	if len(results) != 2*len(want) {
+		t.Fatalf("%d results, want %d (one per library and round)", len(results), 2*len(want))
 	}
 	for i, res := range results {
-		if res.Library.Name != want[i].Name || res.Ranks != 2 {
-			t.Errorf("result %d is %s with %d ranks, want %s with 2", i, res.Library.Name, res.Ranks, want[i].Name)
+		if w := want[i%len(want)]; res.Library.Name != w.Name || res.Ranks != 2 {
+			t.Errorf("result %d is %s with %d ranks, want %s with 2 (every library once a round)", i, res.Library.Name, res.Ranks, w.Name)
 		}
 		var got []int
 		for _, r := range res.Rows {
@@ -65,7 +65,7 @@ func TestCompareTiny(t *testing.T) {
 			t.Errorf("%s has no out-of-place measurement", res.Library.Name)
 		}
 	}
-	for _, line := range []string{"goroce / ", "AllReduce float32 sum, 2 ranks, in place"} {
+	for _, line := range []string{"goroce / ", "AllReduce float32 sum, 2 ranks, in place", "round 1 of 2\n", "round 2 of 2\n"} {
 		if !strings.Contains(stdout.String(), line) {
 			t.Errorf("output lacks %q", line)
 		}
@@ -80,6 +80,7 @@ func TestFlags(t *testing.T) {
 		{"-sizes", "8,1X"},
 		{"-sizes", "0"},
 		{"-iters", "0"},
+		{"-repeats", "0"},
 		{"-only", "nccl"},
 		{"stray"},
 	} {
