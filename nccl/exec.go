@@ -18,7 +18,6 @@ type executor struct {
 	timeout time.Duration
 	scratch []byte // sched.Scratch, grown as needed
 	staging []byte // incoming data of RecvReduce steps, grown as needed
-	reqs    []transport.Request
 
 	// The run's data type and op, for combine; combineFn is combine
 	// bound once, so that passing it allocates nothing.
@@ -30,9 +29,9 @@ type executor struct {
 	streamed   []bool
 	srcs, dsts [][]byte
 	// stepReqs holds the request of each step of the phase (nil for a
-	// Copy); early the requests of the next phase's sends, by step,
-	// posted during this one (forward); ahead the same for this phase,
-	// posted during the last.
+	// Copy, and once wait has seen it complete); early the requests of
+	// the next phase's sends, by step, posted during this one (forward);
+	// ahead the same for this phase, posted during the last.
 	stepReqs     []transport.Request
 	early, ahead []transport.Request
 }
@@ -78,7 +77,6 @@ func (e *executor) run(ctx context.Context, plan *sched.Plan, bufs [][]byte, esz
 		}
 		e.plan(ph, canStream)
 		e.ahead, e.early = e.early, e.ahead[:0]
-		e.reqs = e.reqs[:0]
 		e.stepReqs = append(e.stepReqs[:0], make([]transport.Request, len(ph))...)
 		staged := 0
 		for _, s := range ph {
@@ -125,7 +123,6 @@ func (e *executor) run(ctx context.Context, plan *sched.Plan, bufs [][]byte, esz
 			if err != nil {
 				return s.Peer, err
 			}
-			e.reqs = append(e.reqs, req)
 			e.stepReqs[i] = req
 		}
 		if canForward && k+1 < len(plan.Phases) {
@@ -227,31 +224,45 @@ func (e *executor) forward(fw transport.Forwarder, ph, next []sched.Step, bytesO
 		if err != nil {
 			continue // reported when the next phase is posted
 		}
-		from := -1
-		for i, t := range ph {
-			if (t.Kind == sched.Recv || t.Kind == sched.RecvReduce && e.streamed[i]) && transport.SameBytes(e.dsts[i], src) {
-				from = i
-			}
-		}
-		ok := from >= 0
-		for i := range ph {
-			if ok && i != from && (overlap(src, e.srcs[i]) || overlap(src, e.dsts[i])) {
-				ok = false
-			}
-		}
-		for _, t := range next {
-			if ok && t.Kind != sched.Send {
-				dst, err := bytesOf(t.Dst)
-				ok = err == nil && !overlap(src, dst)
-			}
-		}
-		if !ok {
+		from := e.forwardedBy(ph, next, src, bytesOf)
+		if from < 0 {
 			continue
 		}
 		if req, err := fw.IsendAfter(s.Peer, src, e.stepReqs[from]); err == nil {
 			e.early[j] = req
 		} // else posted with the next phase, which reports a real error
 	}
+}
+
+// forwardedBy returns the step of ph whose data a send of src in the
+// next phase can pass on as it lands: the Recv or streamed RecvReduce
+// that writes exactly src, if no other step of ph touches src and no
+// step of next writes it; else -1.
+func (e *executor) forwardedBy(ph, next []sched.Step, src []byte, bytesOf func(sched.Region) ([]byte, error)) int {
+	from := -1
+	for i, t := range ph {
+		if (t.Kind == sched.Recv || t.Kind == sched.RecvReduce && e.streamed[i]) && transport.SameBytes(e.dsts[i], src) {
+			from = i
+			break
+		}
+	}
+	if from < 0 {
+		return -1
+	}
+	for i := range ph {
+		if i != from && (overlap(src, e.srcs[i]) || overlap(src, e.dsts[i])) {
+			return -1
+		}
+	}
+	for _, t := range next {
+		if t.Kind == sched.Send {
+			continue
+		}
+		if dst, err := bytesOf(t.Dst); err != nil || overlap(src, dst) {
+			return -1
+		}
+	}
+	return from
 }
 
 // sendsTo reports whether steps hold a send to peer.
@@ -264,29 +275,29 @@ func sendsTo(steps []sched.Step, peer int) bool {
 	return false
 }
 
-// wait drives the transport until every request of the phase completes.
-// It fails with ErrTimeout, naming a peer still outstanding, if none
-// completes for e.timeout.
+// wait drives the transport until every request of the phase completes,
+// dropping each from e.stepReqs as it does. It fails with ErrTimeout,
+// naming a peer still outstanding, if none completes for e.timeout.
 func (e *executor) wait(ctx context.Context) (peer int, err error) {
 	last := time.Now()
-	left := len(e.reqs)
-	done := make([]bool, len(e.reqs))
 	for {
 		if err := e.t.Progress(); err != nil {
 			return -1, err
 		}
-		for i, r := range e.reqs {
-			if done[i] {
+		left := 0
+		for i, r := range e.stepReqs {
+			if r == nil {
 				continue
 			}
 			ok, err := r.Test()
-			if err != nil {
+			switch {
+			case err != nil:
 				return r.Peer(), err
-			}
-			if ok {
-				done[i] = true
-				left--
+			case ok:
+				e.stepReqs[i] = nil
 				last = time.Now()
+			default:
+				left++
 			}
 		}
 		if left == 0 {
@@ -299,8 +310,8 @@ func (e *executor) wait(ctx context.Context) (peer int, err error) {
 			return -1, context.Cause(ctx)
 		}
 		if err != nil && time.Since(last) >= e.timeout {
-			for i, r := range e.reqs {
-				if !done[i] {
+			for _, r := range e.stepReqs {
+				if r != nil {
 					return r.Peer(), fmt.Errorf("%w: nothing from peer %d completed for %v", ErrTimeout, r.Peer(), e.timeout)
 				}
 			}
