@@ -58,9 +58,5 @@ func crcUpdate(crc uint32, p []byte) uint32 {
 	if !hasFold || n < 256 {
 		return crc32.Update(crc, crcTable, p)
 	}
-	crc = ^foldCRC32AVX512(^crc, &p[0], n, &crcFold)
-	if len(p) > n {
-		crc = crc32.Update(crc, crcTable, p[n:])
-	}
-	return crc
+	return crcSmall(^foldCRC32AVX512(^crc, &p[0], n, &crcFold), p[n:]) // the tail: under 64 bytes
 }
