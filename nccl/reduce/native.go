@@ -22,13 +22,13 @@ var littleEndian = func() bool {
 // it could (little-endian machine, all three buffers aligned for the
 // type).
 func applyNative(dst, a, b []byte, t DataType, op Op) bool {
-	if !littleEndian || len(dst) == 0 || (op != Sum && op != Prod) || t.Size() < 4 {
+	if !littleEndian || len(dst) == 0 || (op != Sum && op != Prod) {
 		return false
 	}
 	if !aligned(dst, t) || !aligned(a, t) || !aligned(b, t) {
 		return false
 	}
-	n := applySIMD(dst, a, b, t, op) // the loops below take the rest
+	n := applySIMD(dst, a, b, t, op) // the switch below does the rest (all of it without a kernel)
 	dst, a, b = dst[n:], a[n:], b[n:]
 	switch t {
 	case Float32:
@@ -39,6 +39,8 @@ func applyNative(dst, a, b []byte, t DataType, op Op) bool {
 		combine[uint32](dst, a, b, op)
 	case Int64, Uint64:
 		combine[uint64](dst, a, b, op)
+	default:
+		return false
 	}
 	return true
 }
