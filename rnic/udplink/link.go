@@ -189,9 +189,8 @@ func (l *Link) read(rx receiver, pkts []link.Packet) (int, error) {
 
 // Poller returns the link's polled receive side (link.Poller), or nil
 // where the kernel lacks recvmmsg; the first call makes it. It has buffers
-// of its own, so a device
-// may use it instead of ReadBatch: TryReadBatch returns the datagrams as
-// ReadBatch does, without waiting.
+// of its own, so a device may use it instead of ReadBatch: TryReadBatch
+// returns the datagrams as ReadBatch does, without waiting.
 func (l *Link) Poller() link.Poller {
 	if l.newPoll == nil {
 		return nil
