@@ -6,7 +6,6 @@ import (
 
 	"github.com/goroce/goroce/nccl/reduce"
 	"github.com/goroce/goroce/nccl/sched"
-	"github.com/goroce/goroce/nccl/transport/ib"
 )
 
 // Buffers are []byte holding count elements of the data type,
@@ -61,15 +60,7 @@ func (c *Comm) collective(name string, plan *sched.Plan, err error, send, recv [
 // and 1.10 in slices of 4 MiB, and 1.18 and 1.19 in a second series. It
 // is 8 of the transport's slots, so that a block is whole fragments, with
 // no short one at its end.
-func (c *Comm) ringChunk() int { return 8 * c.slotSize() }
-
-// slotSize is the transport's fragment size (ib.Config.SlotSize).
-func (c *Comm) slotSize() int {
-	if c.opts.SlotSize > 0 {
-		return c.opts.SlotSize
-	}
-	return ib.DefaultSlotSize
-}
+func (c *Comm) ringChunk() int { return 8 * c.opts.slotSize() }
 
 // AllReduce reduces count elements of send across all ranks with op and
 // leaves the result in every rank's recv (ncclAllReduce). The algorithm is

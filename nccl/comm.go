@@ -20,7 +20,8 @@ const (
 	DefaultTimeout       = 5 * time.Second
 	DefaultTreeThreshold = 64 << 10
 	// DefaultSliceBytes is two of the transport's default slots
-	// (ib.DefaultSlotSize), so that a slice is whole fragments.
+	// (ib.DefaultSlotSize), so that a slice is whole fragments; with
+	// Options.SlotSize set, the default is two of those.
 	DefaultSliceBytes = 2 * ib.DefaultSlotSize
 )
 
@@ -39,7 +40,7 @@ type Options struct {
 	// this many bytes and the ring above. Default DefaultTreeThreshold.
 	TreeThreshold int
 	// SliceBytes is the pipelining unit of Broadcast and Reduce. Default
-	// DefaultSliceBytes.
+	// two slots: DefaultSliceBytes with the default SlotSize.
 	SliceBytes int
 	// Logger receives diagnostics. Nil: built from NCCL_DEBUG and
 	// NCCL_DEBUG_FILE (silent if unset).
@@ -92,8 +93,16 @@ func (o *Options) defaults() {
 		o.TreeThreshold = DefaultTreeThreshold
 	}
 	if o.SliceBytes <= 0 {
-		o.SliceBytes = DefaultSliceBytes
+		o.SliceBytes = 2 * o.slotSize()
 	}
+}
+
+// slotSize is the transport's fragment size (ib.Config.SlotSize).
+func (o *Options) slotSize() int {
+	if o.SlotSize > 0 {
+		return o.SlotSize
+	}
+	return ib.DefaultSlotSize
 }
 
 // Comm is a communicator: this rank's membership in a group of ranks that

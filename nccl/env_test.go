@@ -173,3 +173,23 @@ func TestFIFOWindow(t *testing.T) {
 		}
 	}
 }
+
+// Broadcast's and Reduce's slice and the ring AllReduce's chunk are whole
+// slots, of the default size or of the one Options sets.
+func TestSlicesAreWholeSlots(t *testing.T) {
+	for _, c := range []struct {
+		opts         Options
+		slice, chunk int
+	}{
+		{Options{}, DefaultSliceBytes, 8 * ib.DefaultSlotSize},
+		{Options{SlotSize: 1000}, 2000, 8000},
+		{Options{SlotSize: 1000, SliceBytes: 300}, 300, 8000},
+	} {
+		c.opts.defaults()
+		comm := &Comm{opts: c.opts}
+		if c.opts.SliceBytes != c.slice || comm.ringChunk() != c.chunk {
+			t.Errorf("SlotSize %d: SliceBytes %d, ring chunk %d; want %d and %d",
+				c.opts.SlotSize, c.opts.SliceBytes, comm.ringChunk(), c.slice, c.chunk)
+		}
+	}
+}
