@@ -314,6 +314,7 @@ func (c *Comm) failQueued() {
 // stream runs tasks one after the other until the communicator stops.
 func (c *Comm) stream() {
 	defer close(c.done)
+	defer c.exec.watch.stop()
 	for {
 		select {
 		case t := <-c.tasks:

@@ -34,6 +34,8 @@ type executor struct {
 	// ahead the same for this phase, posted during the last.
 	stepReqs     []transport.Request
 	early, ahead []transport.Request
+	// watch cancels a wait that sees nothing complete for timeout.
+	watch watchdog
 }
 
 // combine is a streamed RecvReduce step's work on one fragment: dst =
@@ -303,9 +305,8 @@ func (e *executor) wait(ctx context.Context) (peer int, err error) {
 		if left == 0 {
 			return -1, nil
 		}
-		wctx, cancel := context.WithDeadline(ctx, last.Add(e.timeout))
-		err := e.t.Wait(wctx)
-		cancel()
+		err := e.t.Wait(e.watch.begin(ctx, last, e.timeout))
+		e.watch.end()
 		if ctx.Err() != nil {
 			return -1, context.Cause(ctx)
 		}
