@@ -136,9 +136,11 @@ func (t *Transport) complete(wc *qp.WC) {
 				break
 			}
 		}
-		for len(c.sends) > 0 && c.sends[0].acked == c.sends[0].frags {
-			c.sends = c.sends[1:]
+		done := 0
+		for done < len(c.sends) && c.sends[done].acked == c.sends[done].frags {
+			done++
 		}
+		c.sends = dropFront(c.sends, done)
 	case wrCredit:
 		c.sq--
 	}
@@ -157,6 +159,19 @@ func (c *conn) returnCredits() {
 	}
 	c.sq++
 	c.creditOwe = 0
+}
+
+// dropFront removes the first k elements of a connection's queue by
+// moving the rest down, so that the queue keeps its array: reslicing
+// from the front would make the appends behind it reallocate, one
+// allocation every few fragments.
+func dropFront[T any](s []T, k int) []T {
+	if k == 0 {
+		return s
+	}
+	n := copy(s, s[k:])
+	clear(s[n:]) // let go of what moved down
+	return s[:n]
 }
 
 func kindOf(wrid uint64) string {
@@ -213,12 +228,12 @@ func (c *conn) pump() {
 		r.off += n
 		r.got++
 		t.forward = append(t.forward, r.then...)
-		c.arrived = c.arrived[1:]
+		c.arrived = dropFront(c.arrived, 1)
 		c.recvSlot = (c.recvSlot + 1) % t.cfg.Slots
 		c.creditOwe++
 		if r.got == r.frags {
 			r.done = true
-			c.recvs = c.recvs[1:]
+			c.recvs = dropFront(c.recvs, 1)
 		}
 	}
 	// Credits go back at once when half the slots are owed; fewer wait
