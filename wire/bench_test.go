@@ -72,6 +72,38 @@ func BenchmarkICRCCacheSend(b *testing.B) {
 	}
 }
 
+// BenchmarkICRCCacheStream measures the send path's ICRCs over one
+// fragment of a stream as nccl sends it, interleaved with the ACKs the
+// same device sends another peer: WRITE_FIRST, 30 WRITE_MIDDLE and a
+// shorter WRITE_LAST_WITH_IMM to one peer, an ACK to the other after
+// every 8 packets. The time is per packet.
+func BenchmarkICRCCacheStream(b *testing.B) {
+	_, e := benchPacket(b)
+	ack := e
+	ack.Dst = netip.AddrPortFrom(netip.MustParseAddr("127.0.0.12"), 4791)
+	first, middle, last := make([]byte, BTHLen+RETHLen), make([]byte, BTHLen), make([]byte, BTHLen+ImmDtLen)
+	aeth := make([]byte, BTHLen+AETHLen)
+	payload := make([]byte, 4096)
+	var c ICRCCache
+	b.ReportAllocs()
+	for b.Loop() {
+		for k := range 32 {
+			switch k {
+			case 0:
+				c.ICRC(e, first, payload, nil)
+			case 31:
+				c.ICRC(e, last, payload[:4032], nil)
+			default:
+				c.ICRC(e, middle, payload, nil)
+			}
+			if k%8 == 7 {
+				c.ICRC(ack, aeth, nil, nil)
+			}
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*36), "ns/packet")
+}
+
 // BenchmarkSolveIPv4ID measures recovering an unseen IPv4 ID from a 4 KiB
 // packet's ICRC (one CRC plus the GF(2) solve).
 func BenchmarkSolveIPv4ID(b *testing.B) {

@@ -190,18 +190,30 @@ func (e *Endpoints) ICRC(parts ...[]byte) uint32 {
 }
 
 // ICRCCache computes the ICRCs of a stream of packets, remembering the CRC
-// state after the masked LRH, IP and UDP headers for the last endpoints and
-// packet length it saw: the full-size packets of a message, one after the
-// other, skip building and hashing those 36 or 56 bytes. The IPv4
-// Identification is applied afterwards (IPv4IDDeltaCache), so the numbered
-// segments of a GSO run share the state too. The zero value is ready to
-// use; it is not safe for concurrent use.
+// state after the masked LRH, IP and UDP headers for the last few
+// endpoints and packet lengths it saw: the packets of a stream, one after
+// the other, skip building and hashing those 36 or 56 bytes. A stream
+// has more than one length (a WRITE_FIRST with its RETH, the MIDDLEs, a
+// shorter LAST) and a device sends ACKs to other peers in between, so it
+// keeps icrcPrefixes of them, most recently used first. The IPv4
+// Identification is applied afterwards (IPv4IDDeltaCache), so the
+// numbered segments of a GSO run share the state too. The zero value is
+// ready to use; it is not safe for concurrent use.
 type ICRCCache struct {
-	e      Endpoints // IPv4ID 0
-	n      int       // RoCEv2 packet length, BTH to ICRC
-	prefix uint32
-	ok     bool
-	deltas IPv4IDDeltaCache
+	prefixes [icrcPrefixes]icrcPrefixState
+	n        int // prefixes in use
+	deltas   IPv4IDDeltaCache
+}
+
+// icrcPrefixes is how many header CRC states an ICRCCache keeps.
+const icrcPrefixes = 4
+
+// icrcPrefixState is the CRC state after the headers of packets of one
+// length between two endpoints.
+type icrcPrefixState struct {
+	n     int       // RoCEv2 packet length, BTH to ICRC
+	e     Endpoints // IPv4ID 0
+	state uint32
 }
 
 // ICRC is e.ICRC(parts...).
@@ -212,16 +224,38 @@ func (c *ICRCCache) ICRC(e Endpoints, parts ...[]byte) uint32 {
 	}
 	id := e.IPv4ID
 	e.IPv4ID = 0
-	if !c.ok || c.e != e || c.n != n {
-		var b [IPv6HeaderLen + UDPHeaderLen]byte
-		ip, udp := e.headers(&b, n)
-		c.e, c.n, c.prefix, c.ok = e, n, icrcPrefix(ip, udp), true
-	}
-	icrc := icrcTail(c.prefix, parts)
+	icrc := icrcTail(c.prefix(e, n), parts)
 	if id != 0 && (e.Src.Addr().Is4() || e.Src.Addr().Is4In6()) {
 		icrc ^= c.deltas.Delta(id, n)
 	}
 	return icrc
+}
+
+// prefix returns the CRC state after the headers of a packet of n bytes
+// between e's endpoints, moving it to the front of the cache.
+func (c *ICRCCache) prefix(e Endpoints, n int) uint32 {
+	i := 0
+	for i < c.n && (c.prefixes[i].n != n || c.prefixes[i].e != e) {
+		i++
+	}
+	if i == 0 && c.n > 0 {
+		return c.prefixes[0].state
+	}
+	var p icrcPrefixState
+	if i < c.n {
+		p = c.prefixes[i]
+	} else {
+		var b [IPv6HeaderLen + UDPHeaderLen]byte
+		ip, udp := e.headers(&b, n)
+		p = icrcPrefixState{n: n, e: e, state: icrcPrefix(ip, udp)}
+		if c.n < icrcPrefixes {
+			c.n++
+		}
+		i = c.n - 1 // the least recently used goes
+	}
+	copy(c.prefixes[1:i+1], c.prefixes[:i])
+	c.prefixes[0] = p
+	return p.state
 }
 
 // Verify is e.Verify(packet).

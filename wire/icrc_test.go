@@ -70,6 +70,46 @@ func TestICRCCache(t *testing.T) {
 	}
 }
 
+// ICRCCache keeps the header states of the last icrcPrefixes (endpoints,
+// length) pairs, most recently used first: a stream's FIRST, MIDDLE and
+// LAST lengths and the ACKs to another peer all stay, and a fifth pair
+// drops the least recently used.
+func TestICRCCacheKeepsStreams(t *testing.T) {
+	data := Endpoints{Src: netip.MustParseAddrPort("127.0.0.10:4791"), Dst: netip.MustParseAddrPort("127.0.0.11:4791")}
+	acks := data
+	acks.Dst = netip.MustParseAddrPort("127.0.0.12:4791")
+	type key struct {
+		e Endpoints
+		n int
+	}
+	first, middle, last, ack := key{data, 4128}, key{data, 4112}, key{data, 4052}, key{acks, 20}
+	other := key{acks, 4112}
+	var c ICRCCache
+	body := make([]byte, 4200)
+	check := func(want ...key) {
+		t.Helper()
+		if c.n != len(want) {
+			t.Fatalf("%d states kept, want %d", c.n, len(want))
+		}
+		for i, k := range want {
+			p := c.prefixes[i]
+			var b [IPv6HeaderLen + UDPHeaderLen]byte
+			ip, udp := k.e.headers(&b, k.n)
+			if p.e != k.e || p.n != k.n || p.state != icrcPrefix(ip, udp) {
+				t.Fatalf("state %d is for %v, %d bytes; want %v, %d bytes", i, p.e.Dst, p.n, k.e.Dst, k.n)
+			}
+		}
+	}
+	for _, k := range []key{first, middle, middle, last, ack} {
+		c.ICRC(k.e, body[:k.n-ICRCLen])
+	}
+	check(ack, last, middle, first)
+	c.ICRC(middle.e, body[:middle.n-ICRCLen])
+	check(middle, ack, last, first)
+	c.ICRC(other.e, body[:other.n-ICRCLen])
+	check(other, middle, ack, last)
+}
+
 // The cache gives IPv4IDDelta's values, over lengths that come and go.
 func TestIPv4IDDeltaCache(t *testing.T) {
 	var c IPv4IDDeltaCache
