@@ -347,7 +347,6 @@ type IPv4IDDeltaCache struct {
 	used  [deltaLens]uint64
 	basis [deltaLens][16]uint32
 	tick  uint64
-	built int // bases computed, for tests
 }
 
 // deltaLens is how many lengths an IPv4IDDeltaCache keeps.
@@ -373,7 +372,6 @@ func (c *IPv4IDDeltaCache) Delta(id uint16, roceLen int) uint32 {
 		for b := range c.basis[i] {
 			c.basis[i][b] = IPv4IDDelta(1<<b, roceLen)
 		}
-		c.built++
 	}
 	c.tick++
 	c.used[i] = c.tick

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"math/rand/v2"
 	"net/netip"
+	"slices"
 	"testing"
 
 	"github.com/klauspost/crc32"
@@ -127,30 +128,32 @@ func TestIPv4IDDeltaCache(t *testing.T) {
 }
 
 // A GSO stream's lengths (middle packets, a shorter last one, ACKs), taken
-// in turn, are computed once each, and the least recently used one goes
+// in turn, all stay in the cache, and the least recently used one goes
 // when a new length comes.
 func TestIPv4IDDeltaCacheKeepsLengths(t *testing.T) {
 	var c IPv4IDDeltaCache
+	kept := func(want ...int) {
+		t.Helper()
+		got := slices.Sorted(slices.Values(c.lens[:]))
+		slices.Sort(want)
+		if !slices.Equal(got, want) {
+			t.Fatalf("lengths kept %v, want %v", got, want)
+		}
+	}
 	for range 100 {
 		for _, n := range []int{4112, 4052, 20, 4128} {
 			c.Delta(3, n)
 		}
 	}
-	if c.built != 4 {
-		t.Fatalf("4 lengths in turn: %d bases computed, want 4", c.built)
-	}
+	kept(4112, 4052, 20, 4128)
 	c.Delta(3, 4112)
 	c.Delta(3, 4052)
 	c.Delta(3, 20)
 	c.Delta(3, 999) // replaces 4128, used last the longest ago
+	kept(4112, 4052, 20, 999)
 	c.Delta(3, 4112)
-	if c.built != 5 {
-		t.Fatalf("after a fifth length: %d bases computed, want 5", c.built)
-	}
-	c.Delta(3, 4128)
-	if c.built != 6 {
-		t.Fatalf("the replaced length: %d bases computed, want 6", c.built)
-	}
+	c.Delta(3, 4128) // replaces 4052
+	kept(4112, 4128, 20, 999)
 }
 
 // crcSmall (slicing-by-8 and the byte loop) continues a CRC exactly as
