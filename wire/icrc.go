@@ -201,7 +201,7 @@ func (e *Endpoints) ICRC(parts ...[]byte) uint32 {
 // ready to use; it is not safe for concurrent use.
 type ICRCCache struct {
 	prefixes [icrcPrefixes]icrcPrefixState
-	n        int // prefixes in use
+	used     int // prefixes in use
 	deltas   IPv4IDDeltaCache
 }
 
@@ -235,23 +235,23 @@ func (c *ICRCCache) ICRC(e Endpoints, parts ...[]byte) uint32 {
 // between e's endpoints, moving it to the front of the cache.
 func (c *ICRCCache) prefix(e Endpoints, n int) uint32 {
 	i := 0
-	for i < c.n && (c.prefixes[i].n != n || c.prefixes[i].e != e) {
+	for i < c.used && (c.prefixes[i].n != n || c.prefixes[i].e != e) {
 		i++
 	}
-	if i == 0 && c.n > 0 {
+	if i == 0 && c.used > 0 {
 		return c.prefixes[0].state
 	}
 	var p icrcPrefixState
-	if i < c.n {
+	if i < c.used {
 		p = c.prefixes[i]
 	} else {
 		var b [IPv6HeaderLen + UDPHeaderLen]byte
 		ip, udp := e.headers(&b, n)
 		p = icrcPrefixState{n: n, e: e, state: icrcPrefix(ip, udp)}
-		if c.n < icrcPrefixes {
-			c.n++
+		if c.used < icrcPrefixes {
+			c.used++
 		}
-		i = c.n - 1 // the least recently used goes
+		i = c.used - 1 // the least recently used goes
 	}
 	copy(c.prefixes[1:i+1], c.prefixes[:i])
 	c.prefixes[0] = p

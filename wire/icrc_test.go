@@ -89,8 +89,8 @@ func TestICRCCacheKeepsStreams(t *testing.T) {
 	body := make([]byte, 4200)
 	check := func(want ...key) {
 		t.Helper()
-		if c.n != len(want) {
-			t.Fatalf("%d states kept, want %d", c.n, len(want))
+		if c.used != len(want) {
+			t.Fatalf("%d states kept, want %d", c.used, len(want))
 		}
 		for i, k := range want {
 			p := c.prefixes[i]
