@@ -97,13 +97,9 @@ func (o *Options) defaults() {
 	}
 }
 
-// slotSize is the transport's fragment size (ib.Config.SlotSize).
-func (o *Options) slotSize() int {
-	if o.SlotSize > 0 {
-		return o.SlotSize
-	}
-	return ib.DefaultSlotSize
-}
+// slotSize is the transport's fragment size; like the other Options, a
+// SlotSize below 1 means the default.
+func (o *Options) slotSize() int { return ib.Config{SlotSize: max(o.SlotSize, 0)}.FragmentSize() }
 
 // Comm is a communicator: this rank's membership in a group of ranks that
 // run collectives together. Calls that enqueue work (the collectives,

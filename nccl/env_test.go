@@ -182,6 +182,7 @@ func TestSlicesAreWholeSlots(t *testing.T) {
 		slice, chunk int
 	}{
 		{Options{}, DefaultSliceBytes, 8 * ib.DefaultSlotSize},
+		{Options{SlotSize: -5}, DefaultSliceBytes, 8 * ib.DefaultSlotSize}, // below 1: the default
 		{Options{SlotSize: 1000}, 2000, 8000},
 		{Options{SlotSize: 1000, SliceBytes: 300}, 300, 8000},
 	} {

@@ -189,6 +189,10 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
+// FragmentSize is the most bytes one fragment of a message carries, the
+// default applied: SlotSize.
+func (c Config) FragmentSize() int { return c.withDefaults().SlotSize }
+
 // FIFOPackets is how many packets one direction's FIFO holds at the QPs'
 // MTU, defaults applied: Slots full fragments of ⌈SlotSize/MTU⌉ packets.
 // A device's RC window at least this large never holds fragments back
