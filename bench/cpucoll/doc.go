@@ -45,6 +45,14 @@
 // asynchronous, served by an event-loop thread, which costs wakeups on
 // small messages. All of them share the machine with whatever else runs.
 //
+// MeasureCPU adds what the times alone do not say: the CPU time of one
+// call, all ranks together, in user space and in the kernel, from the
+// usage wait4 reports for each process and the ranks it waited for. It
+// runs a library twice at one size, with more calls the second time, and
+// takes the difference, so that start-up and warmup cancel out. On a
+// machine with fewer CPUs than ranks every library keeps the CPUs busy,
+// and then this cost is what decides the time of a call.
+//
 // The C and C++ programs live in programs/ (a Go package directory may not
 // hold C sources without cgo) and are embedded here; Build compiles them
 // into a temporary directory (mpicc for Open MPI, g++ with -lgloo for Gloo);

@@ -59,7 +59,7 @@ func WriteFull(w io.Writer, results []Result) {
 // meets issue 5's target there (busbw at least Open MPI over TCP's and
 // the best Gloo algorithm's).
 func WriteSummary(w io.Writer, results []Result) {
-	for i, n := range rankCounts(results) {
+	for i, n := range rankCounts(results, resultRanks) {
 		if i > 0 {
 			fmt.Fprintln(w)
 		}
@@ -242,7 +242,7 @@ func WriteRepeats(w io.Writer, rounds [][]Result) {
 	for _, r := range rounds {
 		all = append(all, r...)
 	}
-	for _, n := range rankCounts(all) {
+	for _, n := range rankCounts(all, resultRanks) {
 		type row struct {
 			label  string
 			goal   bool
@@ -323,16 +323,19 @@ func formatBW(gbps float64) string {
 	return fmt.Sprintf("%.5f", gbps)
 }
 
-// rankCounts are the rank counts of results, each once, in order.
-func rankCounts(results []Result) []int {
+// rankCounts are the rank counts of xs (results or costs), each once, in
+// order.
+func rankCounts[T any](xs []T, ranks func(T) int) []int {
 	var out []int
-	for _, r := range results {
-		if !slices.Contains(out, r.Ranks) {
-			out = append(out, r.Ranks)
+	for _, x := range xs {
+		if n := ranks(x); !slices.Contains(out, n) {
+			out = append(out, n)
 		}
 	}
 	return out
 }
+
+func resultRanks(r Result) int { return r.Ranks }
 
 func ofRanks(results []Result, n int) []Result {
 	var out []Result

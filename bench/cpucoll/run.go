@@ -62,7 +62,20 @@ type Result struct {
 	Ranks    int
 	Rows     []Row    // one per size, in Config.Sizes' order
 	Commands []string // what ran, as shell-like lines
+	// CPU is the CPU time of every process the measurement ran, with
+	// their descendants (the ranks under mpirun or goroce's launcher):
+	// start-up, warmup and checks included. MeasureCPU takes the
+	// difference of two runs to get one call's share.
+	CPU Usage
 }
+
+// Usage is CPU time, in user space and in the kernel.
+type Usage struct {
+	User, Sys time.Duration
+}
+
+// Total is user and system time together.
+func (u Usage) Total() time.Duration { return u.User + u.Sys }
 
 // ErrWrongResult is wrapped by Run's error when a library's result
 // differed from the exact sum, or was not checked.
@@ -247,6 +260,7 @@ func runJob(ctx context.Context, cfg *Config, res *Result, env []string, argvs .
 	var stdout bytes.Buffer
 	stderrs := make([]bytes.Buffer, len(argvs))
 	errs := make([]error, len(argvs))
+	cmds := make([]*exec.Cmd, len(argvs))
 	var wg sync.WaitGroup
 	for i, argv := range argvs {
 		line := strings.Join(append(append([]string{}, env...), argv...), " ")
@@ -255,6 +269,7 @@ func runJob(ctx context.Context, cfg *Config, res *Result, env []string, argvs .
 			fmt.Fprintf(cfg.Log, "  $ %s\n", line)
 		}
 		cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+		cmds[i] = cmd
 		cmd.Env = append(os.Environ(), env...)
 		if i == 0 {
 			cmd.Stdout = &stdout
@@ -276,6 +291,14 @@ func runJob(ctx context.Context, cfg *Config, res *Result, env []string, argvs .
 		}()
 	}
 	wg.Wait()
+	for _, cmd := range cmds {
+		// wait4's usage of a process counts its descendants that it
+		// waited for: mpirun's and goroce's ranks.
+		if cmd != nil && cmd.ProcessState != nil {
+			res.CPU.User += cmd.ProcessState.UserTime()
+			res.CPU.Sys += cmd.ProcessState.SystemTime()
+		}
+	}
 	if err := errors.Join(errs...); err != nil {
 		var msg strings.Builder
 		if errors.Is(context.Cause(ctx), context.DeadlineExceeded) {

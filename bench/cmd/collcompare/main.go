@@ -20,6 +20,13 @@
 // runs N times, in N rounds of one run each, and a last table gives issue
 // 5's target round by round with the median ratio, which decides: one
 // round can land in a slow spell of the machine for one library alone.
+//
+// With -cpu, each library also runs twice more at the largest size alone,
+// with -iters and 5 × -iters timed calls, and a table gives the CPU time
+// of one call, all ranks together, in user space and in the kernel (the
+// difference of the two runs over the difference of their calls). Where
+// the ranks have fewer CPUs than they can keep busy, that cost is what
+// sets the time of a call, and its split shows where the time goes.
 package main
 
 import (
@@ -29,6 +36,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -58,6 +66,7 @@ type options struct {
 	libs    []cpucoll.Library
 	install bool
 	goroce  string
+	cpu     bool
 }
 
 func parseFlags(args []string, stderr io.Writer) (*options, int, bool) {
@@ -73,6 +82,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, int, bool) {
 	addrBase := fs.String("addr-base", "127.83.0.10", "goroce: rank 0's RNIC address on loopback; rank r gets this + r")
 	timeout := fs.Duration("timeout", 15*time.Minute, "give up on one library with one rank count after this long")
 	repeats := fs.Int("repeats", 1, "rounds: every library runs once per round, and the target's verdict is the median over them")
+	cpu := fs.Bool("cpu", false, "also measure the CPU time of one call at the largest size (user and system, all ranks): two more runs per library, with -iters and 5 x -iters calls")
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {
 			return nil, exitOK, false
@@ -86,7 +96,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, int, bool) {
 	if fs.NArg() > 0 {
 		return usage("unexpected arguments %q", fs.Args())
 	}
-	o := &options{install: *install, goroce: *goroce, repeats: *repeats, cfg: cpucoll.Config{
+	o := &options{install: *install, goroce: *goroce, repeats: *repeats, cpu: *cpu, cfg: cpucoll.Config{
 		Iters: *iters, Warmup: *warmup, Timeout: *timeout, AddrBase: *addrBase, Log: stderr,
 	}}
 	var err error
@@ -150,9 +160,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) ([]cpucol
 
 	var all []cpucoll.Result
 	var rounds [][]cpucoll.Result
+	var cpuRounds [][]cpucoll.CPUCost
 	code = exitOK
 	for round := 1; round <= o.repeats; round++ {
-		results, ok := measure(ctx, o, libs, progs, round, stderr)
+		results, costs, ok := measure(ctx, o, libs, progs, round, stderr)
 		all = append(all, results...)
 		if !ok {
 			code = exitFail
@@ -169,39 +180,73 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) ([]cpucol
 		fmt.Fprintln(stdout)
 		cpucoll.WriteSummary(stdout, results)
 		fmt.Fprintln(stdout)
+		if len(costs) > 0 {
+			cpucoll.WriteCPU(stdout, costs, o.cfg.Iters)
+			fmt.Fprintln(stdout)
+		}
 		rounds = append(rounds, results)
+		cpuRounds = append(cpuRounds, costs)
 	}
 	if o.repeats > 1 {
 		cpucoll.WriteRepeats(stdout, rounds)
+		if o.cpu {
+			cpucoll.WriteCPURepeats(stdout, cpuRounds)
+		}
 	}
 	return all, code
 }
 
 // measure runs every library with every rank count once, one after the
-// other. It reports false if any failed.
-func measure(ctx context.Context, o *options, libs []cpucoll.Library, progs cpucoll.Programs, round int, stderr io.Writer) ([]cpucoll.Result, bool) {
+// other, and with -cpu measures each one's CPU cost per call at the
+// largest size right after it. It reports false if any failed.
+func measure(ctx context.Context, o *options, libs []cpucoll.Library, progs cpucoll.Programs, round int, stderr io.Writer) ([]cpucoll.Result, []cpucoll.CPUCost, bool) {
 	var results []cpucoll.Result
+	var costs []cpucoll.CPUCost
 	ok := true
 	for _, n := range o.ranks {
 		for _, l := range libs {
 			cfg := o.cfg
 			cfg.Ranks = n
 			fmt.Fprintf(stderr, "collcompare: round %d of %d: %s, %d ranks (%s)\n", round, o.repeats, l.Name, n, l.About)
-			start := time.Now()
-			res, err := cpucoll.Run(ctx, l, progs, cfg)
+			res, c, err := measureOne(ctx, o.cpu, l, progs, cfg, stderr)
+			if res != nil {
+				results = append(results, *res)
+			}
+			if c != nil {
+				costs = append(costs, *c)
+			}
 			if err != nil {
 				fmt.Fprintf(stderr, "collcompare: %v\n", err)
 				ok = false
 				if ctx.Err() != nil {
-					return results, false
+					return results, costs, false
 				}
-				continue
 			}
-			fmt.Fprintf(stderr, "collcompare: %s, %d ranks: done in %.1fs\n", l.Name, n, time.Since(start).Seconds())
-			results = append(results, res)
 		}
 	}
-	return results, ok
+	return results, costs, ok
+}
+
+// measureOne runs one library with one rank count, then, if cpu is set,
+// measures its CPU cost per call at the largest size. A failure of the
+// second keeps the first's result.
+func measureOne(ctx context.Context, cpu bool, l cpucoll.Library, progs cpucoll.Programs, cfg cpucoll.Config, stderr io.Writer) (*cpucoll.Result, *cpucoll.CPUCost, error) {
+	start := time.Now()
+	res, err := cpucoll.Run(ctx, l, progs, cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	fmt.Fprintf(stderr, "collcompare: %s, %d ranks: done in %.1fs\n", l.Name, cfg.Ranks, time.Since(start).Seconds())
+	if !cpu {
+		return &res, nil, nil
+	}
+	start = time.Now()
+	c, err := cpucoll.MeasureCPU(ctx, l, progs, cfg, slices.Max(cfg.Sizes))
+	if err != nil {
+		return &res, nil, fmt.Errorf("CPU per call: %w", err)
+	}
+	fmt.Fprintf(stderr, "collcompare: %s, %d ranks: CPU per call measured in %.1fs\n", l.Name, cfg.Ranks, time.Since(start).Seconds())
+	return &res, &c, nil
 }
 
 // available returns the selected libraries whose family is installed,
