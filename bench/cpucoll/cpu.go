@@ -91,24 +91,14 @@ func WriteCPU(w io.Writer, costs []CPUCost, iters int) {
 		if i > 0 {
 			fmt.Fprintln(w)
 		}
-		var rows []CPUCost
-		goroce := -1
-		for _, c := range costs {
-			if c.Ranks != n {
-				continue
-			}
-			if c.Library.Family == Goroce {
-				goroce = len(rows)
-			}
-			rows = append(rows, c)
-		}
+		rows, goroce := costsOf(costs, n)
 		fmt.Fprintf(w, "AllReduce float32 sum, %d ranks: CPU time of one call at %s, all ranks together (ms; from runs of %d and %d timed calls)\n",
 			n, SizeLabel(rows[0].Bytes), iters, iters*CPUScale)
 		fmt.Fprintf(w, "%-24s %8s %8s %8s  %s\n", "library", "user", "sys", "total", "goroce/other")
 		for _, c := range rows {
 			ratio := ""
-			if goroce >= 0 && c.Library.Family != Goroce {
-				ratio = fmt.Sprintf("%.2fx", float64(rows[goroce].Total())/float64(c.Total()))
+			if goroce != nil && c.Library.Family != Goroce {
+				ratio = fmt.Sprintf("%.2fx", float64(goroce.Total())/float64(c.Total()))
 			}
 			fmt.Fprintf(w, "%-24s %8s %8s %8s  %s\n", c.Library.Name, ms(c.User), ms(c.Sys), ms(c.Total()), ratio)
 		}
@@ -128,23 +118,18 @@ func WriteCPURepeats(w io.Writer, rounds [][]CPUCost) {
 		var names []string
 		ratios := map[string][]float64{}
 		for _, r := range rounds {
-			var g *CPUCost
-			for i := range r {
-				if r[i].Ranks == n && r[i].Library.Family == Goroce {
-					g = &r[i]
-				}
-			}
-			if g == nil {
+			rows, goroce := costsOf(r, n)
+			if goroce == nil {
 				continue
 			}
-			for _, c := range r {
-				if c.Ranks != n || c.Library.Family == Goroce {
+			for _, c := range rows {
+				if c.Library.Family == Goroce {
 					continue
 				}
 				if _, ok := ratios[c.Library.Name]; !ok {
 					names = append(names, c.Library.Name)
 				}
-				ratios[c.Library.Name] = append(ratios[c.Library.Name], float64(g.Total())/float64(c.Total()))
+				ratios[c.Library.Name] = append(ratios[c.Library.Name], float64(goroce.Total())/float64(c.Total()))
 			}
 		}
 		if len(names) == 0 {
@@ -152,13 +137,26 @@ func WriteCPURepeats(w io.Writer, rounds [][]CPUCost) {
 		}
 		fmt.Fprintf(w, "CPU per call, %d ranks, over %d rounds: goroce's over the other's, round by round (above 1 = goroce costs more)\n", n, len(rounds))
 		for _, name := range names {
-			fmt.Fprintf(w, "  %-22s", name)
-			for _, v := range ratios[name] {
-				fmt.Fprintf(w, " %5.2fx", v)
-			}
-			fmt.Fprintf(w, "   median %.2fx\n", median(ratios[name]))
+			writeRatios(w, name, ratios[name])
+			fmt.Fprintln(w)
 		}
 	}
+}
+
+// costsOf returns the costs of n ranks, in order, and goroce's among
+// them (nil if it was not measured).
+func costsOf(costs []CPUCost, n int) (rows []CPUCost, goroce *CPUCost) {
+	for _, c := range costs {
+		if c.Ranks == n {
+			rows = append(rows, c)
+		}
+	}
+	for i := range rows {
+		if rows[i].Library.Family == Goroce {
+			goroce = &rows[i]
+		}
+	}
+	return rows, goroce
 }
 
 // ms shows a duration in milliseconds with two decimals.

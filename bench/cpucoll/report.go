@@ -270,12 +270,7 @@ func WriteRepeats(w io.Writer, rounds [][]Result) {
 		}
 		fmt.Fprintf(w, "issue 5 target at 16 MiB, %d ranks, over %d rounds: goroce's busbw over the other's, round by round\n", n, len(rounds))
 		for _, rw := range rows {
-			fmt.Fprintf(w, "  %-22s", rw.label)
-			for _, v := range rw.ratios {
-				fmt.Fprintf(w, " %5.2fx", v)
-			}
-			med := median(rw.ratios)
-			fmt.Fprintf(w, "   median %.2fx", med)
+			med := writeRatios(w, rw.label, rw.ratios)
 			if rw.goal {
 				verdict := "not met"
 				if med >= 1 {
@@ -286,6 +281,19 @@ func WriteRepeats(w io.Writer, rounds [][]Result) {
 			fmt.Fprintln(w)
 		}
 	}
+}
+
+// writeRatios starts a line of a table over rounds: the label, each
+// round's ratio and their median, which it returns. The caller ends the
+// line.
+func writeRatios(w io.Writer, label string, ratios []float64) (med float64) {
+	fmt.Fprintf(w, "  %-22s", label)
+	for _, v := range ratios {
+		fmt.Fprintf(w, " %5.2fx", v)
+	}
+	med = median(ratios)
+	fmt.Fprintf(w, "   median %.2fx", med)
+	return med
 }
 
 // median is the middle value of vs (the mean of the middle two for an
