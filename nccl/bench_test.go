@@ -10,7 +10,7 @@ import (
 // schedules, the executor and the kernels, 4 ranks in memory.
 func BenchmarkAllReduceMem(b *testing.B) {
 	for _, size := range []int{4 << 10, 1 << 20} {
-		for _, algo := range []Algo{AlgoRing, AlgoTree} {
+		for _, algo := range []Algo{AlgoRing, AlgoRecursiveDoubling} {
 			b.Run(fmt.Sprintf("%v/%dKiB", algo, size>>10), func(b *testing.B) {
 				comms := memComms(b, 4, Options{Algo: algo})
 				bufs := make([][]byte, 4)

@@ -54,18 +54,16 @@ func (c *Comm) collective(name string, plan *sched.Plan, err error, send, recv [
 // ringChunk is how many bytes of each rank's block the ring AllReduce
 // takes per slice (sched.RingAllReduceChunked): larger buffers are reduced
 // about n×1 MiB at a time, as NCCL's ring loops over its buffer, so a
-// reduced block is passed on while it is still in the cache. Measured at
-// 16 MiB on 2 CPUs (nccl-perf all_reduce, alternated runs, busbw medians):
-// 2 ranks 1.93 GB/s in one slice, 2.07 in slices of 2 MiB; 4 ranks 1.02
-// and 1.10 in slices of 4 MiB, and 1.18 and 1.19 in a second series. It
-// is 8 of the transport's slots, so that a block is whole fragments, with
-// no short one at its end.
-func (c *Comm) ringChunk() int { return 8 * c.opts.slotSize() }
+// reduced block is passed on while it is still in the cache
+// (docs/nccl-tuning.md has the measurements). It is 8 of the transport's
+// fragments, so that a block is whole fragments, with no short one at its
+// end.
+func (c *Comm) ringChunk() int { return 8 * c.fragment }
 
 // AllReduce reduces count elements of send across all ranks with op and
 // leaves the result in every rank's recv (ncclAllReduce). The algorithm is
-// Options.Algo, or by size: recursive doubling up to TreeThreshold bytes,
-// the ring above.
+// Options.Algo, or by size: recursive doubling up to DoublingThreshold
+// bytes, the ring above.
 func (c *Comm) AllReduce(send, recv []byte, count int, dt DataType, op Op) *Request {
 	const name = "AllReduce"
 	if err := c.args(name, send, recv, count, count, dt, op, 0); err != nil {
@@ -74,14 +72,14 @@ func (c *Comm) AllReduce(send, recv []byte, count int, dt DataType, op Op) *Requ
 	algo := c.opts.Algo
 	if algo == AlgoAuto {
 		algo = AlgoRing
-		if count*dt.Size() <= c.opts.TreeThreshold {
-			algo = AlgoTree
+		if count*dt.Size() <= c.opts.DoublingThreshold {
+			algo = AlgoRecursiveDoubling
 		}
 	}
 	build := func(rank, n, count int) (*sched.Plan, error) {
 		return sched.RingAllReduceChunked(rank, n, count, max(1, c.ringChunk()/dt.Size()))
 	}
-	if algo == AlgoTree {
+	if algo == AlgoRecursiveDoubling {
 		build = sched.DoublingAllReduce
 	}
 	p, err := build(c.rank, c.size, count)

@@ -34,11 +34,11 @@ var matrix = []matrixCase{
 // place, over the in-memory transport, with both AllReduce algorithms.
 func TestCollectivesMem(t *testing.T) {
 	rng := rand.New(rand.NewPCG(11, 12))
-	for _, algo := range []Algo{AlgoRing, AlgoTree} {
+	for _, algo := range []Algo{AlgoRing, AlgoRecursiveDoubling} {
 		for n := 1; n <= 8; n++ {
 			comms := memComms(t, n, Options{Algo: algo, SliceBytes: 24})
 			for _, mc := range matrix {
-				if algo == AlgoTree && mc.name != "AllReduce" {
+				if algo == AlgoRecursiveDoubling && mc.name != "AllReduce" {
 					continue
 				}
 				ops := []Op{Sum}
@@ -245,7 +245,7 @@ func testScatter(t testing.TB, comms []*Comm, rng *rand.Rand, dt DataType, _ Op,
 // bits on every rank, with either algorithm.
 func TestAllReduceBitIdenticalMem(t *testing.T) {
 	rng := rand.New(rand.NewPCG(13, 14))
-	for _, algo := range []Algo{AlgoRing, AlgoTree} {
+	for _, algo := range []Algo{AlgoRing, AlgoRecursiveDoubling} {
 		for _, n := range []int{3, 5, 8} {
 			comms := memComms(t, n, Options{Algo: algo})
 			for _, dt := range []DataType{Float16, BFloat16, Float32, Float64} {

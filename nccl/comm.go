@@ -11,18 +11,16 @@ import (
 
 	"github.com/goroce/goroce/nccl/sched"
 	"github.com/goroce/goroce/nccl/transport"
-	"github.com/goroce/goroce/nccl/transport/ib"
 	"github.com/goroce/goroce/rnic"
 )
 
 // Defaults of Options.
 const (
-	DefaultTimeout       = 5 * time.Second
-	DefaultTreeThreshold = 64 << 10
-	// DefaultSliceBytes is two of the transport's default slots
-	// (ib.DefaultSlotSize), so that a slice is whole fragments; with
-	// Options.SlotSize set, the default is two of those.
-	DefaultSliceBytes = 2 * ib.DefaultSlotSize
+	DefaultTimeout           = 5 * time.Second
+	DefaultDoublingThreshold = 64 << 10
+	// DefaultFragmentSize is the pipelining unit over a transport that
+	// does not fragment messages (not a transport.Fragmenter).
+	DefaultFragmentSize = 128 << 10
 )
 
 // Options tune a communicator. The zero value is usable.
@@ -36,11 +34,13 @@ type Options struct {
 	// Algo forces the AllReduce algorithm; AlgoAuto (default) reads
 	// NCCL_ALGO at init and otherwise chooses by size.
 	Algo Algo
-	// TreeThreshold: AlgoAuto uses recursive doubling for AllReduce up to
-	// this many bytes and the ring above. Default DefaultTreeThreshold.
-	TreeThreshold int
+	// DoublingThreshold: AlgoAuto uses recursive doubling for AllReduce
+	// up to this many bytes and the ring above. Default
+	// DefaultDoublingThreshold.
+	DoublingThreshold int
 	// SliceBytes is the pipelining unit of Broadcast and Reduce. Default
-	// two slots: DefaultSliceBytes with the default SlotSize.
+	// two of the transport's fragments (transport.Fragmenter), or two
+	// DefaultFragmentSize.
 	SliceBytes int
 	// Logger receives diagnostics. Nil: built from NCCL_DEBUG and
 	// NCCL_DEBUG_FILE (silent if unset).
@@ -89,17 +89,18 @@ func (o *Options) defaults() {
 	if o.Timeout <= 0 {
 		o.Timeout = DefaultTimeout
 	}
-	if o.TreeThreshold <= 0 {
-		o.TreeThreshold = DefaultTreeThreshold
-	}
-	if o.SliceBytes <= 0 {
-		o.SliceBytes = 2 * o.slotSize()
+	if o.DoublingThreshold <= 0 {
+		o.DoublingThreshold = DefaultDoublingThreshold
 	}
 }
 
-// slotSize is the transport's fragment size; like the other Options, a
-// SlotSize below 1 means the default.
-func (o *Options) slotSize() int { return ib.Config{SlotSize: max(o.SlotSize, 0)}.FragmentSize() }
+// fragmentSize is the most bytes t carries in one fragment.
+func fragmentSize(t transport.Transport) int {
+	if f, ok := t.(transport.Fragmenter); ok && f.FragmentSize() > 0 {
+		return f.FragmentSize()
+	}
+	return DefaultFragmentSize
+}
 
 // Comm is a communicator: this rank's membership in a group of ranks that
 // run collectives together. Calls that enqueue work (the collectives,
@@ -108,6 +109,7 @@ func (o *Options) slotSize() int { return ib.Config{SlotSize: max(o.SlotSize, 0)
 type Comm struct {
 	rank, size int
 	opts       Options
+	fragment   int // the transport's fragment size (fragmentSize)
 	log        *zap.Logger
 	exec       executor
 	dev        *rnic.Device // the RNIC under the transport; nil if unknown (NewComm)
@@ -144,6 +146,10 @@ func NewComm(t transport.Transport, opts Options) (*Comm, error) {
 		return nil, fmt.Errorf("%w: transport", ErrInvalidArgument)
 	}
 	opts.defaults()
+	frag := fragmentSize(t)
+	if opts.SliceBytes <= 0 {
+		opts.SliceBytes = 2 * frag
+	}
 	if opts.Logger == nil {
 		l, err := LoggerFromEnv()
 		if err != nil {
@@ -158,7 +164,7 @@ func NewComm(t transport.Transport, opts Options) (*Comm, error) {
 		}
 		opts.Algo = a
 	}
-	c := &Comm{rank: t.Rank(), size: t.Size(), opts: opts,
+	c := &Comm{rank: t.Rank(), size: t.Size(), opts: opts, fragment: frag,
 		log:   opts.Logger.With(zap.Int("rank", t.Rank()), zap.Int("nranks", t.Size())),
 		exec:  executor{t: t, timeout: opts.Timeout},
 		tasks: make(chan *task, 1024), done: make(chan struct{}), board: newNoticeBoard()}

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/goroce/goroce/nccl/transport"
 	"github.com/goroce/goroce/nccl/transport/ib"
 )
 
@@ -88,7 +89,7 @@ func TestUniqueIDRoundTrip(t *testing.T) {
 }
 
 func TestParseAlgo(t *testing.T) {
-	for s, want := range map[string]Algo{"": AlgoAuto, "Ring": AlgoRing, "tree": AlgoTree, " RING ": AlgoRing} {
+	for s, want := range map[string]Algo{"": AlgoAuto, "Ring": AlgoRing, "tree": AlgoRecursiveDoubling, "RecursiveDoubling": AlgoRecursiveDoubling, " RING ": AlgoRing} {
 		if got, err := ParseAlgo(s); err != nil || got != want {
 			t.Errorf("%q: %v %v", s, got, err)
 		}
@@ -175,22 +176,40 @@ func TestFIFOWindow(t *testing.T) {
 }
 
 // Broadcast's and Reduce's slice and the ring AllReduce's chunk are whole
-// slots, of the default size or of the one Options sets.
-func TestSlicesAreWholeSlots(t *testing.T) {
+// fragments of the transport (transport.Fragmenter), or of
+// DefaultFragmentSize over one that does not fragment.
+func TestSlicesAreWholeFragments(t *testing.T) {
 	for _, c := range []struct {
-		opts         Options
+		fragment     int // 0: the transport is no Fragmenter
+		sliceBytes   int
 		slice, chunk int
 	}{
-		{Options{}, DefaultSliceBytes, 8 * ib.DefaultSlotSize},
-		{Options{SlotSize: -5}, DefaultSliceBytes, 8 * ib.DefaultSlotSize}, // below 1: the default
-		{Options{SlotSize: 1000}, 2000, 8000},
-		{Options{SlotSize: 1000, SliceBytes: 300}, 300, 8000},
+		{0, 0, 256 << 10, 1 << 20},
+		{ib.DefaultSlotSize, 0, 2 * (128<<10 - 64), 8 * (128<<10 - 64)},
+		{1000, 0, 2000, 8000},
+		{1000, 300, 300, 8000},
 	} {
-		c.opts.defaults()
-		comm := &Comm{opts: c.opts}
-		if c.opts.SliceBytes != c.slice || comm.ringChunk() != c.chunk {
-			t.Errorf("SlotSize %d: SliceBytes %d, ring chunk %d; want %d and %d",
-				c.opts.SlotSize, c.opts.SliceBytes, comm.ringChunk(), c.slice, c.chunk)
+		var tr transport.Transport = transport.NewMemFabric(1).Rank(0)
+		if c.fragment > 0 {
+			tr = fragmenting{tr, c.fragment}
 		}
+		comm, err := NewComm(tr, Options{SliceBytes: c.sliceBytes})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if comm.opts.SliceBytes != c.slice || comm.ringChunk() != c.chunk {
+			t.Errorf("fragment %d: SliceBytes %d, ring chunk %d; want %d and %d",
+				c.fragment, comm.opts.SliceBytes, comm.ringChunk(), c.slice, c.chunk)
+		}
+		comm.Destroy()
 	}
 }
+
+// fragmenting is a transport that says it cuts messages into fragments of
+// n bytes.
+type fragmenting struct {
+	transport.Transport
+	n int
+}
+
+func (f fragmenting) FragmentSize() int { return f.n }

@@ -84,13 +84,13 @@ func ibCommsDevs(t testing.TB, n int, opts Options, link simlink.PortConfig) ([]
 // stream through the credits).
 func TestCollectivesIB(t *testing.T) {
 	for _, n := range []int{1, 2, 3, 5} {
-		for _, algo := range []Algo{AlgoRing, AlgoTree} {
+		for _, algo := range []Algo{AlgoRing, AlgoRecursiveDoubling} {
 			t.Run(fmt.Sprintf("n=%d/%v", n, algo), func(t *testing.T) {
 				synctest.Test(t, func(t *testing.T) {
 					comms := ibComms(t, n, Options{Algo: algo, SliceBytes: 3000}, simlink.PortConfig{})
 					rng := rand.New(rand.NewPCG(uint64(n), 1))
 					for _, mc := range matrix {
-						if algo == AlgoTree && mc.name != "AllReduce" {
+						if algo == AlgoRecursiveDoubling && mc.name != "AllReduce" {
 							continue
 						}
 						ops := []Op{Sum}

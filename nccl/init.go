@@ -236,9 +236,8 @@ func CommInitRank(ctx context.Context, nranks int, id UniqueID, rank int, opts O
 // holds, so that the credits, not the window, bound what is in flight. A
 // fragment then leaves when it is posted, right after the reduction or
 // copy that made it, while it is still in the cache, instead of when an
-// ACK opens rxe's window of 128 PSNs. Measured at 16 MiB (nccl-perf
-// all_reduce, 2 CPUs): 2 ranks 2.32-2.47 GB/s busbw with 128 PSNs,
-// 2.49-2.65 with 512; 4 ranks 1.02-1.04 and 1.13-1.16.
+// ACK opens rxe's window of 128 PSNs (docs/nccl-tuning.md has the
+// measurement).
 func fifoWindow(ic ib.Config) int {
 	return min(max(2*ic.FIFOPackets(), qp.DefaultMaxUnackedPSNs), qp.MaxWindowPSNs)
 }

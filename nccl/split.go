@@ -112,8 +112,8 @@ func (c *Comm) inherit(opts *Options) {
 	if opts.Algo == AlgoAuto {
 		opts.Algo = c.opts.Algo
 	}
-	if opts.TreeThreshold <= 0 {
-		opts.TreeThreshold = c.opts.TreeThreshold
+	if opts.DoublingThreshold <= 0 {
+		opts.DoublingThreshold = c.opts.DoublingThreshold
 	}
 	if opts.SliceBytes <= 0 {
 		opts.SliceBytes = c.opts.SliceBytes

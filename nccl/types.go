@@ -40,35 +40,43 @@ const (
 // Algo selects the AllReduce algorithm (NCCL_ALGO).
 type Algo uint8
 
-// Algorithms. AlgoAuto picks Tree (recursive doubling) up to
-// Options.TreeThreshold bytes and Ring above.
+// Algorithms. AlgoAuto picks recursive doubling up to
+// Options.DoublingThreshold bytes and the ring above.
+//
+// NCCL's own choices are Ring and Tree, a double binary tree that pipelines
+// a reduce up one tree and a broadcast down the other. goroce has no such
+// tree: its latency algorithm is recursive doubling (log2 n exchanges of
+// the whole buffer, with a fold for rank counts that are not powers of
+// two), which serves small messages as NCCL's tree does. So NCCL_ALGO=Tree
+// selects AlgoRecursiveDoubling, and NCCL_ALGO=Ring the ring.
 const (
 	AlgoAuto Algo = iota
 	AlgoRing
-	AlgoTree
+	AlgoRecursiveDoubling
 )
 
-// String returns the NCCL_ALGO spelling: Ring, Tree or Auto.
+// String returns the algorithm's name: Ring, RecursiveDoubling or Auto.
 func (a Algo) String() string {
 	switch a {
 	case AlgoRing:
 		return "Ring"
-	case AlgoTree:
-		return "Tree"
+	case AlgoRecursiveDoubling:
+		return "RecursiveDoubling"
 	}
 	return "Auto"
 }
 
-// ParseAlgo reads an NCCL_ALGO value: "Ring" or "Tree" (any case); "" is
-// AlgoAuto.
+// ParseAlgo reads an NCCL_ALGO value, in any case: "Ring", "Tree" (NCCL's
+// name for its latency algorithm, which selects AlgoRecursiveDoubling) or
+// "RecursiveDoubling"; "" is AlgoAuto.
 func ParseAlgo(s string) (Algo, error) {
 	switch strings.ToLower(strings.TrimSpace(s)) {
 	case "":
 		return AlgoAuto, nil
 	case "ring":
 		return AlgoRing, nil
-	case "tree":
-		return AlgoTree, nil
+	case "tree", "recursivedoubling":
+		return AlgoRecursiveDoubling, nil
 	}
-	return AlgoAuto, fmt.Errorf("%w: NCCL_ALGO=%q (want Ring or Tree)", ErrInvalidArgument, s)
+	return AlgoAuto, fmt.Errorf("%w: NCCL_ALGO=%q (want Ring, Tree or RecursiveDoubling)", ErrInvalidArgument, s)
 }

@@ -82,6 +82,15 @@ type Flusher interface {
 	Flush(ctx context.Context) error
 }
 
+// Fragmenter is a Transport that carries a message as fragments of at
+// most FragmentSize bytes (IrecvReduce's combine and IsendAfter work one
+// fragment at a time). Collectives cut their pipelining units, the
+// Broadcast/Reduce slice and the ring AllReduce's chunk, into whole
+// fragments, so that no fragment is short.
+type Fragmenter interface {
+	FragmentSize() int
+}
+
 // Request is a posted send or receive.
 type Request interface {
 	// Test reports whether the request has completed, and its error.

@@ -27,9 +27,7 @@ const (
 	// sends a fragment ([FIRST MIDDLE] [15 MIDDLE] [14 MIDDLE] [LAST]).
 	// 64 bytes less lets it join the run before it at any MTU from 256
 	// up (3 sends at MTU 4096), and keeps fragments and slots cache-line
-	// aligned. Measured with 4 ranks at 16 MiB: 3,776 → 3,112 datagrams
-	// handed to the kernel per AllReduce, CPU 37.9–38.3 against 39.8–40.2
-	// ms a call.
+	// aligned (docs/nccl-tuning.md has the measurement).
 	DefaultSlotSize = 128<<10 - 64
 	DefaultTimeout  = 14 // local ACK timeout 4.096 µs × 2^14 ≈ 67 ms
 	DefaultRetryCnt = 7
@@ -189,10 +187,6 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// FragmentSize is the most bytes one fragment of a message carries, the
-// default applied: SlotSize.
-func (c Config) FragmentSize() int { return c.withDefaults().SlotSize }
-
 // FIFOPackets is how many packets one direction's FIFO holds at the QPs'
 // MTU, defaults applied: Slots full fragments of ⌈SlotSize/MTU⌉ packets.
 // A device's RC window at least this large never holds fragments back
@@ -293,6 +287,12 @@ func (c *conn) slots(access mr.Access) (*mr.MR, error) {
 
 // Rank returns this rank.
 func (t *Transport) Rank() int { return t.cfg.Rank }
+
+// Transport cuts messages into slot-sized fragments.
+var _ transport.Fragmenter = (*Transport)(nil)
+
+// FragmentSize is the most bytes one fragment carries: the slot size.
+func (t *Transport) FragmentSize() int { return t.cfg.SlotSize }
 
 // Size returns the number of ranks.
 func (t *Transport) Size() int { return t.cfg.Size }
