@@ -41,20 +41,6 @@ type CQ struct {
 	progress func()
 }
 
-// SetBusyPoll makes Wait poll for up to d for a completion before blocking
-// (0, the default, blocks at once). Busy-polling trades a core for latency:
-// it saves the wake-up of a parked goroutine, a few microseconds. Every few
-// polls the spinning thread offers its CPU to any other runnable thread
-// (sched_yield), so that pollers sharing CPUs with the processes they
-// wait for do not hold them off.
-func (c *CQ) SetBusyPoll(d time.Duration) { c.spin = d }
-
-// SetProgress makes Poll call progress before it looks at an empty queue,
-// and Wait call it while it spins: a polled device's receive path, run by
-// the goroutine that polls (see rnic.Config.BusyPoll). Set it before the
-// CQ is used.
-func (c *CQ) SetProgress(progress func()) { c.progress = progress }
-
 // NewCQ returns a CQ that holds up to cqe completions.
 func NewCQ(cqe int) (*CQ, error) {
 	if cqe < 1 || cqe > 1<<22 {
@@ -63,12 +49,39 @@ func NewCQ(cqe int) (*CQ, error) {
 	return &CQ{ring: make([]WC, cqe), events: make(chan struct{}, 1), wake: make(chan struct{}, 1)}, nil
 }
 
+// DeviceCQOptions are how a device runs a CQ's Poll and Wait. They are fixed
+// when the device creates the CQ (NewDeviceCQ): a program that polls the CQ
+// cannot change them.
+type DeviceCQOptions struct {
+	// BusyPoll makes Wait poll for up to this long for a completion before
+	// blocking (0 blocks at once). Busy-polling trades a core for latency:
+	// it saves the wake-up of a parked goroutine, a few microseconds. Every
+	// few polls the spinning thread offers its CPU to any other runnable
+	// thread (sched_yield), so that pollers sharing CPUs with the processes
+	// they wait for do not hold them off.
+	BusyPoll time.Duration
+	// Progress, if set, is called by Poll before it looks at an empty queue
+	// and by Wait while it spins: a polled device's receive path, run by
+	// the goroutine that polls (see rnic.Config.BusyPoll).
+	Progress func()
+}
+
+// NewDeviceCQ returns a CQ of cqe completions that a device runs with opts.
+func NewDeviceCQ(cqe int, opts DeviceCQOptions) (*CQ, error) {
+	c, err := NewCQ(cqe)
+	if err != nil {
+		return nil, err
+	}
+	c.spin, c.progress = opts.BusyPoll, opts.Progress
+	return c, nil
+}
+
 // Depth returns how many completions the CQ holds (ibv_cq.cqe).
 func (c *CQ) Depth() int { return len(c.ring) }
 
 // Poll moves up to len(wcs) completions, oldest first, into wcs and returns
 // how many (ibv_poll_cq). It never blocks and never allocates. On a polled
-// device (SetProgress), an empty CQ first runs the receive path.
+// device (DeviceCQOptions.Progress), an empty CQ first runs the receive path.
 func (c *CQ) Poll(wcs []WC) int {
 	if c.progress != nil && c.avail.Load() == 0 {
 		c.progress()

@@ -45,7 +45,7 @@ func newFixture(t *testing.T, typ qp.Type, sendWR, recvWR uint32) *fixture {
 		t.Fatal(err)
 	}
 	env := &qp.Env{Mem: mem, Counters: new(qp.Counters), Limits: testLimits}
-	q, err := qp.New(0x123, pd, &qp.InitAttr{Type: typ, SendCQ: cq, RecvCQ: cq,
+	e, err := qp.NewEngine(0x123, pd, &qp.InitAttr{Type: typ, SendCQ: cq, RecvCQ: cq,
 		Cap: qp.Cap{MaxSendWR: sendWR, MaxRecvWR: recvWR, MaxSendSGE: 2, MaxRecvSGE: 2, MaxInlineData: 32}}, env)
 	if err != nil {
 		t.Fatal(err)
@@ -54,7 +54,7 @@ func newFixture(t *testing.T, typ qp.Type, sendWR, recvWR uint32) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &fixture{mem: mem, pd: pd, cq: cq, qp: q, mr: m}
+	return &fixture{mem: mem, pd: pd, cq: cq, qp: e.QP(), mr: m}
 }
 
 // sge returns an SGE for n bytes at offset off of the fixture's region.

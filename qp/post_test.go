@@ -131,11 +131,12 @@ func TestPostRecvOnSRQQP(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	q, err := qp.New(0x77, f.pd, &qp.InitAttr{Type: qp.RC, SendCQ: f.cq, RecvCQ: f.cq, SRQ: srq,
+	e, err := qp.NewEngine(0x77, f.pd, &qp.InitAttr{Type: qp.RC, SendCQ: f.cq, RecvCQ: f.cq, SRQ: srq,
 		Cap: qp.Cap{MaxSendWR: 1}}, &qp.Env{Mem: f.mem, Counters: new(qp.Counters), Limits: testLimits})
 	if err != nil {
 		t.Fatal(err)
 	}
+	q := e.QP()
 	bring(t, q, qp.StateInit)
 	if err := q.PostRecv(&qp.RecvWR{SGL: []qp.SGE{f.sge(0, 8)}}); !errors.Is(err, qp.ErrInvalidWR) {
 		t.Fatalf("PostRecv on a QP with an SRQ: err = %v, want ErrInvalidWR", err)

@@ -53,7 +53,9 @@ type Tracer interface {
 	QPEvent(now time.Time, qpn uint32, what string)
 }
 
-// QP is a queue pair. Create one with New (the device's CreateQP does).
+// QP is a queue pair: the verbs a program uses on it (ibv_modify_qp,
+// ibv_query_qp, ibv_post_send, ibv_post_recv). The device creates it with
+// NewEngine and keeps the Engine that runs it; a *QP alone cannot drive it.
 type QP struct {
 	qpn    uint32
 	typ    Type
@@ -83,10 +85,12 @@ type QP struct {
 	// errPending is set on entering ERR until the first flush; WRs posted
 	// later are flushed as they arrive (see needsFlush).
 	errPending bool
+
+	eng Engine // the device's handle, pointing back here
 }
 
-// New creates a QP in the RESET state.
-func New(qpn uint32, pd *mr.PD, ia *InitAttr, env *Env) (*QP, error) {
+// newQP creates a QP in the RESET state (see NewEngine).
+func newQP(qpn uint32, pd *mr.PD, ia *InitAttr, env *Env) (*QP, error) {
 	if ia == nil {
 		return nil, fmt.Errorf("%w: nil InitAttr", ErrInvalidAttr)
 	}
@@ -133,6 +137,7 @@ func New(qpn uint32, pd *mr.PD, ia *InitAttr, env *Env) (*QP, error) {
 	}
 	q.attr.PortNum = 1
 	q.resp.init(q)
+	q.eng.q = q
 	return q, nil
 }
 
@@ -392,106 +397,6 @@ func checkBind(b *MWBind) error {
 		return fmt.Errorf("%w: BIND_MW length %d is too large", ErrInvalidWR, b.Length)
 	}
 	return nil
-}
-
-// Receive hands the QP a packet addressed to it. src is the sender's
-// address and tos the IP TOS byte as received. Responses to this QP's
-// requests go to the completer, requests to the responder; replies the QP
-// must send are added to out (or queued for Transmit when out is full).
-func (q *QP) Receive(now time.Time, p wire.Packet, src netip.AddrPort, tos uint8, out *Outbox) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	st := q.State()
-	// A connected QP takes packets only from its peer's IP address. The UDP
-	// source port is not the peer's identity: RoCEv2 uses it for flow
-	// entropy, and Linux rxe sends from 0xC000 | a hash of the QP pair.
-	if q.typ != UD && src.Addr() != q.attr.AH.Addr().Addr() {
-		q.env.Counters.DroppedBadSource.Add(1)
-		return
-	}
-	if p.Info().Request {
-		if st < StateRTR || st == StateErr {
-			q.env.Counters.DroppedBadState.Add(1)
-			q.trace(now, "psn %v arrived in state %v: drop", p.BTH().PSN(), st)
-			return
-		}
-		q.env.Counters.RcvdPkts.Add(1)
-		q.resp.receive(now, p, src, out)
-		return
-	}
-	if q.typ != RC || st < StateRTS || st == StateErr {
-		q.env.Counters.DroppedBadState.Add(1)
-		q.trace(now, "response psn %v arrived in state %v: drop", p.BTH().PSN(), st)
-		return
-	}
-	q.env.Counters.RcvdPkts.Add(1)
-	q.comp.receive(now, p)
-}
-
-// Transmit lets the QP add packets to out: one request packet, then the
-// responses it owes (ACKs, NAKs, read responses, atomic replies), then
-// the rest of its new and retransmitted requests. budget limits the
-// request packets (the congestion-control pacer's say); it returns how
-// many request packets it added.
-//
-// Responses come early so that a stream of requests never holds back the
-// ACKs the peer's window waits for. One request goes ahead of them for
-// latency: the answer to a message just received leaves before the ACK
-// of that message, which would otherwise cost the answer a whole trip
-// through the kernel's loopback path (about 4 µs) on its way out.
-func (q *QP) Transmit(now time.Time, out *Outbox, budget int) int {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if q.needsFlush() {
-		q.flush(now)
-	}
-	n := 0
-	if q.sending() {
-		n = q.req.transmit(now, out, min(budget, 1))
-	}
-	q.resp.transmit(now, out)
-	if q.sending() && n < budget { // the first request may have failed the QP
-		n += q.req.transmit(now, out, budget-n)
-	}
-	return n
-}
-
-// sending reports whether the QP's requester may send: in RTS or SQD.
-func (q *QP) sending() bool {
-	s := q.State()
-	return s == StateRTS || s == StateSQD
-}
-
-// Advance runs the QP's timers that are due at now.
-func (q *QP) Advance(now time.Time) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if q.State() == StateRTS || q.State() == StateSQD {
-		q.comp.advance(now)
-	}
-}
-
-// Deadline returns when the QP next needs Advance, or the zero time. Only
-// RTS and SQD run timers: a QP that left them (to ERR) has none, whatever
-// its completer had armed.
-func (q *QP) Deadline() time.Time {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if s := q.State(); s != StateRTS && s != StateSQD {
-		return time.Time{}
-	}
-	return q.comp.deadline()
-}
-
-// HasWork reports whether Transmit would add packets now (ignoring pacing).
-func (q *QP) HasWork() bool {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if q.needsFlush() || q.resp.hasWork() {
-		return true
-	}
-	s := q.State()
-	return (s == StateRTS || s == StateSQD) && q.req.hasWork(q)
 }
 
 // fail moves the QP to ERR because of an error (a failed WR, an overrun

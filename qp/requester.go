@@ -61,10 +61,6 @@ func (r *requester) start(q *QP, psn wire.PSN) {
 	*r = requester{q: q, psn: psn, cur: q.retired.Load()}
 }
 
-func (r *requester) hasWork(q *QP) bool {
-	return !r.paused && r.cur < q.posted.Load()
-}
-
 // transmit adds up to budget request packets to out and returns how many.
 func (r *requester) transmit(now time.Time, out *Outbox, budget int) int {
 	q := r.q

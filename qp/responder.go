@@ -98,10 +98,8 @@ func (r *responder) start(psn wire.PSN) {
 	r.nakSent, r.dropMsg, r.inMsg = false, false, false
 }
 
-func (r *responder) hasWork() bool { return len(r.queue) > 0 }
-
 // receive handles a request packet.
-func (r *responder) receive(now time.Time, p wire.Packet, src netip.AddrPort, out *Outbox) {
+func (r *responder) receive(now time.Time, p wire.Packet, src netip.AddrPort) {
 	switch r.q.typ {
 	case UD:
 		r.receiveUD(now, p, src)

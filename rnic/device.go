@@ -312,14 +312,11 @@ func (d *Device) CreateCQ(cqe int) (*qp.CQ, error) {
 	if cqe > MaxCQE {
 		return nil, fmt.Errorf("%w: cqe %d exceeds max_cqe %d", ErrInvalidArg, cqe, MaxCQE)
 	}
-	cq, err := qp.NewCQ(cqe)
-	if err == nil {
-		cq.SetBusyPoll(d.cfg.BusyPoll)
-		if d.poller != nil {
-			cq.SetProgress(d.progress)
-		}
+	opts := qp.DeviceCQOptions{BusyPoll: d.cfg.BusyPoll}
+	if d.poller != nil {
+		opts.Progress = d.progress
 	}
-	return cq, err
+	return qp.NewDeviceCQ(cqe, opts)
 }
 
 // CreateSRQ creates a shared receive queue (ibv_create_srq). The limit
@@ -373,9 +370,12 @@ func (d *Device) event(ev qp.Event) {
 	}
 }
 
-// QP is a queue pair of the device.
+// QP is a queue pair of the device. It offers the verbs of qp.QP (Modify,
+// Query, PostSend, PostRecv, QPN, State, ...) and Destroy; the engines that
+// move its packets are the device's alone (see the package doc).
 type QP struct {
 	*qp.QP
+	eng   *qp.Engine // the device's handle: Receive, Transmit, Advance, Deadline
 	d     *Device
 	w     *worker
 	env   qp.Env
@@ -394,7 +394,7 @@ type QP struct {
 // rearm makes sure the QP's timer fires no later than its deadline. Called
 // after anything that may have set one, with no QP lock held.
 func (q *QP) rearm() {
-	dl := q.Deadline()
+	dl := q.eng.Deadline()
 	if q.cc != nil {
 		if c := q.cc.deadline(); !c.IsZero() && (dl.IsZero() || c.Before(dl)) {
 			dl = c
@@ -453,7 +453,7 @@ func (d *Device) CreateQP(pd *mr.PD, ia *qp.InitAttr) (*QP, error) {
 	if d.tracer != nil {
 		q.env.Tracer = d.tracer
 	}
-	inner, err := qp.New(qpn, pd, ia, &q.env)
+	eng, err := qp.NewEngine(qpn, pd, ia, &q.env)
 	if err != nil {
 		return nil, err
 	}
@@ -468,7 +468,7 @@ func (d *Device) CreateQP(pd *mr.PD, ia *qp.InitAttr) (*QP, error) {
 	if err := pd.Hold(); err != nil {
 		return nil, err
 	}
-	q.QP = inner
+	q.QP, q.eng = eng.QP(), eng
 	d.qps[qpn] = q
 	d.publish()
 	q.w.add(q)

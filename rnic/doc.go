@@ -23,6 +23,14 @@
 // work request (type 2, SendWR.Bind), ibv_get_async_event → Events,
 // `rdma statistic` → Counters.
 //
+// What users see: QP embeds *qp.QP, which carries only the verbs; the
+// device drives each QP through a *qp.Engine it keeps in an unexported field
+// (Receive on the receive path, Transmit and Advance on the workers and
+// inline posts, Deadline for the QP's timer). CQs come from CreateCQ with
+// their busy-poll time and polled-mode progress hook already fixed
+// (qp.NewDeviceCQ). The embedding stays because async events name the
+// *qp.QP (qp.Event.QP): a program matches them against rnic.QP.QP.
+//
 // ICRC: every received packet is checked; see Config.StrictICRC for what
 // is verified of IPv4 packets whose Identification a UDP socket cannot see.
 package rnic

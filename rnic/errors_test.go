@@ -28,7 +28,7 @@ func checkErrState(t *testing.T, e *end, wrID uint64) {
 	e.postRecv(t, wrID+1, 0, 8)
 	e.expect(t, wrID+1, qp.WCWRFlushErr)
 	synctest.Wait()
-	if dl := e.qp.Deadline(); !dl.IsZero() {
+	if dl := e.qp.eng.Deadline(); !dl.IsZero() {
 		t.Fatalf("QP %#x in ERR still has a deadline (%v): its worker would keep waking for it", e.qp.QPN(), dl)
 	}
 }
@@ -444,7 +444,7 @@ func TestCQOverrunMovesQPToErr(t *testing.T) {
 		if n := b.cq.Poll(wcs); n != 2 || wcs[0].WRID != 0 || wcs[1].WRID != 1 {
 			t.Fatalf("the overrun CQ holds %d completions %+v, want wr_id 0 and 1", n, wcs[:n])
 		}
-		if dl := b.qp.Deadline(); !dl.IsZero() {
+		if dl := b.qp.eng.Deadline(); !dl.IsZero() {
 			t.Fatalf("QP in ERR still has a deadline %v", dl)
 		}
 	})

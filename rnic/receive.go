@@ -131,7 +131,7 @@ func (d *Device) progress() {
 			}
 			// What the packets call for goes out with this goroutine's
 			// next post to the QP, right behind the request it posts (see
-			// QP.Transmit), or at its next poll that finds the link idle,
+			// qp.Engine.Transmit), or at its next poll that finds the link idle,
 			// or from the QPs' worker, whichever comes first: the poller
 			// takes its completions before the system call that sends the
 			// ACKs, and the ACK of a message it answers rides with the
@@ -265,7 +265,7 @@ func (d *Device) deliver(now time.Time, lp *link.Packet, view map[uint32]*QP) (q
 		}
 		return q, false
 	}
-	q.Receive(now, p, lp.Addr, lp.TOS, nil)
+	q.eng.Receive(now, p, lp.Addr)
 	if lp.TOS&link.CE == link.CE && p.Info().Request {
 		d.dev.ECNMarked.Add(1)
 		cnp = q.cc != nil && q.cc.onCE(now)

@@ -120,8 +120,8 @@ func (w *worker) serve(now time.Time) {
 			return
 		}
 		for _, q := range w.batch {
-			if dl := q.Deadline(); !dl.IsZero() && !now.Before(dl) {
-				q.Advance(now)
+			if dl := q.eng.Deadline(); !dl.IsZero() && !now.Before(dl) {
+				q.eng.Advance(now)
 			}
 			if q.cc != nil {
 				q.cc.advance(now)
@@ -170,7 +170,7 @@ func (s *sender) transmit(now time.Time, q *QP) {
 			budget = q.cc.budget(now, budget) // DCQCN: the pacer's say
 		}
 		before := s.out.Len()
-		q.Transmit(now, s.out, budget)
+		q.eng.Transmit(now, s.out, budget)
 		if q.cc != nil {
 			q.cc.sent(now, s.out.Packets()[before:])
 		}

@@ -1,0 +1,125 @@
+package qp
+
+import (
+	"net/netip"
+	"time"
+
+	"github.com/goroce/goroce/mr"
+	"github.com/goroce/goroce/wire"
+)
+
+// Engine is the device's handle on a QP: the entry points through which a
+// device (package rnic) runs the QP's requester, completer and responder.
+// NewEngine hands it out once, to the device that creates the QP; the QP
+// itself (Engine.QP) carries only the verbs, so a program holding a *QP can
+// post work and change state but cannot feed the engines packets or time.
+//
+// Every method takes `now` and none reads the clock: the device (or a test)
+// decides what time it is. Deadline says when Advance is next due.
+type Engine struct{ q *QP }
+
+// NewEngine creates a QP in the RESET state and returns the device's handle
+// on it. env stays the device's: the QP keeps the pointer.
+func NewEngine(qpn uint32, pd *mr.PD, ia *InitAttr, env *Env) (*Engine, error) {
+	q, err := newQP(qpn, pd, ia, env)
+	if err != nil {
+		return nil, err
+	}
+	return &q.eng, nil
+}
+
+// QP returns the queue pair the engine runs: the verbs side.
+func (e *Engine) QP() *QP { return e.q }
+
+// Receive hands the QP a packet addressed to it; src is the sender's
+// address. Responses to this QP's requests go to the completer, requests to
+// the responder; what the QP must send back (ACKs, NAKs, read responses,
+// atomic replies) is queued for Transmit.
+func (e *Engine) Receive(now time.Time, p wire.Packet, src netip.AddrPort) {
+	q := e.q
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	st := q.State()
+	// A connected QP takes packets only from its peer's IP address. The UDP
+	// source port is not the peer's identity: RoCEv2 uses it for flow
+	// entropy, and Linux rxe sends from 0xC000 | a hash of the QP pair.
+	if q.typ != UD && src.Addr() != q.attr.AH.Addr().Addr() {
+		q.env.Counters.DroppedBadSource.Add(1)
+		return
+	}
+	if p.Info().Request {
+		if st < StateRTR || st == StateErr {
+			q.env.Counters.DroppedBadState.Add(1)
+			q.trace(now, "psn %v arrived in state %v: drop", p.BTH().PSN(), st)
+			return
+		}
+		q.env.Counters.RcvdPkts.Add(1)
+		q.resp.receive(now, p, src)
+		return
+	}
+	if q.typ != RC || st < StateRTS || st == StateErr {
+		q.env.Counters.DroppedBadState.Add(1)
+		q.trace(now, "response psn %v arrived in state %v: drop", p.BTH().PSN(), st)
+		return
+	}
+	q.env.Counters.RcvdPkts.Add(1)
+	q.comp.receive(now, p)
+}
+
+// Transmit lets the QP add packets to out: one request packet, then the
+// responses it owes (ACKs, NAKs, read responses, atomic replies), then
+// the rest of its new and retransmitted requests. budget limits the
+// request packets (the congestion-control pacer's say); it returns how
+// many request packets it added.
+//
+// Responses come early so that a stream of requests never holds back the
+// ACKs the peer's window waits for. One request goes ahead of them for
+// latency: the answer to a message just received leaves before the ACK
+// of that message, which would otherwise cost the answer a whole trip
+// through the kernel's loopback path (about 4 µs) on its way out.
+func (e *Engine) Transmit(now time.Time, out *Outbox, budget int) int {
+	q := e.q
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.needsFlush() {
+		q.flush(now)
+	}
+	n := 0
+	if q.sending() {
+		n = q.req.transmit(now, out, min(budget, 1))
+	}
+	q.resp.transmit(now, out)
+	if q.sending() && n < budget { // the first request may have failed the QP
+		n += q.req.transmit(now, out, budget-n)
+	}
+	return n
+}
+
+// Advance runs the QP's timers that are due at now.
+func (e *Engine) Advance(now time.Time) {
+	q := e.q
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.sending() {
+		q.comp.advance(now)
+	}
+}
+
+// Deadline returns when the QP next needs Advance, or the zero time. Only
+// RTS and SQD run timers: a QP that left them (to ERR) has none, whatever
+// its completer had armed.
+func (e *Engine) Deadline() time.Time {
+	q := e.q
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if !q.sending() {
+		return time.Time{}
+	}
+	return q.comp.deadline()
+}
+
+// sending reports whether the QP's requester may send: in RTS or SQD.
+func (q *QP) sending() bool {
+	s := q.State()
+	return s == StateRTS || s == StateSQD
+}
