@@ -73,6 +73,16 @@ func TestResponder(t *testing.T) {
 			out{ack(R, 1)},
 			wcs{{1, qp.WCSuccess, qp.WCRecv, 10}},
 		}},
+		{"WRITE_ONLY_WITH_IMMEDIATE with no receive: RNR NAK; the resend lands", rc, []step{
+			req(wire.RCWriteOnlyImm, R, true, 16).withRETH(rigVA+512, keyGood, 16),
+			out{ackOut(R, wire.RNRNAK(rigRNRCode), 0)},
+			memIs{512, make([]byte, 16)},
+			recvWR{1, 0, 64},
+			req(wire.RCWriteOnlyImm, R, true, 16).withRETH(rigVA+512, keyGood, 16),
+			out{ack(R, 1)},
+			wcs{{1, qp.WCSuccess, qp.WCRecvRDMAWithImm, 16}},
+			memIs{512, fill(R, 16)},
+		}},
 		{"WRITE FIRST, LAST lands at the RETH's address", rc, []step{
 			req(wire.RCWriteFirst, R, false, 256).withRETH(rigVA+1024, keyGood, 300),
 			req(wire.RCWriteLast, R+1, true, 44),

@@ -8,27 +8,42 @@ import (
 	"github.com/goroce/goroce/wire"
 )
 
-// The responder executes incoming requests. For RC, each packet goes
-// through these checks, in order (after rxe's rxe_resp.c):
+// The responder executes incoming requests. RC and UC requests go through
+// one chain of checks, in the order of rxe's rxe_resp.c (check_psn,
+// check_op_seq, check_op_valid, check_resource, check_length, check_rkey,
+// execute); the transport decides only what a refusal costs:
 //
-//	PSN       = expected: go on.
-//	          > expected: a packet was lost. Send one NAK (PSN sequence
-//	                      error, carrying the expected PSN), then drop
-//	                      silently until the expected PSN arrives.
-//	          < expected: a duplicate. SEND/WRITE: ACK again. READ: execute
-//	                      it again from that PSN. Atomic: answer with the
-//	                      saved original value; never execute twice.
-//	opcode    follows the message in progress (FIRST, MIDDLE..., LAST):
-//	          else NAK invalid request and QP → ERR.
-//	resources SEND: a receive WQE (else RNR NAK; the requester waits and
-//	          retries). WRITE/READ/atomic: R_Key, bounds and access (else
-//	          NAK remote access error and QP → ERR).
-//	execute   place the payload straight into registered memory; queue
-//	          read responses and atomic replies; ACK when AckReq asks.
+//	check       refuses when                      RC answers          UC
+//	PSN         > expected (a packet was lost)     one NAK PSN seq err drop to the next
+//	                                               (expected PSN),     FIRST/ONLY
+//	                                               then silence
+//	            < expected (a duplicate)           see below           (same as >)
+//	op seq      not the next of the message in     NAK inv. request    drop the message
+//	            progress (FIRST, MIDDLE..., LAST)
+//	op valid    the QP lacks the remote right      NAK rem. access     drop the message
+//	resource    SEND (and WRITE with immediate):   RNR NAK             drop the message
+//	            no receive WQE; READ/atomic: more
+//	            than max_dest_rd_atomic waiting    NAK inv. request    -
+//	length      FIRST/MIDDLE not one path MTU, a   NAK inv. request    drop the message
+//	            packet over it, a message over
+//	            its receive buffer or DMA length
+//	rkey        R_Key unknown, range outside the   NAK rem. access     drop the message
+//	            region, right not granted;
+//	            atomic not 8-byte aligned          NAK inv. request    -
+//	execute     place the payload straight into registered memory; queue read
+//	            responses and atomic replies; ACK when AckReq asks (RC)
 //
-// UC has no ACKs, NAKs or retransmission: after a PSN gap it drops the rest
-// of the message in progress and resynchronises on the next FIRST or ONLY.
-// UD messages are single packets checked against the QP's Q_Key.
+// RC's NAKs other than PSN sequence and RNR move the QP to ERR; a receive
+// WQE the refused message had taken completes with an error status. UC
+// sends nothing back: it counts the dropped message (uc_dropped_msgs) and
+// resynchronises on the next FIRST or ONLY. Duplicates (RC): a SEND or
+// WRITE is acknowledged again; a READ is executed again from the PSN it
+// names; an atomic is answered with the saved original value and never
+// executed twice. UD messages are single packets checked against the
+// QP's Q_Key (receiveUD).
+//
+// Where goroce differs from rxe: a request the QP's access flags do not
+// allow draws a remote access error NAK (rxe: invalid request).
 type responder struct {
 	q   *QP
 	psn wire.PSN // expected PSN
@@ -45,7 +60,7 @@ type responder struct {
 	haveWQE bool     // wqe holds a taken receive
 	dst     [][]byte // SEND: the WQE's buffers; WRITE: the target
 	dstLen  uint64   // capacity of dst
-	wrDone  bool     // WRITE with immediate: done
+	target  []byte   // READ/atomic: the memory check_rkey found
 	// Responses to send, in order.
 	queue []response
 	// Completed READs and atomics, for duplicates.
@@ -98,53 +113,340 @@ func (r *responder) start(psn wire.PSN) {
 	r.nakSent, r.dropMsg, r.inMsg = false, false, false
 }
 
-// receive handles a request packet.
+// refusal is what a check found wrong with a request, and so what the
+// responder answers (see refuse).
+type refusal uint8
+
+const (
+	accepted     refusal = iota
+	refuseRNR            // no receive WQE: the requester may retry later
+	refuseInvReq         // opcode, length, alignment or too many READs/atomics
+	refuseAccess         // R_Key, bounds or a right the QP or region does not grant
+	refuseRemOp          // the receive WQE's own memory is bad
+)
+
+// receive handles a request packet: the check chain, then execute.
 func (r *responder) receive(now time.Time, p wire.Packet, src netip.AddrPort) {
-	switch r.q.typ {
-	case UD:
+	q := r.q
+	info := p.Info()
+	if q.typ == UD {
 		r.receiveUD(now, p, src)
 		return
-	case UC:
-		r.receiveUC(now, p, src)
+	}
+	if info.Transport != wire.RC && q.typ == RC || info.Transport != wire.UC && q.typ == UC {
+		q.env.Counters.DroppedBadState.Add(1)
 		return
 	}
-	bth := p.BTH()
-	psn := bth.PSN()
-	info := p.Info()
-	if info.Transport != wire.RC {
-		r.q.env.Counters.DroppedBadState.Add(1)
+	psn := p.BTH().PSN()
+	if !r.checkPSN(now, p, psn) || !r.checkOpSeq(now, p, psn, src) {
 		return
+	}
+	why, what := r.checkOpValid(info)
+	if why == accepted {
+		why, what = r.checkResource(now, p, src)
+	}
+	if why == accepted {
+		why, what = r.checkLength(now, p, src)
+	}
+	if why == accepted {
+		why, what = r.checkRKey(p)
+	}
+	if why == accepted {
+		why, what = r.execute(now, p, psn, src)
+	}
+	if why != accepted {
+		r.refuse(now, p, psn, src, why, what)
+		return
+	}
+	if q.typ == UC {
+		r.psn = psn.Next()
+	}
+}
+
+// checkPSN compares the packet's PSN with the expected one (rxe's
+// check_psn). It reports whether the packet goes on down the chain.
+func (r *responder) checkPSN(now time.Time, p wire.Packet, psn wire.PSN) bool {
+	q := r.q
+	if q.typ == UC {
+		if psn == r.psn && !r.dropMsg {
+			return true
+		}
+		if psn != r.psn {
+			q.env.Counters.OutOfSeqRequest.Add(1)
+		}
+		if p.Info().Position&wire.First == 0 {
+			// Lost the start of this message, or dropping it: wait for
+			// the next FIRST or ONLY.
+			if r.inMsg || !r.dropMsg {
+				q.env.Counters.UCDroppedMessages.Add(1)
+				q.trace(now, "UC psn %v (expected %v) is not a message's first packet: drop the message", psn, r.psn)
+			}
+			r.inMsg, r.dropMsg = false, true
+			r.psn = psn.Next()
+			return false
+		}
+		if r.inMsg {
+			q.env.Counters.UCDroppedMessages.Add(1) // the previous message lost its end
+			q.trace(now, "UC psn %v starts a new message: the unfinished one is dropped", psn)
+			r.inMsg = false
+		}
+		r.dropMsg = false
+		r.psn = psn
+		return true
 	}
 	switch d := psn.Diff(r.psn); {
 	case d > 0:
-		r.q.env.Counters.OutOfSeqRequest.Add(1)
+		q.env.Counters.OutOfSeqRequest.Add(1)
 		if !r.nakSent {
 			r.nakSent = true
-			r.q.env.Counters.SentSeqErr.Add(1)
-			r.q.trace(now, "psn %v ahead of expected %v: NAK sequence error", psn, r.psn)
+			q.env.Counters.SentSeqErr.Add(1)
+			q.trace(now, "psn %v ahead of expected %v: NAK sequence error", psn, r.psn)
 			r.ack(r.psn, wire.SynNAKSeqErr, false)
 		}
-		return
+		return false
 	case d < 0:
-		r.q.env.Counters.DuplicateRequest.Add(1)
+		q.env.Counters.DuplicateRequest.Add(1)
 		r.duplicate(now, p, psn)
-		return
+		return false
 	}
 	r.nakSent = false
-	if !r.sequenceOK(info) {
-		r.fatal(now, psn, wire.SynNAKInvReq, "opcode out of sequence")
+	return true
+}
+
+// checkOpSeq checks the opcode against the message in progress (rxe's
+// check_op_seq). RC refuses a packet out of sequence; UC drops the message
+// in progress and takes the packet if it starts a new one.
+func (r *responder) checkOpSeq(now time.Time, p wire.Packet, psn wire.PSN, src netip.AddrPort) bool {
+	info := p.Info()
+	if r.sequenceOK(info) {
+		return true
+	}
+	if r.q.typ == RC {
+		r.refuse(now, p, psn, src, refuseInvReq, "opcode out of sequence")
+		return false
+	}
+	if r.inMsg {
+		r.q.env.Counters.UCDroppedMessages.Add(1)
+	}
+	r.inMsg, r.dropMsg = false, info.Position&wire.First == 0
+	if r.dropMsg {
+		r.psn = psn.Next()
+		return false
+	}
+	return true
+}
+
+// checkOpValid checks the operation against the QP's access flags (rxe's
+// check_op_valid).
+func (r *responder) checkOpValid(info *wire.OpInfo) (refusal, string) {
+	flags := r.q.attr.AccessFlags
+	switch {
+	case info.Op == wire.OpWrite && !flags.Has(mr.AccessRemoteWrite):
+		return refuseAccess, "QP does not allow remote write"
+	case info.Op == wire.OpReadRequest && !flags.Has(mr.AccessRemoteRead):
+		return refuseAccess, "QP does not allow remote read"
+	case (info.Op == wire.OpCompareSwap || info.Op == wire.OpFetchAdd) && !flags.Has(mr.AccessRemoteAtomic):
+		return refuseAccess, "QP does not allow remote atomics"
+	}
+	return accepted, ""
+}
+
+// checkResource takes what the request consumes (rxe's check_resource): a
+// receive WQE for a SEND's first packet and for the last packet of a WRITE
+// with immediate, a responder resource for a READ or atomic.
+func (r *responder) checkResource(now time.Time, p wire.Packet, src netip.AddrPort) (refusal, string) {
+	info := p.Info()
+	switch info.Op {
+	case wire.OpReadRequest, wire.OpCompareSwap, wire.OpFetchAdd:
+		if r.pendingReads() >= max(int(r.q.attr.MaxDestRdAtomic), 1) {
+			return refuseInvReq, "more READs/atomics outstanding than max_dest_rd_atomic"
+		}
+	case wire.OpSend:
+		if info.Position&wire.First == 0 {
+			break
+		}
+		if !r.takeRecv() {
+			return refuseRNR, "no receive WQE posted"
+		}
+		if err := r.resolveRecv(); err != nil {
+			r.completeRecv(now, WCLocProtErr, 0, src, false)
+			return refuseRemOp, "receive WQE: " + err.Error()
+		}
+	case wire.OpWrite:
+		if info.Position&wire.Last != 0 && p.ImmDt() != nil && !r.takeRecv() {
+			// WRITE with immediate consumes a receive WQE; without one
+			// the packet is refused as a SEND would be, data and all.
+			return refuseRNR, "no receive WQE posted for a WRITE with immediate"
+		}
+	}
+	return accepted, ""
+}
+
+// checkLength checks the payload against the path MTU (FIRST and MIDDLE
+// packets carry exactly one, no packet more) and the message against the
+// receive buffers or the WRITE's DMA length (rxe's check_length, and the
+// resid checks of check_rkey).
+func (r *responder) checkLength(now time.Time, p wire.Packet, src netip.AddrPort) (refusal, string) {
+	info := p.Info()
+	if info.Op != wire.OpSend && info.Op != wire.OpWrite {
+		return accepted, ""
+	}
+	n := len(p.Payload())
+	if !r.checkPacketLen(info, n) {
+		return refuseInvReq, "packet length does not match the path MTU"
+	}
+	done, room := r.msgLen, r.dstLen
+	if info.Position&wire.First != 0 {
+		done = 0
+		if info.Op == wire.OpWrite {
+			room = uint64(p.RETH().DMALen())
+		}
+	}
+	if done+uint64(n) <= room {
+		return accepted, ""
+	}
+	if info.Op == wire.OpWrite {
+		return refuseInvReq, "RDMA WRITE longer than its DMA length"
+	}
+	r.completeRecv(now, WCLocLenErr, 0, src, false)
+	return refuseInvReq, "message longer than the receive buffers"
+}
+
+// checkRKey checks the R_Key of a WRITE's first packet, a READ or an atomic:
+// the key names a region or window of the QP's PD, the range lies inside
+// it, and it grants the right (rxe's check_rkey). An atomic's address must
+// also be 8-byte aligned.
+func (r *responder) checkRKey(p wire.Packet) (refusal, string) {
+	q := r.q
+	info := p.Info()
+	var err error
+	switch info.Op {
+	case wire.OpWrite:
+		if info.Position&wire.First == 0 {
+			return accepted, ""
+		}
+		reth := p.RETH()
+		r.target, err = q.env.Mem.CheckRemote(q.pd, reth.RKey(), reth.VA(), int(reth.DMALen()), mr.AccessRemoteWrite, q.qpn)
+		if err != nil {
+			return refuseAccess, "RDMA WRITE: " + err.Error()
+		}
+	case wire.OpReadRequest:
+		reth := p.RETH()
+		r.target, err = q.env.Mem.CheckRemote(q.pd, reth.RKey(), reth.VA(), int(reth.DMALen()), mr.AccessRemoteRead, q.qpn)
+		if err != nil {
+			return refuseAccess, "RDMA READ: " + err.Error()
+		}
+	case wire.OpCompareSwap, wire.OpFetchAdd:
+		a := p.AtomicETH()
+		if !mr.AtomicAligned(a.VA()) {
+			return refuseInvReq, "atomic address not 8-byte aligned"
+		}
+		r.target, err = q.env.Mem.CheckRemote(q.pd, a.RKey(), a.VA(), mr.AtomicSize, mr.AccessRemoteAtomic, q.qpn)
+		if err != nil {
+			return refuseAccess, "atomic: " + err.Error()
+		}
+	}
+	return accepted, ""
+}
+
+// refuse answers a request a check refused: for RC, an RNR NAK (the
+// requester retries) or a NAK that moves the QP to ERR, after completing
+// with an error the receive WQE the message had taken; for UC, it drops
+// the message and counts it.
+func (r *responder) refuse(now time.Time, p wire.Packet, psn wire.PSN, src netip.AddrPort, why refusal, what string) {
+	q := r.q
+	if q.typ == UC {
+		if why == refuseAccess {
+			q.env.Counters.RemAccessErr.Add(1) // RC counts it in fatal
+		}
+		q.env.Counters.UCDroppedMessages.Add(1)
+		q.trace(now, "UC psn %v: %s: drop the message", psn, what)
+		r.inMsg, r.dropMsg = false, p.Info().Position&wire.Last == 0
+		r.psn = psn.Next()
 		return
 	}
-	switch info.Op {
-	case wire.OpSend:
-		r.send(now, p, psn, src)
-	case wire.OpWrite:
-		r.write(now, p, psn, src)
-	case wire.OpReadRequest:
-		r.read(now, p, psn)
-	case wire.OpCompareSwap, wire.OpFetchAdd:
-		r.atomic(now, p, psn)
+	if why == refuseRNR {
+		q.env.Counters.SendRNRErr.Add(1)
+		q.trace(now, "psn %v: %s: RNR NAK", psn, what)
+		r.ack(psn, wire.RNRNAK(q.attr.MinRNRTimer), false)
+		// One NAK per gap: the rest of the message is dropped without a
+		// sequence NAK, which would cost the requester a retry.
+		r.nakSent = true
+		return
 	}
+	syn, status := wire.SynNAKInvReq, WCRemInvReqErr
+	switch why {
+	case refuseAccess:
+		syn, status = wire.SynNAKRemAccess, WCRemAccessErr
+	case refuseRemOp:
+		syn, status = wire.SynNAKRemOp, WCRemOpErr
+	}
+	if r.haveWQE {
+		r.completeRecv(now, status, 0, src, false)
+	}
+	r.inMsg = false
+	r.fatal(now, psn, syn, what)
+}
+
+// execute carries out a request that passed every check. A SEND with
+// invalidate whose rkey cannot be invalidated is refused here, as rxe
+// refuses it (RESPST_ERR_INVALIDATE_RKEY).
+func (r *responder) execute(now time.Time, p wire.Packet, psn wire.PSN, src netip.AddrPort) (refusal, string) {
+	q := r.q
+	info := p.Info()
+	switch info.Op {
+	case wire.OpReadRequest:
+		r.executeRead(p, psn)
+		return accepted, ""
+	case wire.OpCompareSwap, wire.OpFetchAdd:
+		r.executeAtomic(p, psn)
+		return accepted, ""
+	}
+	first, last := info.Position&wire.First != 0, info.Position&wire.Last != 0
+	if first {
+		r.inMsg, r.msgOp, r.msgLen = true, info.Op, 0
+		if info.Op == wire.OpWrite {
+			r.dst, r.dstLen = append(r.dst[:0], r.target), uint64(p.RETH().DMALen())
+			r.target = nil
+			if q.typ == RC {
+				q.env.Counters.RDMARecvs.Add(1)
+			}
+		}
+	}
+	payload := p.Payload()
+	scatter(r.dst, r.msgLen, payload)
+	r.msgLen += uint64(len(payload))
+	if q.typ == RC {
+		r.psn = psn.Next()
+	}
+	if last {
+		r.inMsg = false
+		r.msn++
+		imm := p.ImmDt()
+		if info.Op == wire.OpSend || imm != nil {
+			wc := WC{Opcode: WCRecv, ByteLen: uint32(r.msgLen)}
+			if info.Op == wire.OpWrite {
+				wc.Opcode = WCRecvRDMAWithImm
+			}
+			if imm != nil {
+				wc.Flags |= WCWithImm
+				wc.Imm = imm.Imm()
+			}
+			if ieth := p.IETH(); ieth != nil {
+				if err := q.env.Mem.Invalidate(ieth.RKey(), q.qpn); err != nil {
+					r.completeRecv(now, WCRemInvReqErr, 0, src, false)
+					return refuseInvReq, "SEND with invalidate: " + err.Error()
+				}
+				wc.Flags |= WCWithInv
+				wc.Imm = ieth.RKey()
+			}
+			r.finishRecv(now, &wc, src, p.BTH().SE())
+		}
+	}
+	if q.typ == RC && p.BTH().AckReq() {
+		r.ack(psn, wire.SynACK, true)
+	}
+	return accepted, ""
 }
 
 // sequenceOK checks the opcode against the message in progress.
@@ -226,65 +528,6 @@ func (r *responder) checkPacketLen(info *wire.OpInfo, n int) bool {
 	return n <= mtu
 }
 
-func (r *responder) send(now time.Time, p wire.Packet, psn wire.PSN, src netip.AddrPort) {
-	q := r.q
-	info := p.Info()
-	payload := p.Payload()
-	if !r.checkPacketLen(info, len(payload)) {
-		r.fatal(now, psn, wire.SynNAKInvReq, "packet length does not match the path MTU")
-		return
-	}
-	if info.Position&wire.First != 0 {
-		if !r.takeRecv() {
-			q.env.Counters.SendRNRErr.Add(1)
-			q.trace(now, "psn %v: no receive WQE posted: RNR NAK", psn)
-			r.ack(psn, wire.RNRNAK(q.attr.MinRNRTimer), false)
-			// One NAK per gap: the rest of the message is dropped without
-			// a sequence NAK, which would cost the requester a retry.
-			r.nakSent = true
-			return
-		}
-		if err := r.resolveRecv(); err != nil {
-			r.completeRecv(now, WCLocProtErr, 0, src, false)
-			r.fatal(now, psn, wire.SynNAKRemOp, "receive WQE: "+err.Error())
-			return
-		}
-		r.inMsg, r.msgOp, r.msgLen = true, wire.OpSend, 0
-	}
-	if r.msgLen+uint64(len(payload)) > r.dstLen {
-		r.completeRecv(now, WCLocLenErr, 0, src, false)
-		r.inMsg = false
-		r.fatal(now, psn, wire.SynNAKInvReq, "message longer than the receive buffers")
-		return
-	}
-	scatter(r.dst, r.msgLen, payload)
-	r.msgLen += uint64(len(payload))
-	r.psn = psn.Next()
-	if info.Position&wire.Last != 0 {
-		r.inMsg = false
-		r.msn++
-		var wc WC
-		wc.Opcode, wc.ByteLen = WCRecv, uint32(r.msgLen)
-		if imm := p.ImmDt(); imm != nil {
-			wc.Flags |= WCWithImm
-			wc.Imm = imm.Imm()
-		}
-		if ieth := p.IETH(); ieth != nil {
-			if err := q.env.Mem.Invalidate(ieth.RKey(), q.qpn); err != nil {
-				r.completeRecv(now, WCRemInvReqErr, 0, src, false)
-				r.fatal(now, psn, wire.SynNAKInvReq, "SEND with invalidate: "+err.Error())
-				return
-			}
-			wc.Flags |= WCWithInv
-			wc.Imm = ieth.RKey()
-		}
-		r.finishRecv(now, &wc, src, p.BTH().SE())
-	}
-	if p.BTH().AckReq() {
-		r.ack(psn, wire.SynACK, true)
-	}
-}
-
 // completeRecv completes the receive WQE in progress with an error.
 func (r *responder) completeRecv(now time.Time, status WCStatus, n uint32, src netip.AddrPort, solicited bool) {
 	wc := WC{Status: status, Opcode: WCRecv, ByteLen: n}
@@ -302,76 +545,10 @@ func (r *responder) finishRecv(now time.Time, wc *WC, src netip.AddrPort, solici
 	q.pushWC(now, q.recvCQ, wc, solicited)
 }
 
-func (r *responder) write(now time.Time, p wire.Packet, psn wire.PSN, src netip.AddrPort) {
+// executeRead queues the responses of a READ whose memory checkRKey found.
+func (r *responder) executeRead(p wire.Packet, psn wire.PSN) {
 	q := r.q
-	info := p.Info()
-	payload := p.Payload()
-	if !r.checkPacketLen(info, len(payload)) {
-		r.fatal(now, psn, wire.SynNAKInvReq, "packet length does not match the path MTU")
-		return
-	}
-	if info.Position&wire.First != 0 {
-		reth := p.RETH()
-		if !q.attr.AccessFlags.Has(mr.AccessRemoteWrite) {
-			r.fatal(now, psn, wire.SynNAKRemAccess, "QP does not allow remote write")
-			return
-		}
-		buf, err := q.env.Mem.CheckRemote(q.pd, reth.RKey(), reth.VA(), int(reth.DMALen()), mr.AccessRemoteWrite, q.qpn)
-		if err != nil {
-			r.fatal(now, psn, wire.SynNAKRemAccess, "RDMA WRITE: "+err.Error())
-			return
-		}
-		r.dst = append(r.dst[:0], buf)
-		r.dstLen, r.msgLen = uint64(reth.DMALen()), 0
-		r.inMsg, r.msgOp = true, wire.OpWrite
-		q.env.Counters.RDMARecvs.Add(1)
-	}
-	if r.msgLen+uint64(len(payload)) > r.dstLen {
-		r.fatal(now, psn, wire.SynNAKInvReq, "RDMA WRITE longer than its DMA length")
-		return
-	}
-	last := info.Position&wire.Last != 0
-	imm := p.ImmDt()
-	if last && imm != nil && !r.takeRecv() {
-		// WRITE with immediate consumes a receive WQE; without one the
-		// packet is refused as a SEND would be, data and all.
-		q.env.Counters.SendRNRErr.Add(1)
-		r.ack(psn, wire.RNRNAK(q.attr.MinRNRTimer), false)
-		r.nakSent = true
-		return
-	}
-	scatter(r.dst, r.msgLen, payload)
-	r.msgLen += uint64(len(payload))
-	r.psn = psn.Next()
-	if last {
-		r.inMsg = false
-		r.msn++
-		if imm != nil {
-			wc := WC{Opcode: WCRecvRDMAWithImm, ByteLen: uint32(r.msgLen), Flags: WCWithImm, Imm: imm.Imm()}
-			r.finishRecv(now, &wc, src, p.BTH().SE())
-		}
-	}
-	if p.BTH().AckReq() {
-		r.ack(psn, wire.SynACK, true)
-	}
-}
-
-func (r *responder) read(now time.Time, p wire.Packet, psn wire.PSN) {
-	q := r.q
-	reth := p.RETH()
-	if !q.attr.AccessFlags.Has(mr.AccessRemoteRead) {
-		r.fatal(now, psn, wire.SynNAKRemAccess, "QP does not allow remote read")
-		return
-	}
-	if r.pendingReads() >= max(int(q.attr.MaxDestRdAtomic), 1) {
-		r.fatal(now, psn, wire.SynNAKInvReq, "more READs/atomics outstanding than max_dest_rd_atomic")
-		return
-	}
-	buf, err := q.env.Mem.CheckRemote(q.pd, reth.RKey(), reth.VA(), int(reth.DMALen()), mr.AccessRemoteRead, q.qpn)
-	if err != nil {
-		r.fatal(now, psn, wire.SynNAKRemAccess, "RDMA READ: "+err.Error())
-		return
-	}
+	buf := r.target
 	mtu := q.attr.PathMTU.Bytes()
 	n := max((len(buf)+mtu-1)/mtu, 1)
 	last := psn.Add(int32(n) - 1)
@@ -380,6 +557,7 @@ func (r *responder) read(now time.Time, p wire.Packet, psn wire.PSN) {
 	q.env.Counters.RDMARecvs.Add(1)
 	r.remember(resource{read: true, first: psn, last: last})
 	r.queue = append(r.queue, response{kind: respRead, psn: psn, msn: r.msn, data: buf, first: true})
+	r.target = nil
 }
 
 // pendingReads counts the responder resources in use: READs and atomics
@@ -394,36 +572,21 @@ func (r *responder) pendingReads() int {
 	return n
 }
 
-func (r *responder) atomic(now time.Time, p wire.Packet, psn wire.PSN) {
-	q := r.q
+// executeAtomic runs an atomic on the memory checkRKey found and queues
+// its reply.
+func (r *responder) executeAtomic(p wire.Packet, psn wire.PSN) {
 	a := p.AtomicETH()
-	if !q.attr.AccessFlags.Has(mr.AccessRemoteAtomic) {
-		r.fatal(now, psn, wire.SynNAKRemAccess, "QP does not allow remote atomics")
-		return
-	}
-	if !mr.AtomicAligned(a.VA()) {
-		r.fatal(now, psn, wire.SynNAKInvReq, "atomic address not 8-byte aligned")
-		return
-	}
-	if r.pendingReads() >= max(int(q.attr.MaxDestRdAtomic), 1) {
-		r.fatal(now, psn, wire.SynNAKInvReq, "more READs/atomics outstanding than max_dest_rd_atomic")
-		return
-	}
-	buf, err := q.env.Mem.CheckRemote(q.pd, a.RKey(), a.VA(), mr.AtomicSize, mr.AccessRemoteAtomic, q.qpn)
-	if err != nil {
-		r.fatal(now, psn, wire.SynNAKRemAccess, "atomic: "+err.Error())
-		return
-	}
 	var orig uint64
 	if p.Opcode() == wire.RCFetchAdd {
-		orig = mr.FetchAdd(buf, a.SwapAdd())
+		orig = mr.FetchAdd(r.target, a.SwapAdd())
 	} else {
-		orig = mr.CompareSwap(buf, a.Compare(), a.SwapAdd())
+		orig = mr.CompareSwap(r.target, a.Compare(), a.SwapAdd())
 	}
 	r.psn = psn.Next()
 	r.msn++
 	r.remember(resource{first: psn, last: psn, orig: orig})
 	r.queue = append(r.queue, response{kind: respAtomic, psn: psn, msn: r.msn, orig: orig})
+	r.target = nil
 }
 
 // remember records an executed READ or atomic for duplicate detection.
@@ -510,124 +673,6 @@ func (r *responder) transmit(now time.Time, out *Outbox) {
 		}
 		r.queue = r.queue[:copy(r.queue, r.queue[1:])]
 	}
-}
-
-// receiveUC handles a UC request: like RC without ACKs, NAKs or duplicates.
-func (r *responder) receiveUC(now time.Time, p wire.Packet, src netip.AddrPort) {
-	q := r.q
-	info := p.Info()
-	psn := p.BTH().PSN()
-	if info.Transport != wire.UC {
-		q.env.Counters.DroppedBadState.Add(1)
-		return
-	}
-	if psn != r.psn || r.dropMsg {
-		if psn != r.psn {
-			q.env.Counters.OutOfSeqRequest.Add(1)
-		}
-		if info.Position&wire.First == 0 {
-			// Lost the start of this message, or dropping it: wait for
-			// the next FIRST or ONLY.
-			if r.inMsg || !r.dropMsg {
-				q.env.Counters.UCDroppedMessages.Add(1)
-				q.trace(now, "UC psn %v (expected %v) is not a message's first packet: drop the message", psn, r.psn)
-			}
-			r.inMsg, r.dropMsg = false, true
-			r.psn = psn.Next()
-			return
-		}
-		if r.inMsg {
-			q.env.Counters.UCDroppedMessages.Add(1) // the previous message lost its end
-			q.trace(now, "UC psn %v starts a new message: the unfinished one is dropped", psn)
-			r.inMsg = false
-		}
-		r.dropMsg = false
-	}
-	if !r.sequenceOK(info) {
-		if r.inMsg {
-			q.env.Counters.UCDroppedMessages.Add(1)
-		}
-		r.inMsg, r.dropMsg = false, info.Position&wire.First == 0
-		if r.dropMsg {
-			r.psn = psn.Next()
-			return
-		}
-	}
-	r.psn = psn
-	ok := true
-	switch info.Op {
-	case wire.OpSend:
-		ok = r.ucPlace(now, p, src, true)
-	case wire.OpWrite:
-		ok = r.ucPlace(now, p, src, false)
-	}
-	if !ok {
-		q.env.Counters.UCDroppedMessages.Add(1)
-		r.inMsg, r.dropMsg = false, info.Position&wire.Last == 0
-	}
-	r.psn = psn.Next()
-}
-
-// ucPlace places a UC SEND or WRITE packet. It returns false to drop the
-// message (no receive posted, bad key or length): UC reports nothing to the
-// sender.
-func (r *responder) ucPlace(now time.Time, p wire.Packet, src netip.AddrPort, send bool) bool {
-	q := r.q
-	info := p.Info()
-	payload := p.Payload()
-	if !r.checkPacketLen(info, len(payload)) {
-		return false
-	}
-	if info.Position&wire.First != 0 {
-		r.msgLen = 0
-		if send {
-			if !r.takeRecv() {
-				return false
-			}
-			if err := r.resolveRecv(); err != nil {
-				r.completeRecv(now, WCLocProtErr, 0, src, false)
-				return false
-			}
-			r.msgOp = wire.OpSend
-		} else {
-			reth := p.RETH()
-			buf, err := q.env.Mem.CheckRemote(q.pd, reth.RKey(), reth.VA(), int(reth.DMALen()), mr.AccessRemoteWrite, q.qpn)
-			if err != nil || !q.attr.AccessFlags.Has(mr.AccessRemoteWrite) {
-				q.env.Counters.RemAccessErr.Add(1)
-				return false
-			}
-			r.dst, r.dstLen = append(r.dst[:0], buf), uint64(reth.DMALen())
-			r.msgOp = wire.OpWrite
-		}
-		r.inMsg = true
-	}
-	if r.msgLen+uint64(len(payload)) > r.dstLen {
-		if send {
-			r.completeRecv(now, WCLocLenErr, 0, src, false)
-		}
-		return false
-	}
-	last := info.Position&wire.Last != 0
-	imm := p.ImmDt()
-	if !send && last && imm != nil && !r.takeRecv() {
-		return false
-	}
-	scatter(r.dst, r.msgLen, payload)
-	r.msgLen += uint64(len(payload))
-	if last {
-		r.inMsg = false
-		if send || imm != nil {
-			wc := WC{Opcode: WCRecv, ByteLen: uint32(r.msgLen)}
-			if !send {
-				wc.Opcode = WCRecvRDMAWithImm
-			}
-			if imm != nil {
-				wc.Flags, wc.Imm = WCWithImm, imm.Imm()
-			}
-			r.finishRecv(now, &wc, src, p.BTH().SE())
-		}
-	}
-	return true
 }
 
 // GRHLen is the size of the Global Route Header area verbs places at the
