@@ -56,15 +56,28 @@ type rigOpts struct {
 
 // rig is a QP in RTS with its Engine, CQ and a registered region.
 type rig struct {
-	t   *testing.T
-	eng *qp.Engine
-	q   *qp.QP
-	ctr *qp.Counters
-	cq  *qp.CQ
-	mr  *mr.MR
-	mem []byte
-	out *qp.Outbox
-	now time.Time
+	t    *testing.T
+	eng  *qp.Engine
+	q    *qp.QP
+	ctr  *qp.Counters
+	cq   *qp.CQ
+	mr   *mr.MR
+	mem  []byte
+	out  *qp.Outbox
+	now  time.Time
+	step int // the case's step being run, for failure messages
+}
+
+// fatalf fails the case, naming the step.
+func (r *rig) fatalf(format string, args ...any) {
+	r.t.Helper()
+	r.t.Fatalf("step %d: "+format, append([]any{r.step}, args...)...)
+}
+
+// errorf reports a failure of the case, naming the step.
+func (r *rig) errorf(format string, args ...any) {
+	r.t.Helper()
+	r.t.Errorf("step %d: "+format, append([]any{r.step}, args...)...)
 }
 
 func newRig(t *testing.T, o rigOpts) *rig {
@@ -194,7 +207,7 @@ func (s post) run(r *rig) {
 		wr.SGL = []qp.SGE{{Addr: rigVA + uint64(s.off), Length: uint32(s.n), LKey: r.mr.LKey()}}
 	}
 	if err := r.q.PostSend(&wr); err != nil {
-		r.t.Fatalf("PostSend %v: %v", s.op, err)
+		r.fatalf("PostSend %v: %v", s.op, err)
 	}
 }
 
@@ -212,7 +225,7 @@ func (s recvWR) run(r *rig) {
 		post = srq.PostRecv
 	}
 	if err := post(&wr); err != nil {
-		r.t.Fatalf("PostRecv: %v", err)
+		r.fatalf("PostRecv: %v", err)
 	}
 }
 
@@ -235,11 +248,11 @@ func (s in) run(r *rig) {
 	}
 	b := make([]byte, wire.PacketLen(h.BTH.Opcode, len(payload)))
 	if _, err := wire.Build(b, &h, payload); err != nil {
-		r.t.Fatalf("building %v: %v", h.BTH.Opcode, err)
+		r.fatalf("building %v: %v", h.BTH.Opcode, err)
 	}
 	p, err := wire.Parse(b)
 	if err != nil {
-		r.t.Fatalf("parsing %v: %v", h.BTH.Opcode, err)
+		r.fatalf("parsing %v: %v", h.BTH.Opcode, err)
 	}
 	r.eng.Receive(r.now, p, rigPeer)
 }
@@ -274,15 +287,15 @@ func (s out) run(r *rig) {
 	var got []pkt
 	for _, op := range r.out.Packets() {
 		if op.Dst != rigPeer || op.QPN != rigQPN {
-			r.t.Errorf("packet to %v from QP %#x, want %v from %#x", op.Dst, op.QPN, rigPeer, rigQPN)
+			r.errorf("packet to %v from QP %#x, want %v from %#x", op.Dst, op.QPN, rigPeer, rigQPN)
 		}
 		b := slices.Concat(op.Head(), op.Payload, make([]byte, wire.PadCount(len(op.Payload))+wire.ICRCLen))
 		p, err := wire.Parse(b)
 		if err != nil {
-			r.t.Fatalf("the QP sent a malformed %v: %v", op.Opcode(), err)
+			r.fatalf("the QP sent a malformed %v: %v", op.Opcode(), err)
 		}
 		if p.BTH().DestQP() != rigDestQPN {
-			r.t.Errorf("%v to QP %#x, want %#x", p.Opcode(), p.BTH().DestQP(), rigDestQPN)
+			r.errorf("%v to QP %#x, want %#x", p.Opcode(), p.BTH().DestQP(), rigDestQPN)
 		}
 		g := pkt{op: p.Opcode(), psn: p.BTH().PSN(), ackReq: p.BTH().AckReq(), n: len(p.Payload())}
 		if a := p.AETH(); a != nil {
@@ -297,7 +310,7 @@ func (s out) run(r *rig) {
 		got = append(got, g)
 	}
 	if !slices.Equal(got, []pkt(s)) {
-		r.t.Fatalf("at +%v the QP sent\n\t%v\nwant\n\t%v", r.now.Sub(rigStart), got, []pkt(s))
+		r.fatalf("at +%v the QP sent\n\t%v\nwant\n\t%v", r.now.Sub(rigStart), got, []pkt(s))
 	}
 }
 
@@ -312,7 +325,7 @@ func (s wcs) run(r *rig) {
 		got = append(got, wc{id: w.WRID, status: w.Status, op: w.Opcode, n: w.ByteLen})
 	}
 	if !slices.Equal(got, []wc(s)) {
-		r.t.Fatalf("at +%v completions\n\t%v\nwant\n\t%v", r.now.Sub(rigStart), got, []wc(s))
+		r.fatalf("at +%v completions\n\t%v\nwant\n\t%v", r.now.Sub(rigStart), got, []wc(s))
 	}
 }
 
@@ -328,7 +341,7 @@ func (s deadline) run(r *rig) {
 		got = dl.Sub(rigStart)
 	}
 	if got != time.Duration(s) {
-		r.t.Fatalf("at +%v deadline +%v, want +%v", r.now.Sub(rigStart), got, time.Duration(s))
+		r.fatalf("at +%v deadline +%v, want +%v", r.now.Sub(rigStart), got, time.Duration(s))
 	}
 }
 
@@ -346,7 +359,7 @@ type state qp.State
 func (s state) run(r *rig) {
 	r.t.Helper()
 	if got := r.q.State(); got != qp.State(s) {
-		r.t.Fatalf("QP in %v, want %v", got, qp.State(s))
+		r.fatalf("QP in %v, want %v", got, qp.State(s))
 	}
 }
 
@@ -359,7 +372,7 @@ type memIs struct {
 func (s memIs) run(r *rig) {
 	r.t.Helper()
 	if got := r.mem[s.off : s.off+len(s.want)]; !slices.Equal(got, s.want) {
-		r.t.Fatalf("memory at %d = % x..., want % x...", s.off, got[:min(8, len(got))], s.want[:min(8, len(s.want))])
+		r.fatalf("memory at %d = % x..., want % x...", s.off, got[:min(8, len(got))], s.want[:min(8, len(s.want))])
 	}
 }
 
@@ -381,7 +394,7 @@ type counter struct {
 func (s counter) run(r *rig) {
 	r.t.Helper()
 	if got := s.get(r.ctr); got != s.want {
-		r.t.Fatalf("counter %s = %d, want %d", s.name, got, s.want)
+		r.fatalf("counter %s = %d, want %d", s.name, got, s.want)
 	}
 }
 
@@ -396,7 +409,8 @@ func runEngineCases(t *testing.T, cases []engineCase) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			r := newRig(t, c.opts)
-			for _, s := range c.steps {
+			for i, s := range c.steps {
+				r.step = i
 				s.run(r)
 			}
 		})
