@@ -3,9 +3,6 @@ package wire_test
 import (
 	"bytes"
 	"encoding/binary"
-	"errors"
-	"io"
-	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -59,34 +56,18 @@ func TestGoldenCaptures(t *testing.T) {
 }
 
 func checkGolden(t *testing.T, name string, covered map[string]int) (n, n4 int) {
-	f, err := os.Open(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	r, err := pcap.Open(f)
-	if err != nil {
-		t.Fatal(err)
-	}
 	buf := make([]byte, 1<<16)
-	for i := 1; ; i++ {
-		rec, err := r.Next()
-		if errors.Is(err, io.EOF) {
-			return n, n4
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
+	forRecords(t, name, func(i int, rec *pcap.Record) {
 		d, ok := rec.RoCEv2()
 		if !ok {
-			continue
+			return
 		}
 		n++
 		raw := d.Payload
 		pkt, err := wire.Parse(raw)
 		if err != nil {
 			t.Errorf("record %d: Parse: %v (% x)", i, err, raw)
-			continue
+			return
 		}
 		covered[pkt.Info().Name]++
 		if !wire.VerifyICRC(d.IP, d.UDP, raw) {
@@ -97,7 +78,7 @@ func checkGolden(t *testing.T, name string, covered map[string]int) (n, n4 int) 
 		m, err := wire.Build(buf, &h, pkt.Payload())
 		if err != nil {
 			t.Errorf("record %d: %v: Build: %v", i, pkt, err)
-			continue
+			return
 		}
 		out := buf[:m]
 		wire.SetICRC(out, wire.ICRC(d.IP, d.UDP, out[:m-wire.ICRCLen]))
@@ -118,5 +99,6 @@ func checkGolden(t *testing.T, name string, covered map[string]int) (n, n4 int) 
 				t.Errorf("record %d: %v: Endpoints%+v do not verify the ICRC", i, pkt, e)
 			}
 		}
-	}
+	})
+	return n, n4
 }

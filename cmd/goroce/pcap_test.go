@@ -26,13 +26,17 @@ const testdata = "../../wire/testdata"
 // goldenPackets is how many RoCEv2 packets each rxe capture holds
 // (tshark -Y 'udp.dstport==4791').
 var goldenPackets = map[string]int{
-	"ib_send_lat.pcap":       80,
-	"ib_write_bw.pcap":       100,
-	"rc_pingpong.pcap":       20,
-	"rc_pingpong_multi.pcap": 24,
-	"rping.pcap":             41,
-	"uc_pingpong.pcap":       10,
-	"ud_pingpong.pcap":       10,
+	"ib_atomic_bw.pcap":        40,
+	"ib_read_bw.pcap":          100,
+	"ib_send_lat.pcap":         80,
+	"ib_write_bw.pcap":         100,
+	"rc_pingpong.pcap":         20,
+	"rc_pingpong_ipv6.pcap":    20,
+	"rc_pingpong_mtu4096.pcap": 18,
+	"rc_pingpong_multi.pcap":   24,
+	"rping.pcap":               41,
+	"uc_pingpong.pcap":         10,
+	"ud_pingpong.pcap":         10,
 }
 
 func goldenFiles(t *testing.T) []string {

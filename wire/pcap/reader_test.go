@@ -25,13 +25,17 @@ import (
 // are RoCEv2.
 func TestReadGoldens(t *testing.T) {
 	want := map[string]struct{ records, notIP, roce int }{
-		"ib_send_lat.pcap":       {117, 2, 80},
-		"ib_write_bw.pcap":       {146, 2, 100},
-		"rc_pingpong.pcap":       {38, 3, 20},
-		"rc_pingpong_multi.pcap": {43, 4, 24},
-		"rping.pcap":             {45, 2, 41},
-		"uc_pingpong.pcap":       {27, 2, 10},
-		"ud_pingpong.pcap":       {26, 2, 10},
+		"ib_atomic_bw.pcap":        {92, 6, 40},
+		"ib_read_bw.pcap":          {148, 4, 100},
+		"ib_send_lat.pcap":         {117, 2, 80},
+		"ib_write_bw.pcap":         {146, 2, 100},
+		"rc_pingpong.pcap":         {38, 3, 20},
+		"rc_pingpong_ipv6.pcap":    {54, 2, 20},
+		"rc_pingpong_mtu4096.pcap": {34, 2, 18},
+		"rc_pingpong_multi.pcap":   {43, 4, 24},
+		"rping.pcap":               {45, 2, 41},
+		"uc_pingpong.pcap":         {27, 2, 10},
+		"ud_pingpong.pcap":         {26, 2, 10},
 	}
 	files, err := filepath.Glob("../testdata/*.pcap")
 	if err != nil || len(files) != len(want) {
