@@ -74,7 +74,7 @@ func inputs(rng *rand.Rand, n int, dt DataType, op Op, count int) [][]byte {
 func testAllReduce(t testing.TB, comms []*Comm, rng *rand.Rand, dt DataType, op Op, count int, inPlace bool) {
 	n := len(comms)
 	ins := inputs(rng, n, dt, op, count)
-	want := reference(t, ins, dt, op)
+	want := expected(t, ins, dt, op)
 	outs := make([][]byte, n)
 	mustAll(t, "AllReduce", onAll(t, comms, func(r int, c *Comm) *Request {
 		send := bytes.Clone(ins[r])
@@ -94,7 +94,7 @@ func testAllReduce(t testing.TB, comms []*Comm, rng *rand.Rand, dt DataType, op 
 func testReduce(t testing.TB, comms []*Comm, rng *rand.Rand, dt DataType, op Op, count int, inPlace bool) {
 	n := len(comms)
 	ins := inputs(rng, n, dt, op, count)
-	want := reference(t, ins, dt, op)
+	want := expected(t, ins, dt, op)
 	root := rng.IntN(n)
 	var out []byte
 	mustAll(t, "Reduce", onAll(t, comms, func(r int, c *Comm) *Request {
@@ -117,7 +117,7 @@ func testReduce(t testing.TB, comms []*Comm, rng *rand.Rand, dt DataType, op Op,
 func testReduceScatter(t testing.TB, comms []*Comm, rng *rand.Rand, dt DataType, op Op, count int, inPlace bool) {
 	n, esz := len(comms), dt.Size()
 	ins := inputs(rng, n, dt, op, n*count)
-	want := reference(t, ins, dt, op)
+	want := expected(t, ins, dt, op)
 	outs := make([][]byte, n)
 	mustAll(t, "ReduceScatter", onAll(t, comms, func(r int, c *Comm) *Request {
 		send := bytes.Clone(ins[r])

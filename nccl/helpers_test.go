@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/goroce/goroce/nccl/reduce"
+	"github.com/goroce/goroce/nccl/reduce/reference"
 	"github.com/goroce/goroce/nccl/transport"
 )
 
@@ -74,19 +75,13 @@ func exactValues(rng *rand.Rand, dt reduce.DataType, op reduce.Op, count int) []
 	return b
 }
 
-// reference reduces the inputs in rank order, then divides for Avg.
-func reference(t testing.TB, ins [][]byte, dt reduce.DataType, op reduce.Op) []byte {
+// expected is the result a reduction of ins must have, from the plain
+// reference (not the kernels of nccl/reduce that the library runs).
+func expected(t testing.TB, ins [][]byte, dt reduce.DataType, op reduce.Op) []byte {
 	t.Helper()
-	out := append([]byte(nil), ins[0]...)
-	for _, in := range ins[1:] {
-		if err := reduce.Apply(out, in, dt, op); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if op == reduce.Avg {
-		if err := reduce.Divide(out, dt, len(ins)); err != nil {
-			t.Fatal(err)
-		}
+	out, err := reference.Reduce(ins, dt, op)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return out
 }

@@ -4,6 +4,7 @@ import (
 	"github.com/goroce/goroce/mr/gpu"
 	"github.com/goroce/goroce/nccl"
 	"github.com/goroce/goroce/nccl/reduce"
+	"github.com/goroce/goroce/nccl/reduce/reference"
 )
 
 // This file holds the collectives as nccl-tests exercises them: how a
@@ -191,16 +192,19 @@ func findPerfColl(name string) (*perfColl, bool) {
 }
 
 // reduceAll reduces every rank's input of count elements with op, the
-// way the library defines the result (Avg: Sum, then one division).
+// way the library defines the result (Avg: Sum, then one division), with
+// the plain reference rather than the kernels the library runs, so that a
+// wrong kernel shows as wrong elements.
 func reduceAll(n, count int, dt nccl.DataType, op nccl.Op, input func(r, elems int) []byte) []byte {
-	acc := input(0, count)
-	for r := 1; r < n; r++ {
-		reduce.Apply(acc, input(r, count), dt, op)
+	ins := make([][]byte, n)
+	for r := range ins {
+		ins[r] = input(r, count)
 	}
-	if op == nccl.Avg {
-		reduce.Divide(acc, dt, n)
+	out, err := reference.Reduce(ins, dt, op)
+	if err != nil {
+		panic(err) // the buffers are made here, one size for all ranks
 	}
-	return acc
+	return out
 }
 
 // block returns block i of size bytes of b.

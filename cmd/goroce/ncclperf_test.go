@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/goroce/goroce/nccl"
+	"github.com/goroce/goroce/nccl/reduce"
 	"github.com/goroce/goroce/nccl/transport"
 )
 
@@ -73,11 +74,25 @@ func TestNcclPerfAllReduceNp2(t *testing.T) {
 // is counted.
 func TestPerfCollsCheck(t *testing.T) {
 	const n = 3
+	type dtOp struct {
+		dt nccl.DataType
+		op nccl.Op
+	}
+	// The reducing collectives run every type with every op, checked
+	// against the plain reference; the others a few types.
+	var all []dtOp
+	for _, dt := range reduce.DataTypes {
+		for _, op := range reduce.Ops {
+			all = append(all, dtOp{dt, op})
+		}
+	}
+	some := []dtOp{{nccl.Float32, nccl.Sum}, {nccl.BFloat16, nccl.Prod}, {nccl.Int8, nccl.Min}, {nccl.Float64, nccl.Avg}, {nccl.Uint32, nccl.Max}}
 	for _, coll := range perfColls {
-		for _, tc := range []struct {
-			dt nccl.DataType
-			op nccl.Op
-		}{{nccl.Float32, nccl.Sum}, {nccl.BFloat16, nccl.Prod}, {nccl.Int8, nccl.Min}, {nccl.Float64, nccl.Avg}, {nccl.Uint32, nccl.Max}} {
+		cases := some
+		if coll.reduces {
+			cases = all
+		}
+		for _, tc := range cases {
 			t.Run(fmt.Sprintf("%s/%v/%v", coll.name, tc.dt, tc.op), func(t *testing.T) {
 				f := transport.NewMemFabric(n)
 				comms := make([]*nccl.Comm, n)
