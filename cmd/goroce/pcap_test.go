@@ -7,7 +7,6 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -118,15 +117,6 @@ func TestPcapSeveralFiles(t *testing.T) {
 // bytes the capture keeps (the snap length cut).
 func rewrite(t *testing.T, name string, edit func(k int, ip []byte) (newIP []byte, keep int)) string {
 	t.Helper()
-	in, err := os.Open(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer in.Close()
-	r, err := pcap.Open(in)
-	if err != nil {
-		t.Fatal(err)
-	}
 	outName := filepath.Join(t.TempDir(), filepath.Base(name))
 	out, err := os.Create(outName)
 	if err != nil {
@@ -136,14 +126,7 @@ func rewrite(t *testing.T, name string, edit func(k int, ip []byte) (newIP []byt
 	w := pcapgo.NewWriterNanos(out)
 	w.WriteFileHeader(65535, layers.LinkTypeEthernet)
 	k := 0
-	for {
-		rec, err := r.Next()
-		if err == io.EOF {
-			return outName
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
+	eachRecord(t, name, func(rec *pcap.Record) {
 		frame, keep := bytes.Clone(rec.Frame), len(rec.Frame)
 		if _, ok := rec.RoCEv2(); ok {
 			link := len(rec.Frame) - len(rec.IP)
@@ -155,7 +138,8 @@ func rewrite(t *testing.T, name string, edit func(k int, ip []byte) (newIP []byt
 		if err := w.WritePacket(ci, frame[:keep]); err != nil {
 			t.Fatal(err)
 		}
-	}
+	})
+	return outName
 }
 
 func unchanged(_ int, ip []byte) ([]byte, int) { return ip, len(ip) }
