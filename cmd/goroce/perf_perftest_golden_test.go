@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"net"
 	"net/netip"
@@ -360,4 +361,112 @@ func perfTestNamed(t *testing.T, name string) perfTest {
 		t.Fatalf("no goroce perf test %s", name)
 	}
 	return perfTests[i]
+}
+
+// TestPerftestGoldenPair runs a goroce perf client on perftest's exchange
+// against a goroce perf server, through a TCP relay that keeps what each
+// side sent, for each captured test. Both byte streams split into the
+// messages rxe's sides sent, with the same sizes in the same order: the
+// prelude and "done" byte for byte, the handshakes of the same shape, the
+// client's report starting with the size and iterations rxe's reported.
+func TestPerftestGoldenPair(t *testing.T) {
+	for _, gc := range perftestGoldens {
+		t.Run(gc.name, func(t *testing.T) {
+			g := readGoldenCapture(t, gc.name)
+			ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+			defer cancel()
+			srvAddr, cliAddr := loopbackPair()
+			flags := []string{"-n", "20", "-s", strconv.Itoa(gc.size), "-m", "1024", "-d", "rxe0", "-x", "1", "-F"}
+			port, srvCode, srvErr := startServer(t, ctx, append([]string{"perf", gc.test, "--addr", srvAddr, "-p", "0"}, flags...), io.Discard)
+			relay, streams := relayTCP(t, ctx, srvAddr, port)
+			var cliErr bytes.Buffer
+			if code := run(ctx, append([]string{"perf", gc.test, srvAddr, "--addr", cliAddr, "-p", strconv.Itoa(relay), "--exchange", "perftest"}, flags...), io.Discard, &cliErr); code != exitOK {
+				t.Errorf("client exit %d: %s", code, cliErr.String())
+			}
+			if code := <-srvCode; code != exitOK {
+				t.Errorf("server exit %d: %s", code, srvErr)
+			}
+			sent := <-streams
+			for side, who := range []string{"server", "client"} {
+				want := g.from(side == 1)
+				got, rest := splitLike(sent[side], want)
+				if len(rest) != 0 || len(got) != len(want) {
+					t.Errorf("the %s sent %d bytes that do not split into rxe's %d messages (%d bytes left)", who, len(sent[side]), len(want), len(rest))
+					continue
+				}
+				for i, m := range got {
+					var err error
+					switch {
+					case len(m) == perftestKeyLen:
+						err = shapeDiff(m, want[i])
+					case len(m) == 8 && i > 3: // the report: size and iterations (8, 9), then rates
+						if who == "client" && i <= 9 && !bytes.Equal(m, want[i]) {
+							err = fmt.Errorf("% x, rxe's client % x", m, want[i])
+						}
+					case i == 1 && os.Getpagesize() != 4096:
+					case !bytes.Equal(m, want[i]):
+						err = fmt.Errorf("%q, rxe's %s %q", m, who, want[i])
+					}
+					if err != nil {
+						t.Errorf("the %s's message %d: %v", who, i, err)
+					}
+				}
+			}
+		})
+	}
+}
+
+// splitLike cuts b into pieces of the sizes of want's messages and
+// returns them and what is left; it stops early if b runs out.
+func splitLike(b []byte, want [][]byte) (pieces [][]byte, rest []byte) {
+	for _, w := range want {
+		if len(b) < len(w) {
+			break
+		}
+		pieces, b = append(pieces, b[:len(w)]), b[len(w):]
+	}
+	return pieces, b
+}
+
+// relayTCP listens on a free port of addr and relays one connection to
+// addr:port, keeping what each side sent. The channel delivers both
+// streams, the server's first, once both sides have closed.
+func relayTCP(t *testing.T, ctx context.Context, addr string, port int) (int, <-chan [2][]byte) {
+	t.Helper()
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", net.JoinHostPort(addr, "0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch := make(chan [2][]byte, 1)
+	go func() {
+		defer ln.Close()
+		var sent [2][]byte
+		defer func() { ch <- sent }()
+		cli, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer cli.Close()
+		srv, err := net.Dial("tcp", net.JoinHostPort(addr, strconv.Itoa(port)))
+		if err != nil {
+			return
+		}
+		defer srv.Close()
+		stop := context.AfterFunc(ctx, func() { cli.Close(); srv.Close() })
+		defer stop()
+		var bufs [2]bytes.Buffer
+		done := make(chan struct{}, 2)
+		pipe := func(dst, src net.Conn, keep *bytes.Buffer) {
+			io.Copy(io.MultiWriter(dst, keep), src)
+			dst.(*net.TCPConn).CloseWrite()
+			done <- struct{}{}
+		}
+		go pipe(cli, srv, &bufs[0])
+		go pipe(srv, cli, &bufs[1])
+		<-done
+		<-done
+		sent = [2][]byte{bufs[0].Bytes(), bufs[1].Bytes()}
+	}()
+	return ln.Addr().(*net.TCPAddr).Port, ch
 }
