@@ -11,10 +11,10 @@ import (
 	"github.com/goroce/goroce/rnic"
 )
 
-// flow is one sender's RC QP writing to the receiver without pause:
+// Flow is one sender's RC QP writing to the receiver without pause:
 // MessageSize bytes per RDMA WRITE, posted no faster than PostRate, with at
 // most Window WRITEs in flight, as ib_write_bw --rate_limit_type=SW does.
-type flow struct {
+type Flow struct {
 	qp        *rnic.QP
 	cq        *qp.CQ
 	wr        qp.SendWR
@@ -24,8 +24,8 @@ type flow struct {
 	delivered *atomic.Uint64 // bytes the receiver read from this flow
 }
 
-// newFlow creates a QP on s and one on the receiver r, and connects them.
-func newFlow(s, r *host, sc *Scenario, delivered *atomic.Uint64) (*flow, error) {
+// NewFlow creates a QP on s and one on the receiver r, and connects them.
+func NewFlow(s, r *Host, sc *Scenario, delivered *atomic.Uint64) (*Flow, error) {
 	// Room for twice the window: qp may show a WRITE's completion a moment
 	// before it frees the WQE's send-queue slot.
 	local, err := s.createRC(2 * sc.Window)
@@ -42,7 +42,7 @@ func newFlow(s, r *host, sc *Scenario, delivered *atomic.Uint64) (*flow, error) 
 	if err := connectRC(remote, s.dev, local.QPN(), sc); err != nil {
 		return nil, err
 	}
-	f := &flow{qp: local, cq: s.cq, window: sc.Window, delivered: delivered,
+	f := &Flow{qp: local, cq: s.cq, window: sc.Window, delivered: delivered,
 		gap: wireTime(sc.MessageSize, sc.PostRate)}
 	f.sge[0] = qp.SGE{Addr: s.buf.Addr(), Length: uint32(sc.MessageSize), LKey: s.buf.LKey()}
 	f.wr = qp.SendWR{Opcode: qp.WRRDMAWrite, Flags: qp.SendSignaled, SGL: f.sge[:],
@@ -55,10 +55,10 @@ func wireTime(n int, rate cc.Rate) time.Duration {
 	return time.Duration(float64(n) * 8 / float64(rate) * float64(time.Second))
 }
 
-// run posts WRITEs from start on: one every gap at most, and only while
+// Run posts WRITEs from start on: one every gap at most, and only while
 // fewer than window are in flight; it reaps completions as they come. It
 // returns nil when ctx ends, or the error of a WRITE that failed.
-func (f *flow) run(ctx context.Context, start time.Time) error {
+func (f *Flow) Run(ctx context.Context, start time.Time) error {
 	wcs := make([]qp.WC, f.window)
 	inFlight, next := 0, start
 	for ctx.Err() == nil {
@@ -111,3 +111,6 @@ func later(a, b time.Time) time.Time {
 	}
 	return b
 }
+
+// QP returns the flow's QP on the sender: QP.Rate is its DCQCN rate.
+func (f *Flow) QP() *rnic.QP { return f.qp }

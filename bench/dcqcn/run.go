@@ -76,11 +76,11 @@ type Sample struct {
 // ctx ends first, Run stops early and returns what it has with ctx's error.
 // Invalid scenarios return an error matching ErrInvalidScenario.
 func Run(ctx context.Context, sc Scenario) (*Result, error) {
-	sc = sc.withDefaults()
-	if err := sc.validate(); err != nil {
+	sc = sc.WithDefaults()
+	if err := sc.Validate(); err != nil {
 		return nil, err
 	}
-	params, err := sc.params()
+	params, err := sc.DCQCNParams()
 	if err != nil {
 		return nil, err
 	}
@@ -95,7 +95,7 @@ func Run(ctx context.Context, sc Scenario) (*Result, error) {
 		e.wg.Add(1)
 		go func() {
 			defer e.wg.Done()
-			res.FlowErrors[i] = f.run(flowCtx, e.t0.Add(sc.start(i)))
+			res.FlowErrors[i] = f.Run(flowCtx, e.t0.Add(sc.start(i)))
 		}()
 	}
 	runErr := e.sample(ctx, res)
@@ -120,9 +120,9 @@ type experiment struct {
 	net      *simlink.Network
 	queue    *queueRecorder
 	rxPort   *simlink.Port
-	receiver *host
-	senders  []*host
-	flows    []*flow
+	receiver *Host
+	senders  []*Host
+	flows    []*Flow
 	wg       sync.WaitGroup
 	closed   bool
 }
@@ -147,7 +147,7 @@ func (e *experiment) build(params cc.Params) error {
 		counters[i] = new(atomic.Uint64)
 		delivered[senderAddr(i)] = counters[i]
 	}
-	open := func(addr netip.AddrPort, count bool, cqe, bufSize int) (*host, *simlink.Port, error) {
+	open := func(addr netip.AddrPort, count bool, cqe, bufSize int) (*Host, *simlink.Port, error) {
 		port, err := e.net.Attach(addr, cable)
 		if err != nil {
 			return nil, nil, err
@@ -162,7 +162,7 @@ func (e *experiment) build(params cc.Params) error {
 			port.Close()
 			return nil, nil, err
 		}
-		h, err := newHost(dev, cqe, bufSize)
+		h, err := NewHost(dev, cqe, bufSize)
 		if err != nil {
 			dev.Close()
 			return nil, nil, err
@@ -179,7 +179,7 @@ func (e *experiment) build(params cc.Params) error {
 			return fmt.Errorf("sender %d: %w", i, err)
 		}
 		e.senders = append(e.senders, s)
-		f, err := newFlow(s, e.receiver, sc, counters[i])
+		f, err := NewFlow(s, e.receiver, sc, counters[i])
 		if err != nil {
 			return fmt.Errorf("flow %d: %w", i, err)
 		}
@@ -255,7 +255,7 @@ func (e *experiment) closeDevices() {
 		return
 	}
 	e.closed = true
-	for _, h := range append([]*host{e.receiver}, e.senders...) {
+	for _, h := range append([]*Host{e.receiver}, e.senders...) {
 		if h != nil {
 			h.dev.Close()
 		}

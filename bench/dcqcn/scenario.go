@@ -156,22 +156,23 @@ func DefaultBuffer(rate cc.Rate) int {
 // per Flows·MTU/LineRate, and the CNPs to sixteen flows come four times as
 // often with 1 KiB packets as with 4 KiB ones.
 func Incast(flows int) Scenario {
-	return Scenario{Name: "incast", Flows: flows}.withDefaults()
+	return Scenario{Name: "incast", Flows: flows}.WithDefaults()
 }
 
 // Converge returns the convergence experiment: two flows, the second
 // starting a quarter of the way into the run, so the first has the link to
 // itself and must then give half of it up.
 func Converge() Scenario {
-	s := Scenario{Name: "converge", Flows: 2}.withDefaults()
+	s := Scenario{Name: "converge", Flows: 2}.WithDefaults()
 	// The second flow joins at a quarter, so the second half, which the
 	// test measures, shows the settled flows rather than the approach.
 	s.Starts = []time.Duration{0, s.Duration / 4}
 	return s
 }
 
-// withDefaults fills the zero fields.
-func (s Scenario) withDefaults() Scenario {
+// WithDefaults returns s with its zero fields filled in with the defaults
+// Incast documents, as Run fills them.
+func (s Scenario) WithDefaults() Scenario {
 	if s.Name == "" {
 		s.Name = "incast"
 	}
@@ -232,8 +233,11 @@ func (s Scenario) withDefaults() Scenario {
 // payload: BTH 12 and ICRC 4 (RETH only on the first packet).
 const datagramOverhead = 16
 
-// params returns the DCQCN parameters the devices run with.
-func (s *Scenario) params() (cc.Params, error) {
+// DCQCNParams returns the DCQCN parameters the devices run with: Params if
+// set, else Preset (its rate steps scaled to LineRate for "paper") with
+// FirstCNPRate. An unknown preset returns an error matching
+// ErrInvalidScenario.
+func (s *Scenario) DCQCNParams() (cc.Params, error) {
 	if s.Params != (cc.Params{}) {
 		return s.Params, nil
 	}
@@ -251,9 +255,10 @@ func (s *Scenario) params() (cc.Params, error) {
 	return p, nil
 }
 
-// validate reports the first field out of range. Call it after
-// withDefaults.
-func (s *Scenario) validate() error {
+// Validate reports the first field out of range. Call it after
+// WithDefaults. Run calls it; a program that measures a scenario elsewhere
+// (on real links) calls it to check the fields it shares.
+func (s *Scenario) Validate() error {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: %s", ErrInvalidScenario, fmt.Sprintf(format, args...))
 	}

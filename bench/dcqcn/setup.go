@@ -17,18 +17,18 @@ func senderAddr(i int) netip.AddrPort {
 	return netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 0, 1, byte(i + 1)}), 4791)
 }
 
-// host is one device and the verbs objects an experiment needs on it: a
+// Host is one device and the verbs objects an experiment needs on it: a
 // protection domain, a CQ for everything, one registered buffer.
-type host struct {
+type Host struct {
 	dev *rnic.Device
 	pd  *mr.PD
 	cq  *qp.CQ
 	buf *mr.MR
 }
 
-// newHost allocates the PD, CQ and MR on dev. The buffer allows remote
+// NewHost allocates the PD, CQ and MR on dev. The buffer allows remote
 // writes: the receiver's is where every flow writes.
-func newHost(dev *rnic.Device, cqe, bufSize int) (*host, error) {
+func NewHost(dev *rnic.Device, cqe, bufSize int) (*Host, error) {
 	pd, err := dev.AllocPD()
 	if err != nil {
 		return nil, err
@@ -41,11 +41,11 @@ func newHost(dev *rnic.Device, cqe, bufSize int) (*host, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &host{dev: dev, pd: pd, cq: cq, buf: m}, nil
+	return &Host{dev: dev, pd: pd, cq: cq, buf: m}, nil
 }
 
 // createRC creates an RC QP on h with room for window outstanding sends.
-func (h *host) createRC(window int) (*rnic.QP, error) {
+func (h *Host) createRC(window int) (*rnic.QP, error) {
 	return h.dev.CreateQP(h.pd, &qp.InitAttr{Type: qp.RC, SendCQ: h.cq, RecvCQ: h.cq,
 		Cap: qp.Cap{MaxSendWR: uint32(window), MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}})
 }
