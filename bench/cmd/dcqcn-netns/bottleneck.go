@@ -1,0 +1,225 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+
+	"github.com/google/nftables"
+	"github.com/google/nftables/expr"
+	"golang.org/x/sys/unix"
+
+	cc "github.com/goroce/goroce/dcqcn"
+)
+
+// Markers: what marks CE at the bottleneck.
+const (
+	// markerRED is Linux's RED qdisc with ecn (sch_red) as the htb class's
+	// queue: it marks ECT packets CE with RED's probability of the average
+	// queue, Kmin ... Kmax, Pmax, and marks every one above Kmax.
+	markerRED = "red"
+	// markerNFT is for kernels built without sch_red: an nftables rule on
+	// the router's forward path in front of the htb class, "oifname rx ip
+	// ecn != not-ect limit rate over R bytes/second burst K bytes counter
+	// ip ecn set ce". nft's limit is a token bucket of rate R and depth K:
+	// it runs out exactly when a queue drained at R would hold more than K
+	// bytes, so it marks the packets that arrive while the htb queue is
+	// above K (a step at K, as DCTCP marks: Kmin = Kmax = K, Pmax 1). The
+	// packets it marks take no tokens, so under a sustained overload the
+	// htb queue runs ahead of the bucket; the marks stay on while it does.
+	markerNFT = "nft"
+)
+
+// phantomShare is the share of the bottleneck's rate at which the nft
+// marker's bucket refills: its "queue" drains slower than the real one.
+const phantomShare = 0.95
+
+// bottleneck is the router's egress towards the receiver: an htb class
+// of rate Rate holding a byte-limited queue (Limit bytes, tail drop), and
+// the marker.
+type bottleneck struct {
+	ns, dev string
+	rate    cc.Rate
+	limit   int
+	frame   int // bytes of a full data packet's Ethernet frame, as htb counts it
+	red     cc.RED
+	marker  string
+	nft     *nftables.Conn
+	nsFile  *os.File // the namespace nft's connections dial into
+	rule    *nftables.Rule
+	table   *nftables.Table
+	chain   *nftables.Chain
+}
+
+// redAvailable reports whether the kernel has the RED qdisc, by adding one
+// to lo in namespace ns.
+func redAvailable(ctx context.Context, ns string) bool {
+	err := run(ctx, "tc", "-n", ns, "qdisc", "add", "dev", "lo", "root", "handle", "1:", "red",
+		"limit", "100000", "min", "10000", "max", "30000", "avpkt", "1000", "burst", "20",
+		"probability", "0.1", "bandwidth", "100mbit", "ecn")
+	if err != nil {
+		return false
+	}
+	_ = run(ctx, "tc", "-n", ns, "qdisc", "del", "dev", "lo", "root")
+	return true
+}
+
+// setup installs the qdiscs (and the nft rule) on b.dev in b.ns.
+func (b *bottleneck) setup(ctx context.Context) error {
+	tc := func(args ...string) error { return run(ctx, "tc", append([]string{"-n", b.ns}, args...)...) }
+	rate := fmt.Sprintf("%dbit", int64(b.rate))
+	if err := tc("qdisc", "add", "dev", b.dev, "root", "handle", "1:", "htb", "default", "1"); err != nil {
+		return err
+	}
+	// quantum 1514: one frame per round; the default (rate/r2q) is far
+	// larger at these rates and htb warns.
+	if err := tc("class", "add", "dev", b.dev, "parent", "1:", "classid", "1:1", "htb",
+		"rate", rate, "ceil", rate, "quantum", "1514"); err != nil {
+		return err
+	}
+	switch b.marker {
+	case markerRED:
+		// burst, in packets, sets the averaging weight; tc-red(8)
+		// suggests (min+min+max)/(3·avpkt).
+		const avpkt = 1100
+		burst := max(1, (2*b.red.Kmin+b.red.Kmax)/(3*avpkt))
+		return tc("qdisc", "add", "dev", b.dev, "parent", "1:1", "handle", "10:", "red",
+			"limit", fmt.Sprint(b.limit), "min", fmt.Sprint(b.red.Kmin), "max", fmt.Sprint(b.red.Kmax),
+			"avpkt", fmt.Sprint(avpkt), "burst", fmt.Sprint(burst), "probability", fmt.Sprint(b.red.Pmax),
+			"bandwidth", rate, "ecn")
+	case markerNFT:
+		if err := tc("qdisc", "add", "dev", b.dev, "parent", "1:1", "handle", "10:", "bfifo",
+			"limit", fmt.Sprint(b.limit)); err != nil {
+			return err
+		}
+		return b.addNFTMarker()
+	}
+	return fmt.Errorf("marker %q: want %q or %q", b.marker, markerRED, markerNFT)
+}
+
+// addNFTMarker installs the nftables marking rule (see markerNFT).
+func (b *bottleneck) addNFTMarker() error {
+	// Every netlink call dials anew in the namespace of this handle, so
+	// it stays open until close.
+	fd, err := os.Open(netnsDir + "/" + b.ns)
+	if err != nil {
+		return err
+	}
+	b.nsFile = fd
+	c, err := nftables.New(nftables.WithNetNSFd(int(fd.Fd())))
+	if err != nil {
+		return err
+	}
+	b.nft = c
+	b.table = c.AddTable(&nftables.Table{Family: nftables.TableFamilyIPv4, Name: "goroce_dcqcn"})
+	accept := nftables.ChainPolicyAccept
+	b.chain = c.AddChain(&nftables.Chain{Name: "forward", Table: b.table, Type: nftables.ChainTypeFilter,
+		Hooknum: nftables.ChainHookForward, Priority: nftables.ChainPriorityFilter, Policy: &accept})
+	ifname := make([]byte, unix.IFNAMSIZ)
+	copy(ifname, b.dev)
+	const tosOffset, checksumOffset = 1, 10 // in the IPv4 header
+	b.rule = c.AddRule(&nftables.Rule{Table: b.table, Chain: b.chain, Exprs: []expr.Any{
+		// oifname == dev
+		&expr.Meta{Key: expr.MetaKeyOIFNAME, Register: 1},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: ifname},
+		// ip ecn != not-ect: only ECN-capable packets may be marked
+		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: tosOffset, Len: 1},
+		&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 1, Mask: []byte{0x03}, Xor: []byte{0}},
+		&expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: []byte{0}},
+		// limit rate over R/frame packets/second burst K/frame packets
+		&expr.Limit{Type: expr.LimitTypePkts, Rate: uint64(phantomShare * float64(b.rate) / 8 / float64(b.frame)),
+			Unit: expr.LimitTimeSecond, Over: true, Burst: uint32(max(1, b.red.Kmax/b.frame))},
+		&expr.Counter{},
+		// ip ecn set ce: TOS ← (TOS & 0xfc) ^ 0x03, header checksum fixed
+		// up. The write covers the header's first 16-bit word (version,
+		// IHL and TOS), as nft itself writes it: the kernel adjusts the
+		// checksum by the written bytes as whole words, and a lone odd
+		// byte would be taken for the high half of one.
+		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 0, Len: 2},
+		&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 2, Mask: []byte{0xff, 0xfc}, Xor: []byte{0, 0x03}},
+		&expr.Payload{OperationType: expr.PayloadWrite, SourceRegister: 1, Base: expr.PayloadBaseNetworkHeader,
+			Offset: 0, Len: 2, CsumType: expr.CsumTypeInet, CsumOffset: checksumOffset},
+	}})
+	return c.Flush()
+}
+
+// queueStats is what the bottleneck reports at one instant.
+type queueStats struct {
+	Sent    uint64 // bytes the htb sent on (Ethernet frames)
+	Backlog int    // bytes queued
+	Drops   uint64 // packets dropped (queue full)
+	Marked  uint64 // packets marked CE
+}
+
+// tcQdisc is one entry of `tc -s -j qdisc show`.
+type tcQdisc struct {
+	Kind    string `json:"kind"`
+	Handle  string `json:"handle"`
+	Bytes   uint64 `json:"bytes"`
+	Drops   uint64 `json:"drops"`
+	Backlog int    `json:"backlog"`
+	XStats  struct {
+		Marked uint64 `json:"marked"`
+	} `json:"xstats"`
+}
+
+// stats reads the qdiscs' counters with `tc -s -j qdisc show`, and the
+// nft rule's counter.
+func (b *bottleneck) stats(ctx context.Context) (queueStats, error) {
+	out, err := output(ctx, "tc", "-n", b.ns, "-s", "-j", "qdisc", "show", "dev", b.dev)
+	if err != nil {
+		return queueStats{}, err
+	}
+	var qs []tcQdisc
+	if err := json.Unmarshal(out, &qs); err != nil {
+		return queueStats{}, fmt.Errorf("tc -j output: %w", err)
+	}
+	var s queueStats
+	for _, q := range qs {
+		switch q.Handle {
+		case "1:": // htb: its drops and backlog include its class's queue
+			s.Sent, s.Backlog, s.Drops = q.Bytes, q.Backlog, q.Drops
+		case "10:":
+			s.Marked = q.XStats.Marked // RED's; zero for bfifo
+		}
+	}
+	if b.marker == markerNFT {
+		n, err := b.nftMarked()
+		if err != nil {
+			return s, err
+		}
+		s.Marked = n
+	}
+	return s, nil
+}
+
+// nftMarked reads the packet count of the marking rule's counter.
+func (b *bottleneck) nftMarked() (uint64, error) {
+	rules, err := b.nft.GetRules(b.table, b.chain)
+	if err != nil {
+		return 0, err
+	}
+	for _, r := range rules {
+		for _, e := range r.Exprs {
+			if c, ok := e.(*expr.Counter); ok {
+				return c.Packets, nil
+			}
+		}
+	}
+	var kinds []string
+	for _, r := range rules {
+		for _, e := range r.Exprs {
+			kinds = append(kinds, fmt.Sprintf("%T", e))
+		}
+	}
+	return 0, fmt.Errorf("nft: the marking rule's counter is gone (%d rules: %v)", len(rules), kinds)
+}
+
+// close releases the netlink connection; the namespace's removal takes
+// the qdiscs and the rule with it.
+func (b *bottleneck) close() {
+	if b.nsFile != nil {
+		b.nsFile.Close()
+	}
+}

@@ -1,0 +1,135 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"time"
+
+	"github.com/goroce/goroce/bench/dcqcn"
+	cc "github.com/goroce/goroce/dcqcn"
+)
+
+// Defaults of a run.
+const (
+	// defaultRate is the bottleneck's rate: well below what goroce over
+	// udplink sustains between namespaces on an unloaded 2-CPU machine
+	// (see the README), so that the htb class, not the CPU, is the
+	// bottleneck.
+	defaultRate     = 300 * cc.Mbps
+	defaultDuration = 4 * time.Second
+	// defaultMTU is goroce's path MTU: 4096, not bench/dcqcn's 1024. In
+	// real time the device's pacer lets a QP out in bursts of at least 4
+	// packets per timer wake-up; with wake-ups a millisecond or more
+	// apart, 1 KiB packets would hold a QP to 35 Mb/s or less.
+	defaultMTU = 4096
+	// defaultInterval is the sampling interval; each sample runs tc once.
+	defaultInterval = 50 * time.Millisecond
+	// ackTimeout is the QPs' local ACK timeout code: 4.096 µs·2^16 =
+	// 268 ms, far above the deepest queue (bufferDelay) plus a goroutine
+	// descheduled for a while on a loaded machine.
+	ackTimeout = 16
+	// defaultStretch is the factor on DCQCN's timers (see paperParams).
+	defaultStretch = 100
+)
+
+// preflight checks what a run needs: root, ip and tc.
+func preflight(context.Context) error {
+	if os.Geteuid() != 0 {
+		return errNeedsRoot
+	}
+	for _, tool := range []string{"ip", "tc"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			return fmt.Errorf("%w: %s: %v", errNeedsTools, tool, err)
+		}
+	}
+	return nil
+}
+
+// pickMarker resolves "auto" by probing for sch_red in a namespace made
+// for the purpose.
+func pickMarker(ctx context.Context, want string) (string, error) {
+	switch want {
+	case markerRED, markerNFT:
+		return want, nil
+	case "auto":
+	default:
+		return "", fmt.Errorf("-marker %q: want %q, %q or auto", want, markerRED, markerNFT)
+	}
+	fab, err := newFabric()
+	if err != nil {
+		return "", err
+	}
+	defer fab.remove()
+	ns, err := fab.add(ctx, "probe")
+	if err != nil {
+		return "", err
+	}
+	if redAvailable(ctx, ns) {
+		return markerRED, nil
+	}
+	return markerNFT, nil
+}
+
+// newConfig is the run of n flows the options describe.
+func newConfig(n int, o *options, off bool, marker string) config {
+	red := scaledRED(o.rate, o.stretch)
+	if o.red.Kmin > 0 {
+		red.Kmin = o.red.Kmin
+	}
+	if o.red.Kmax > 0 {
+		red.Kmax = o.red.Kmax
+	}
+	if o.red.Pmax > 0 {
+		red.Pmax = o.red.Pmax
+	}
+	if marker == markerNFT { // a step halfway up RED's ramp
+		k := (red.Kmin + red.Kmax) / 2
+		red = cc.RED{Kmin: k, Kmax: k, Pmax: 1}
+	}
+	buffer := o.buffer
+	if buffer == 0 {
+		buffer = scaledBuffer(o.rate)
+	}
+	sc := dcqcn.Scenario{Name: "netns-incast", Flows: n, LineRate: o.rate, Buffer: buffer, RED: red,
+		DisableDCQCN: off, Duration: o.duration, Interval: o.interval, MTU: o.mtu,
+		AckTimeout: ackTimeout, Params: paperParams(o.rate, o.stretch)}
+	return config{sc: sc.WithDefaults(), marker: marker, linkMTU: 9000}
+}
+
+// paperParams is the DCQCN paper's preset for a bottleneck of rate: its
+// rate steps and its minimum rate scaled from its 40 Gb/s links, its
+// timers stretched by stretch, and a first CNP that drops a QP to a tenth
+// of the rate (as bench/dcqcn's incast does).
+func paperParams(rate cc.Rate, stretch float64) cc.Params {
+	p := cc.PresetPaper().ScaleRateSteps(cc.PaperLineRate, rate)
+	p.RPGMinRate = p.RPGMinRate * rate / cc.PaperLineRate
+	p.RateToSetOnFirstCNP = rate / 10
+	st := func(d time.Duration) time.Duration { return time.Duration(float64(d) * stretch) }
+	p.RPGTimeReset, p.DCETCPRTT, p.MinTimeBetweenCNPs = st(p.RPGTimeReset), st(p.DCETCPRTT), st(p.MinTimeBetweenCNPs)
+	return p
+}
+
+// scaledRED returns the marking thresholds for a bottleneck of rate: the
+// paper's (PresetPaper: Kmin 40 and Kmax 1000 cells of 1030 bytes, Pmax
+// 1, at 40 Gb/s) kept as queueing delays (8.24 µs and 206 µs) and
+// stretched like DCQCN's timers: K = K_paper · (rate / 40 Gb/s) · stretch.
+// At 100 Mb/s and stretch 100: Kmin 10300 bytes (824 µs of queue), Kmax
+// 257500 bytes (20.6 ms).
+func scaledRED(rate cc.Rate, stretch float64) cc.RED {
+	p := cc.PresetPaper()
+	f := float64(rate) / float64(cc.PaperLineRate) * stretch
+	return cc.RED{Kmin: int(float64(p.Kmin) * f), Kmax: int(float64(p.Kmax) * f), Pmax: p.Pmax}
+}
+
+// bufferDelay is the bottleneck queue's limit as a time at its rate:
+// above Kmax at the default stretch (20.6 ms), and at 300 Mb/s (1.1 MB)
+// about two flows' RC windows (2 × 128 packets of 4 KiB), which without
+// DCQCN go-back-N keeps resending into it.
+const bufferDelay = 30 * time.Millisecond
+
+// scaledBuffer returns the bottleneck's queue limit for rate.
+func scaledBuffer(rate cc.Rate) int {
+	return int(float64(rate) / 8 * bufferDelay.Seconds())
+}

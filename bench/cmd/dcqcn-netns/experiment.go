@@ -1,0 +1,266 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/goroce/goroce/bench/dcqcn"
+	cc "github.com/goroce/goroce/dcqcn"
+	"github.com/goroce/goroce/rnic"
+	"github.com/goroce/goroce/rnic/link"
+	"github.com/goroce/goroce/rnic/udplink"
+)
+
+// config is one run: the scenario bench/dcqcn would simulate, with
+// LineRate the bottleneck's rate, RED its thresholds and Buffer its queue
+// limit, plus what only a real network has.
+type config struct {
+	sc      dcqcn.Scenario
+	marker  string // markerRED or markerNFT
+	linkMTU int    // the veths' MTU
+}
+
+// outcome is a run's result in bench/dcqcn's terms, with the kernel's
+// view of the bottleneck beside it.
+type outcome struct {
+	res    *dcqcn.Result
+	queue  queueStats // the bottleneck's counters at the end
+	marker string
+	// ECNMarked counts the CE-marked packets the receiver saw.
+	ECNMarked uint64
+	// ICRCErrors counts the packets the receiver dropped for a bad ICRC:
+	// the router's changes (TTL, TOS, header checksum) are all masked, so
+	// it stays 0.
+	ICRCErrors uint64
+}
+
+// frameBytes is the length of the Ethernet frame of a full RDMA WRITE
+// packet at path MTU mtu: Ethernet 14, IPv4 20, UDP 8, BTH 12, payload,
+// ICRC 4 (the first packet's RETH adds 16).
+func frameBytes(mtu int) int { return 14 + 20 + 8 + 12 + mtu + 4 }
+
+// netnsRun is one run's namespaces, bottleneck, devices and flows.
+type netnsRun struct {
+	cfg      config
+	fab      *fabric
+	topo     *topology
+	neck     *bottleneck
+	receiver *rnic.Device
+	senders  []*rnic.Device
+	flows    []*dcqcn.Flow
+	counts   []*atomic.Uint64
+	closed   bool
+}
+
+// runNetns builds the network in fresh namespaces, runs the flows for
+// Duration while sampling, and removes everything again, whatever
+// happens (the namespaces go with the deferred remove, also on a panic).
+func runNetns(ctx context.Context, cfg config) (out *outcome, err error) {
+	sc := &cfg.sc
+	if err := sc.Validate(); err != nil {
+		return nil, err
+	}
+	params, err := sc.DCQCNParams()
+	if err != nil {
+		return nil, err
+	}
+	fab, err := newFabric()
+	if err != nil {
+		return nil, err
+	}
+	r := &netnsRun{cfg: cfg, fab: fab}
+	defer func() {
+		r.closeDevices()
+		if r.neck != nil {
+			r.neck.close()
+		}
+		if rmErr := fab.remove(); rmErr != nil && err == nil {
+			err = fmt.Errorf("removing namespaces: %w", rmErr)
+		}
+	}()
+	if r.topo, err = buildTopology(ctx, fab, sc.Flows, cfg.linkMTU); err != nil {
+		return nil, err
+	}
+	r.neck = &bottleneck{ns: r.topo.sw, dev: r.topo.bottleDev, rate: sc.LineRate, limit: sc.Buffer,
+		red: sc.RED, marker: cfg.marker, frame: frameBytes(sc.MTU)}
+	if err := r.neck.setup(ctx); err != nil {
+		return nil, err
+	}
+	if err := r.open(params); err != nil {
+		return nil, err
+	}
+	res, err := r.traffic(ctx)
+	out = &outcome{res: res, marker: cfg.marker}
+	out.queue, _ = r.neck.stats(context.Background())
+	out.ECNMarked = r.receiver.Counter("ecn_marked_packets")
+	out.ICRCErrors = r.receiver.Counter("icrc_err")
+	return out, err
+}
+
+// openDevice opens a udplink socket for addr inside namespace ns and a
+// goroce device on it. count, if not nil, wraps the link to count bytes
+// by sender.
+func openDevice(ns string, addr netip.AddrPort, sc *dcqcn.Scenario, params cc.Params,
+	count map[netip.AddrPort]*atomic.Uint64) (*rnic.Device, error) {
+	var ul *udplink.Link
+	// One datagram per packet (no RoCEv2GSO): the marker and the queue
+	// see every packet as it is, not 64 KiB GSO bursts.
+	if err := inNetns(ns, func() (err error) {
+		ul, err = udplink.Open(udplink.Config{Local: addr})
+		return err
+	}); err != nil {
+		return nil, fmt.Errorf("%s: udplink: %w", ns, err)
+	}
+	var l link.Link = ul
+	if count != nil {
+		l = &countingLink{Link: ul, from: count}
+	}
+	dev, err := rnic.Open(rnic.Config{Addr: addr, Link: l, MTU: sc.MTU, StrictICRC: true,
+		DCQCN: rnic.DCQCNConfig{Disable: sc.DisableDCQCN, Params: params, LineRate: sc.LineRate}})
+	if err != nil {
+		ul.Close()
+		return nil, fmt.Errorf("%s: %w", ns, err)
+	}
+	return dev, nil
+}
+
+// open creates the devices, one per namespace, and connects the flows.
+func (r *netnsRun) open(params cc.Params) error {
+	sc := &r.cfg.sc
+	count := make(map[netip.AddrPort]*atomic.Uint64, sc.Flows)
+	for _, a := range r.topo.txAddrs {
+		c := new(atomic.Uint64)
+		count[a] = c
+		r.counts = append(r.counts, c)
+	}
+	var err error
+	if r.receiver, err = openDevice(r.topo.rx, r.topo.rxAddr, sc, params, count); err != nil {
+		return err
+	}
+	rx, err := dcqcn.NewHost(r.receiver, 16, sc.MessageSize)
+	if err != nil {
+		return err
+	}
+	for i, ns := range r.topo.senders {
+		dev, err := openDevice(ns, r.topo.txAddrs[i], sc, params, nil)
+		if err != nil {
+			return err
+		}
+		r.senders = append(r.senders, dev)
+		h, err := dcqcn.NewHost(dev, 2*sc.Window, sc.MessageSize)
+		if err != nil {
+			return err
+		}
+		f, err := dcqcn.NewFlow(h, rx, sc, r.counts[i])
+		if err != nil {
+			return fmt.Errorf("flow %d: %w", i, err)
+		}
+		r.flows = append(r.flows, f)
+	}
+	return nil
+}
+
+// traffic runs the flows for Duration and samples every Interval.
+func (r *netnsRun) traffic(ctx context.Context) (*dcqcn.Result, error) {
+	sc := &r.cfg.sc
+	res := &dcqcn.Result{Scenario: *sc, FlowErrors: make([]error, sc.Flows)}
+	t0 := time.Now()
+	flowCtx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	for i, f := range r.flows {
+		start := time.Duration(0)
+		if i < len(sc.Starts) {
+			start = sc.Starts[i]
+		}
+		wg.Go(func() { res.FlowErrors[i] = f.Run(flowCtx, t0.Add(start)) })
+	}
+	err := r.sample(ctx, t0, res)
+	stop()
+	r.closeDevices() // wakes flows blocked in PostSend
+	wg.Wait()
+	t := &res.Totals
+	for _, c := range r.counts {
+		res.Delivered = append(res.Delivered, c.Load())
+	}
+	q, qerr := r.neck.stats(context.Background())
+	if err == nil {
+		err = qerr
+	}
+	t.Marked, t.TailDrops = q.Marked, q.Drops
+	for _, s := range res.Samples {
+		t.QueueMaxBytes = max(t.QueueMaxBytes, s.QueueMax)
+	}
+	t.CNPsSent = r.receiver.Counter("cnp_sent")
+	for _, d := range r.senders {
+		t.CNPsHandled += d.Counter("cnp_handled")
+		t.RateReductions += d.Counter("rate_reductions")
+		t.Retransmitted += d.Counter("retransmitted_pkts")
+		t.Timeouts += d.Counter("local_ack_timeouts")
+	}
+	return res, err
+}
+
+// sample records a Sample every Interval until Duration has passed: the
+// flows' delivered bytes and rates from goroce, the queue from tc. The
+// backlog tc reports at each sample in the second half goes into
+// ArrivalQueue, so queue_p99_bytes is a percentile of sampled depths (a
+// real queue cannot report the depth each packet found).
+func (r *netnsRun) sample(ctx context.Context, t0 time.Time, res *dcqcn.Result) error {
+	sc := &r.cfg.sc
+	tick := time.NewTicker(sc.Interval)
+	defer tick.Stop()
+	prev, prevAt := make([]uint64, sc.Flows), time.Duration(0)
+	for {
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		q, err := r.neck.stats(ctx)
+		if err != nil {
+			return err
+		}
+		at := time.Since(t0)
+		s := dcqcn.Sample{At: at, Throughput: make([]cc.Rate, sc.Flows), Rate: make([]cc.Rate, sc.Flows)}
+		dt := (at - prevAt).Seconds()
+		for i, f := range r.flows {
+			d := r.counts[i].Load()
+			s.Throughput[i] = cc.Rate(float64(d-prev[i]) * 8 / dt)
+			s.Rate[i] = f.QP().Rate()
+			prev[i] = d
+		}
+		prevAt = at
+		s.QueueBytes, s.QueueMax = q.Backlog, q.Backlog
+		s.Marked, s.TailDrops = q.Marked, q.Drops
+		s.CNPs = r.receiver.Counter("cnp_sent")
+		for _, d := range r.senders {
+			s.Retransmitted += d.Counter("retransmitted_pkts")
+		}
+		if at >= sc.Duration/2 {
+			res.ArrivalQueue = append(res.ArrivalQueue, q.Backlog)
+		}
+		res.Samples = append(res.Samples, s)
+		res.Elapsed = at
+		if at >= sc.Duration {
+			return nil
+		}
+	}
+}
+
+// closeDevices closes every device (their counters stay readable); safe
+// to call twice.
+func (r *netnsRun) closeDevices() {
+	if r.closed {
+		return
+	}
+	r.closed = true
+	for _, d := range append([]*rnic.Device{r.receiver}, r.senders...) {
+		if d != nil {
+			d.Close()
+		}
+	}
+}

@@ -1,0 +1,143 @@
+// Command dcqcn-netns runs goroce's DCQCN against a real congestion point:
+// Linux's queue on a router's port, in network namespaces it creates and
+// removes itself. N sender namespaces, each with one goroce device over
+// udplink, RDMA WRITE without pause to a receiver namespace through a
+// router namespace whose port towards the receiver is an htb class of
+// the bottleneck rate. The kernel marks CE there: Linux's RED qdisc with
+// ecn where the kernel has it (sch_red), otherwise an nftables token
+// bucket marker in front of the htb queue (see markerNFT). The receiver's
+// notification point answers the marks with CNPs; the senders' reaction
+// points cut their rates.
+//
+// It prints, per run, the summary line of bench/dcqcn's simulated
+// experiments (plus the goodput), the kernel's counters (tc -s) and
+// goroce's (CNPs, rate cuts, retransmissions), and a verdict; it writes a
+// CSV and a PNG per run (bench/dcqcn.WriteFiles).
+//
+// Needs root (network namespaces, tc). Usage:
+//
+//	dcqcn-netns [-flows 2,4] [-rate 300] [-duration 4s] [-dcqcn both] [-out dir]
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/goroce/goroce/bench/dcqcn"
+	cc "github.com/goroce/goroce/dcqcn"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := mainErr(ctx, os.Args[1:], os.Stdout)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "dcqcn-netns:", err)
+		os.Exit(1)
+	}
+}
+
+// options are the command's flags.
+type options struct {
+	flows      []int
+	rate       cc.Rate
+	duration   time.Duration
+	interval   time.Duration
+	modes      []bool // DisableDCQCN per mode run
+	marker     string
+	out        string
+	mtu        int
+	red        cc.RED
+	buffer     int
+	failOnMiss bool
+	stretch    float64
+}
+
+func parseFlags(args []string, stderr io.Writer) (*options, error) {
+	fs := flag.NewFlagSet("dcqcn-netns", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	flows := fs.String("flows", "2,4", "comma-separated sender counts, one run each")
+	rate := fs.Float64("rate", float64(defaultRate/cc.Mbps), "bottleneck rate, Mb/s")
+	o := &options{}
+	fs.DurationVar(&o.duration, "duration", defaultDuration, "length of each run")
+	fs.DurationVar(&o.interval, "interval", defaultInterval, "sampling interval (each sample runs tc)")
+	mode := fs.String("dcqcn", "both", "on, off or both")
+	fs.StringVar(&o.marker, "marker", "auto", `what marks CE: "red" (sch_red), "nft" (nftables limit), "auto" (red if the kernel has it)`)
+	fs.StringVar(&o.out, "out", "dcqcn-netns-out", "directory for the CSV and PNG files (empty: none)")
+	fs.IntVar(&o.mtu, "mtu", defaultMTU, "goroce's path MTU")
+	fs.IntVar(&o.red.Kmin, "kmin", 0, "RED Kmin, bytes (0: scaled to the rate, see scaledRED)")
+	fs.IntVar(&o.red.Kmax, "kmax", 0, "RED Kmax, bytes (0: scaled to the rate)")
+	fs.Float64Var(&o.red.Pmax, "pmax", 0, "RED Pmax (0: the paper's)")
+	fs.IntVar(&o.buffer, "buffer", 0, "bottleneck queue limit, bytes (0: scaled to the rate)")
+	fs.Float64Var(&o.stretch, "stretch", defaultStretch, "factor on DCQCN's timers and on the thresholds' queueing delays")
+	fs.BoolVar(&o.failOnMiss, "verdict", true, "exit non-zero when a run misses its verdict")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	for f := range strings.SplitSeq(*flows, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 || n > maxSenders {
+			return nil, fmt.Errorf("-flows %q: want numbers 1 ... %d", *flows, maxSenders)
+		}
+		o.flows = append(o.flows, n)
+	}
+	switch *mode {
+	case "on":
+		o.modes = []bool{false}
+	case "off":
+		o.modes = []bool{true}
+	case "both":
+		o.modes = []bool{false, true}
+	default:
+		return nil, fmt.Errorf("-dcqcn %q: want on, off or both", *mode)
+	}
+	o.rate = cc.Rate(*rate) * cc.Mbps
+	return o, nil
+}
+
+// mainErr runs every configuration the flags ask for and reports.
+func mainErr(ctx context.Context, args []string, stdout io.Writer) error {
+	o, err := parseFlags(args, os.Stderr)
+	if err != nil {
+		return err
+	}
+	if err := preflight(ctx); err != nil {
+		return err
+	}
+	if stale, err := removeStale(ctx); err != nil {
+		return fmt.Errorf("removing stale namespaces: %w", err)
+	} else if len(stale) > 0 {
+		fmt.Fprintf(stdout, "removed stale namespaces: %s\n", strings.Join(stale, " "))
+	}
+	marker, err := pickMarker(ctx, o.marker)
+	if err != nil {
+		return err
+	}
+	var missed []string
+	for _, n := range o.flows {
+		for _, off := range o.modes {
+			cfg := newConfig(n, o, off, marker)
+			out, err := runNetns(ctx, cfg)
+			if err != nil {
+				return fmt.Errorf("%s: %w", dcqcn.FileStem(&cfg.sc), err)
+			}
+			bad := report(stdout, out, o.out)
+			if len(bad) > 0 {
+				missed = append(missed, fmt.Sprintf("%s: %s", dcqcn.FileStem(&cfg.sc), strings.Join(bad, "; ")))
+			}
+		}
+	}
+	if len(missed) > 0 && o.failOnMiss {
+		return errors.New("verdicts missed:\n  " + strings.Join(missed, "\n  "))
+	}
+	return nil
+}

@@ -1,0 +1,170 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// nsPrefix starts the name of every network namespace this program makes:
+// gdcqcn-PID-RAND-ROLE. The PID says whose it is, so a later run removes
+// only the namespaces of runs that are gone (killed before they could
+// clean up), never those of a run still going.
+const nsPrefix = "gdcqcn-"
+
+// netnsDir is where `ip netns add` keeps its namespaces' handles.
+const netnsDir = "/run/netns"
+
+// fabric is the namespaces of one run and how to remove them.
+type fabric struct {
+	stem string   // gdcqcn-PID-RAND
+	made []string // namespaces created, in order
+}
+
+// newFabric picks a unique stem for a run's namespaces.
+func newFabric() (*fabric, error) {
+	var b [3]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return nil, err
+	}
+	return &fabric{stem: fmt.Sprintf("%s%d-%s", nsPrefix, os.Getpid(), hex.EncodeToString(b[:]))}, nil
+}
+
+// name returns the namespace name of role ("sw", "rx", "s0", ...).
+func (f *fabric) name(role string) string { return f.stem + "-" + role }
+
+// add creates the namespace of role and returns its name.
+func (f *fabric) add(ctx context.Context, role string) (string, error) {
+	name := f.name(role)
+	if err := run(ctx, "ip", "netns", "add", name); err != nil {
+		return "", err
+	}
+	f.made = append(f.made, name)
+	// lo up: some kernel paths expect it; nothing uses it here.
+	return name, run(ctx, "ip", "-n", name, "link", "set", "lo", "up")
+}
+
+// remove deletes every namespace made, last first, and with them their
+// interfaces and qdiscs. It keeps going after an error and returns the
+// first. Safe to call more than once.
+func (f *fabric) remove() error {
+	var first error
+	for i := len(f.made) - 1; i >= 0; i-- {
+		// A fresh context: remove runs when the run's has ended.
+		if err := run(context.Background(), "ip", "netns", "del", f.made[i]); err != nil && first == nil {
+			first = err
+		}
+	}
+	f.made = nil
+	return first
+}
+
+// removeStale deletes the namespaces of this program's earlier runs whose
+// process has gone, and returns their names.
+func removeStale(ctx context.Context) ([]string, error) {
+	entries, err := os.ReadDir(netnsDir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var removed []string
+	for _, e := range entries {
+		pid, ok := ownerPID(e.Name())
+		if !ok || alive(pid) {
+			continue
+		}
+		if err := run(ctx, "ip", "netns", "del", e.Name()); err != nil {
+			return removed, err
+		}
+		removed = append(removed, e.Name())
+	}
+	return removed, nil
+}
+
+// ownerPID parses the PID out of a name made by newFabric.
+func ownerPID(name string) (int, bool) {
+	rest, ok := strings.CutPrefix(name, nsPrefix)
+	if !ok {
+		return 0, false
+	}
+	pidText, _, ok := strings.Cut(rest, "-")
+	if !ok {
+		return 0, false
+	}
+	pid, err := strconv.Atoi(pidText)
+	return pid, err == nil && pid > 0
+}
+
+// alive reports whether process pid exists.
+func alive(pid int) bool {
+	err := syscall.Kill(pid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
+}
+
+// inNetns runs fn on an OS thread moved into namespace ns, then moves the
+// thread back. Sockets fn opens belong to ns for good, whichever thread
+// uses them later; nothing else fn starts should expect to stay in ns
+// (goroutines it starts run on other threads). If the thread cannot be
+// moved back it is left locked, and the Go runtime ends it with the
+// goroutine rather than reuse it.
+func inNetns(ns string, fn func() error) error {
+	target, err := os.Open(netnsDir + "/" + ns)
+	if err != nil {
+		return err
+	}
+	defer target.Close()
+	done := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		home, err := os.Open(fmt.Sprintf("/proc/%d/task/%d/ns/net", os.Getpid(), unix.Gettid()))
+		if err != nil {
+			runtime.UnlockOSThread()
+			done <- err
+			return
+		}
+		defer home.Close()
+		if err := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
+			runtime.UnlockOSThread()
+			done <- fmt.Errorf("setns %s: %w", ns, err)
+			return
+		}
+		fnErr := fn()
+		if err := unix.Setns(int(home.Fd()), unix.CLONE_NEWNET); err != nil {
+			done <- errors.Join(fnErr, fmt.Errorf("setns back from %s: %w", ns, err)) // the thread stays locked and dies
+			return
+		}
+		runtime.UnlockOSThread()
+		done <- fnErr
+	}()
+	return <-done
+}
+
+// run runs a command (ip, tc) and returns its error with its output.
+func run(ctx context.Context, name string, args ...string) error {
+	_, err := output(ctx, name, args...)
+	return err
+}
+
+// output runs a command and returns its standard output.
+func output(ctx context.Context, name string, args ...string) ([]byte, error) {
+	cmd := exec.CommandContext(ctx, name, args...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w: %s", name, strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
+	}
+	return out, nil
+}

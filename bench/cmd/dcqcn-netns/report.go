@@ -1,0 +1,138 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/goroce/goroce/bench/dcqcn"
+	cc "github.com/goroce/goroce/dcqcn"
+)
+
+// Errors preflight returns: a machine that cannot run the experiment.
+var (
+	errNeedsRoot  = errors.New("dcqcn-netns needs root (network namespaces, tc)")
+	errNeedsTools = errors.New("dcqcn-netns needs iproute2 (ip, tc)")
+)
+
+// Verdict thresholds, as fractions of the bottleneck.
+const (
+	minJain        = 0.95
+	minUtilization = 0.9
+)
+
+// goodput is the flows' delivered rate over the second half of the run
+// (datagram bytes), in all.
+func goodput(r *dcqcn.Result) cc.Rate {
+	half := r.Scenario.Duration / 2
+	var bits float64
+	var span time.Duration
+	prev := time.Duration(0)
+	for _, s := range r.Samples {
+		if prev >= half {
+			dt := s.At - prev
+			span += dt
+			for _, tp := range s.Throughput {
+				bits += float64(tp) * dt.Seconds()
+			}
+		}
+		prev = s.At
+	}
+	if span <= 0 {
+		return 0
+	}
+	return cc.Rate(bits / span.Seconds())
+}
+
+// verdict checks a run against the criteria and returns what it
+// missed. Always: CE marks the kernel set reached the receiver's
+// notification point, and no packet failed its ICRC. DCQCN on: the kernel marked, the receiver sent CNPs, the queue
+// never overflowed, and over the second half the flows shared the
+// bottleneck fairly (Jain ≥ 0.95) and filled it (utilisation ≥ 0.9).
+// DCQCN off: the queue rose past Kmax and packets were dropped or sent
+// again (go-back-N).
+func verdict(o *outcome, sum dcqcn.Summary) []string {
+	r := o.res
+	t := &r.Totals
+	var bad []string
+	miss := func(format string, args ...any) { bad = append(bad, fmt.Sprintf(format, args...)) }
+	for i, err := range r.FlowErrors {
+		if err != nil {
+			miss("flow %d stopped: %v", i, err)
+		}
+	}
+	if o.ECNMarked == 0 {
+		miss("no CE mark reached the receiver")
+	}
+	if o.ICRCErrors != 0 {
+		miss("%d packets failed their ICRC", o.ICRCErrors)
+	}
+	if !r.Scenario.DisableDCQCN {
+		if t.Marked == 0 {
+			miss("no CE marks")
+		}
+		if t.CNPsSent == 0 {
+			miss("no CNPs")
+		}
+		if t.TailDrops != 0 {
+			miss("%d drops at the bottleneck", t.TailDrops)
+		}
+		if sum.Jain < minJain {
+			miss("jain %.4f < %v", sum.Jain, minJain)
+		}
+		if sum.Utilization < minUtilization {
+			miss("utilization %.4f < %v", sum.Utilization, minUtilization)
+		}
+		return bad
+	}
+	if t.QueueMaxBytes <= r.Scenario.RED.Kmax {
+		miss("queue peaked at %d bytes, not above Kmax %d", t.QueueMaxBytes, r.Scenario.RED.Kmax)
+	}
+	if t.TailDrops == 0 && t.Retransmitted == 0 {
+		miss("no drops and no retransmissions")
+	}
+	return bad
+}
+
+// report prints a run (summary line, kernel and goroce counters, verdict),
+// writes its CSV and PNG into dir unless dir is empty, and returns the
+// verdict's misses.
+func report(w io.Writer, o *outcome, dir string) []string {
+	r := o.res
+	sc := &r.Scenario
+	t := &r.Totals
+	sum := dcqcn.Summarize(r)
+	mode := "on"
+	if sc.DisableDCQCN {
+		mode = "off"
+	}
+	fmt.Fprintf(w, "%s flows=%d dcqcn=%s marker=%s rate=%v kmin=%d kmax=%d pmax=%g limit=%d duration=%v\n",
+		sc.Name, sc.Flows, mode, o.marker, sc.LineRate, sc.RED.Kmin, sc.RED.Kmax, sc.RED.Pmax, sc.Buffer, sc.Duration)
+	fmt.Fprintf(w, "%v goodput_mbps=%.1f\n", sum, float64(goodput(r))/float64(cc.Mbps))
+	fmt.Fprintf(w, "tc: sent_bytes=%d marked=%d dropped=%d backlog_max_bytes=%d backlog_end_bytes=%d\n",
+		o.queue.Sent, t.Marked, t.TailDrops, t.QueueMaxBytes, o.queue.Backlog)
+	fmt.Fprintf(w, "goroce: icrc_err=%d ecn_marked_packets=%d cnp_sent=%d cnp_handled=%d rate_reductions=%d retransmitted_pkts=%d local_ack_timeouts=%d\n",
+		o.ICRCErrors, o.ECNMarked, t.CNPsSent, t.CNPsHandled, t.RateReductions, t.Retransmitted, t.Timeouts)
+	var mb []string
+	for _, d := range r.Delivered {
+		mb = append(mb, fmt.Sprintf("%.1f", float64(d)*8/r.Elapsed.Seconds()/1e6))
+	}
+	fmt.Fprintf(w, "per-flow mean Mb/s: %s\n", strings.Join(mb, " "))
+	if dir != "" {
+		csvPath, pngPath, err := dcqcn.WriteFiles(dir, r)
+		if err != nil {
+			fmt.Fprintf(w, "files: %v\n", err)
+		} else {
+			fmt.Fprintf(w, "files: %s %s\n", csvPath, pngPath)
+		}
+	}
+	bad := verdict(o, sum)
+	if len(bad) == 0 {
+		fmt.Fprintln(w, "verdict: ok")
+	} else {
+		fmt.Fprintf(w, "verdict: MISSED: %s\n", strings.Join(bad, "; "))
+	}
+	return bad
+}
