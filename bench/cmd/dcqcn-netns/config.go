@@ -124,10 +124,10 @@ func scaledRED(rate cc.Rate, stretch float64) cc.RED {
 }
 
 // bufferDelay is the bottleneck queue's limit as a time at its rate:
-// above Kmax at the default stretch (20.6 ms), and at 300 Mb/s (1.1 MB)
-// about two flows' RC windows (2 × 128 packets of 4 KiB), which without
-// DCQCN go-back-N keeps resending into it.
-const bufferDelay = 30 * time.Millisecond
+// above Kmax at the default stretch (20.6 ms), and at the default rate
+// (900 kB) below two flows' RC windows (2 × 128 packets of 4 KiB), so
+// that without DCQCN even two flows overflow it.
+const bufferDelay = 24 * time.Millisecond
 
 // scaledBuffer returns the bottleneck's queue limit for rate.
 func scaledBuffer(rate cc.Rate) int {
