@@ -18,7 +18,7 @@ const (
 	// (see the README), so that the htb class, not the CPU, is the
 	// bottleneck.
 	defaultRate     = 300 * cc.Mbps
-	defaultDuration = 4 * time.Second
+	defaultDuration = 6 * time.Second
 	// defaultMTU is goroce's path MTU: 4096, not bench/dcqcn's 1024. In
 	// real time the device's pacer lets a QP out in bursts of at least 4
 	// packets per timer wake-up; with wake-ups a millisecond or more
@@ -27,11 +27,14 @@ const (
 	// defaultInterval is the sampling interval; each sample runs tc once.
 	defaultInterval = 50 * time.Millisecond
 	// ackTimeout is the QPs' local ACK timeout code: 4.096 µs·2^16 =
-	// 268 ms, far above the deepest queue (bufferDelay) plus a goroutine
+	// 268 ms, above the deepest queue (126 ms at 50 Mb/s) plus a goroutine
 	// descheduled for a while on a loaded machine.
 	ackTimeout = 16
 	// defaultStretch is the factor on DCQCN's timers (see paperParams).
 	defaultStretch = 100
+	// qpWindow is the RC window of goroce's QPs in packets
+	// (rnic.Config.MaxUnackedPSNs left at its default).
+	qpWindow = 128
 )
 
 // preflight checks what a run needs: root, ip and tc.
@@ -90,7 +93,7 @@ func newConfig(n int, o *options, off bool, marker string) config {
 	}
 	buffer := o.buffer
 	if buffer == 0 {
-		buffer = scaledBuffer(o.rate)
+		buffer = scaledBuffer(scaledRED(o.rate, o.stretch), o.mtu)
 	}
 	sc := dcqcn.Scenario{Name: "netns-incast", Flows: n, LineRate: o.rate, Buffer: buffer, RED: red,
 		DisableDCQCN: off, Duration: o.duration, Interval: o.interval, MTU: o.mtu,
@@ -123,13 +126,14 @@ func scaledRED(rate cc.Rate, stretch float64) cc.RED {
 	return cc.RED{Kmin: int(float64(p.Kmin) * f), Kmax: int(float64(p.Kmax) * f), Pmax: p.Pmax}
 }
 
-// bufferDelay is the bottleneck queue's limit as a time at its rate:
-// above Kmax at the default stretch (20.6 ms), and at the default rate
-// (900 kB) below two flows' RC windows (2 × 128 packets of 4 KiB), so
-// that without DCQCN even two flows overflow it.
-const bufferDelay = 24 * time.Millisecond
-
-// scaledBuffer returns the bottleneck's queue limit for rate.
-func scaledBuffer(rate cc.Rate) int {
-	return int(float64(rate) / 8 * bufferDelay.Seconds())
+// scaledBuffer returns the bottleneck's queue limit, in bytes: three
+// quarters of two flows' RC windows (2 × 128 packets of 4 KiB), so that
+// without DCQCN even two flows overflow it, or a quarter above Kmax if
+// that is more (RED needs its limit above Kmax): 786 kB at 50 Mb/s (126
+// ms), 965 kB at 300 Mb/s (26 ms). A deep buffer for a slow link: the nft
+// marker lets the queue stand above K (see markerNFT), and the buffer
+// must outlast that.
+func scaledBuffer(red cc.RED, mtu int) int {
+	windows := 2 * qpWindow * mtu
+	return max(windows*3/4, red.Kmax*5/4)
 }

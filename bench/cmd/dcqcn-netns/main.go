@@ -16,7 +16,7 @@
 //
 // Needs root (network namespaces, tc). Usage:
 //
-//	dcqcn-netns [-flows 2,4] [-rate 300] [-duration 4s] [-dcqcn both] [-out dir]
+//	dcqcn-netns [-flows 2,4] [-rate 300] [-duration 6s] [-dcqcn both] [-out dir]
 package main
 
 import (

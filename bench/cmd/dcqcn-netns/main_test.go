@@ -47,7 +47,7 @@ func testOptions() *options {
 func TestIncast(t *testing.T) {
 	requireNetns(t)
 	if testing.Short() {
-		t.Skip("-short: four runs of 4 s in network namespaces")
+		t.Skip("-short: four runs of 6 s in network namespaces")
 	}
 	ctx := t.Context()
 	marker, err := pickMarker(ctx, "auto")
