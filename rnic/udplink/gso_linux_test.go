@@ -3,6 +3,7 @@ package udplink
 import (
 	"bytes"
 	"encoding/binary"
+	"net"
 	"net/netip"
 	"os"
 	"runtime"
@@ -132,11 +133,49 @@ func TestGSORefusedFallsBack(t *testing.T) {
 }
 
 // TestGSOOffOnIPv4 checks that an IPv4 link does not use GSO (see
-// gso_linux.go and TestGSOIPv4IDsOnTheWire) but does receive with GRO.
+// gso_linux.go and TestGSOIPv4IDsOnTheWire) but does receive with GRO: a
+// plain UDP socket (not a link) sends one GSO message of 10 datagrams of
+// 1000 bytes and one of 500 to the link, which must return the 11
+// datagrams byte for byte, in order, from that socket, counted as one GRO
+// run, numbered 0 to 10 in Packet.IPv4ID (a GSO sender's numbering).
 func TestGSOOffOnIPv4(t *testing.T) {
 	a := openLink(t, "127.88.30.1", batched)
 	if gsoOn(a) {
 		t.Error("GSO on for an IPv4 link")
+	}
+	if a.rx.(*mmsgReceiver).gro == nil {
+		t.Fatal("the IPv4 link receives without UDP GRO (Linux has it since 5.0)")
+	}
+	conn, err := net.ListenUDP("udp4", net.UDPAddrFromAddrPort(netip.MustParseAddrPort("127.88.30.2:0")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	const segs, size, last = 10, 1000, 500
+	var msg []byte
+	var want [][]byte
+	for i := range segs + 1 {
+		d := payload(i, size)
+		if i == segs {
+			d = d[:last]
+		}
+		want = append(want, d)
+		msg = append(msg, d...)
+	}
+	oob := cmsg(unix.SOL_UDP, unix.UDP_SEGMENT, binary.NativeEndian.AppendUint16(nil, size))
+	if n, _, err := conn.WriteMsgUDP(msg, oob, net.UDPAddrFromAddrPort(a.LocalAddr())); err != nil || n != len(msg) {
+		t.Fatalf("GSO send of %d bytes: %d, %v", len(msg), n, err)
+	}
+	from := netip.MustParseAddrPort(conn.LocalAddr().String())
+	got := readN(t, a, len(want), 2048)
+	for i, p := range got {
+		if !bytes.Equal(p.Buf, want[i]) || p.Addr != from || p.IPv4ID != uint16(i) {
+			t.Errorf("datagram %d: %d bytes %q... from %v, IPv4ID %d; want %d bytes %q... from %v, IPv4ID %d", i,
+				len(p.Buf), p.Buf[:min(5, len(p.Buf))], p.Addr, p.IPv4ID, len(want[i]), want[i][:5], from, i)
+		}
+	}
+	if st := a.Stats(); st.RxCoalesced != uint64(len(want)) {
+		t.Errorf("RxCoalesced = %d, want %d: the datagrams did not come as one GRO run", st.RxCoalesced, len(want))
 	}
 }
 

@@ -73,7 +73,7 @@ func readN(t testing.TB, l *Link, n, size int) []link.Packet {
 			t.Fatalf("ReadBatch after %d of %d datagrams: %v", len(got), n, err)
 		}
 		for _, p := range slots[:k] {
-			got = append(got, link.Packet{Buf: bytes.Clone(p.Buf), Addr: p.Addr, TOS: p.TOS})
+			got = append(got, link.Packet{Buf: bytes.Clone(p.Buf), Addr: p.Addr, TOS: p.TOS, IPv4ID: p.IPv4ID})
 		}
 	}
 	return got
