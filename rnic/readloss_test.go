@@ -34,7 +34,7 @@ func TestReadResponseLostBehindAtomics(t *testing.T) {
 					}
 					return drop
 				}}
-				a, b, _ := newPair(t, pairConfig{retry: 7, timeout: 10, bufSize: 1 << 16,
+				a, b, network := newPair(t, pairConfig{retry: 7, timeout: 10, bufSize: 1 << 16,
 					net: simlink.Config{Impairments: []simlink.Impairment{lose}}})
 				var trace syncBuffer
 				a.dev.tracer = newTracer(&trace, a.dev.local)
@@ -57,6 +57,12 @@ func TestReadResponseLostBehindAtomics(t *testing.T) {
 				}
 				if got := binary.LittleEndian.Uint64(b.buf[8192:]); got != 99 {
 					t.Fatalf("target holds %d after FETCH_ADD 1 and CAS 11->99, want 99 (atomics executed once)", got)
+				}
+				if add, cas := binary.LittleEndian.Uint64(a.buf[8192:]), binary.LittleEndian.Uint64(a.buf[8200:]); add != 10 || cas != 11 {
+					t.Errorf("FETCH_ADD returned %d and CAS %d, want the values before them, 10 and 11", add, cas)
+				}
+				if d := network.Stats().Egress.ImpairDrops; d != 1 {
+					t.Errorf("the network dropped %d READ responses, want 1", d)
 				}
 			})
 		})

@@ -145,8 +145,12 @@ func TestSRQSharedBy64QPs(t *testing.T) {
 		if n := b.cq.Len(); n != 0 {
 			t.Fatalf("%d receive completions more than messages sent", n)
 		}
-		t.Logf("%d messages over %d QPs through %d shared receives; send_rnr_err %d",
-			nqp*perQP, nqp, slots, b.dev.Counter("send_rnr_err"))
+		// More messages than receives: the receiver ran out and said so
+		// with RNR NAKs, which the senders waited out.
+		if sent, rcvd := counterOf(t, b.dev, "send_rnr_err"), counterOf(t, a.dev, "rcvd_rnr_err"); sent == 0 || rcvd != sent {
+			t.Errorf("%d messages over %d QPs through %d shared receives: send_rnr_err %d, rcvd_rnr_err %d; want RNR NAKs, each received",
+				nqp*perQP, nqp, slots, sent, rcvd)
+		}
 	})
 }
 

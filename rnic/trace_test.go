@@ -52,10 +52,14 @@ func TestTraceShowsGoBackN(t *testing.T) {
 		var trace syncBuffer
 		a.dev.tracer = newTracer(&trace, a.dev.local)
 		a.qp.env.Tracer = a.dev.tracer
+		fill(a.buf[:3000], 11)
 		b.postRecv(t, 1, 0, 4096)
 		a.postSend(t, qp.SendWR{WRID: 1, Opcode: qp.WRSend, Flags: qp.SendSignaled, SGL: []qp.SGE{a.sge(0, 3000)}})
 		a.expect(t, 1, qp.WCSuccess)
 		b.expect(t, 1, qp.WCSuccess)
+		if !bytes.Equal(b.buf[:3000], a.buf[:3000]) {
+			t.Error("the SEND's data differs after going back")
+		}
 		synctest.Wait()
 		out := trace.String()
 		for _, want := range []string{"RC_SEND_FIRST", "NAK_PSN_SEQ_ERR", "go back to psn", "completion wr_id=1 SEND"} {
