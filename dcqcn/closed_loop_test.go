@@ -125,6 +125,11 @@ func closedLoop(t *testing.T, p Params, seed uint64, minRatio float64) {
 		rate(a.early, time.Millisecond), rate(b.early, time.Millisecond), window, ra, rb,
 		a.np.Stats().CNPSent, b.np.Stats().CNPSent)
 
+	// The loop was closed, and as the test's premise says, the flow that
+	// started faster met more marks and got more CNPs.
+	if ca, cb := a.np.Stats().CNPSent, b.np.Stats().CNPSent; cb == 0 || ca <= cb {
+		t.Errorf("CNPs sent to A %d, to B %d; want some to each, and more to A, which started faster", ca, cb)
+	}
 	if a.early < 5*b.early {
 		t.Errorf("first ms: A sent %d bytes, B %d; the test needs B to start far behind", a.early, b.early)
 	}

@@ -89,7 +89,7 @@ func TestPacerNoDriftOverAMillionPackets(t *testing.T) {
 		p.Consume(size, now)
 	}
 	elapsed := now.Sub(t0)
-	want := wantCredit(burst, p.bps, elapsed, packets*size)
+	want := wantCredit(burst, int64(rate), elapsed, packets*size) // the rate set, not the pacer's copy
 	if got := big.NewInt(p.credit); got.Cmp(want) != 0 {
 		t.Errorf("credit after %d packets = %v nanobits, want exactly %v", packets, got, want)
 	}
@@ -105,7 +105,8 @@ func TestPacerNoDriftWithFixedPolling(t *testing.T) {
 	// A worker that wakes every 333 ns and sends whole packets the budget
 	// covers: after a million wake-ups the books balance to the nanobit.
 	const steps, size, burst = 1_000_000, 1000, 64 * 1024
-	p := newPacer(t, 10*Gbps+1, burst)
+	const rate = 10*Gbps + 1
+	p := newPacer(t, rate, burst)
 	now := t0
 	p.Consume(size, t0) // so that the bucket is not full, which would discard credit
 	sent := int64(size)
@@ -116,7 +117,7 @@ func TestPacerNoDriftWithFixedPolling(t *testing.T) {
 			sent += size
 		}
 	}
-	want := wantCredit(burst, p.bps, now.Sub(t0), sent)
+	want := wantCredit(burst, int64(rate), now.Sub(t0), sent)
 	if got := big.NewInt(p.credit); got.Cmp(want) != 0 {
 		t.Errorf("credit after %d steps = %v nanobits, want exactly %v", steps, got, want)
 	}
