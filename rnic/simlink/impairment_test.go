@@ -216,8 +216,9 @@ func TestImpairmentsByProbability(t *testing.T) {
 	if same(first, other) {
 		t.Error("seeds 7 and 8 gave the same outcome")
 	}
-	// Every packet is delivered once per copy or dropped.
-	if st.InPackets+st.Duplicated != st.DeliveredPackets+st.ImpairDrops || int(st.DeliveredPackets) != len(first) {
+	// Every packet sent reached the impairments, and is delivered once
+	// per copy or dropped.
+	if st.InPackets != count || st.InPackets+st.Duplicated != st.DeliveredPackets+st.ImpairDrops || int(st.DeliveredPackets) != len(first) {
 		t.Errorf("stats do not add up: %+v, %d received", st, len(first))
 	}
 	for _, c := range []struct {
