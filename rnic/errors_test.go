@@ -546,6 +546,7 @@ func TestRCWindow(t *testing.T) {
 				tp := &tap{}
 				a, b, _ := newPair(t, pairConfig{bufSize: 1 << 20, timeout: 14, retry: 7, window: window,
 					net: simlink.Config{Impairments: []simlink.Impairment{tp.rule(), dropFrom(addrB, &cut)}}})
+				fill(a.buf, 23)
 				a.postSend(t, qp.SendWR{WRID: 1, Opcode: qp.WRRDMAWrite, Flags: qp.SendSignaled, SGL: []qp.SGE{a.sge(0, 1<<20)},
 					RemoteAddr: b.mr.Addr(), RKey: b.mr.RKey()})
 				time.Sleep(time.Millisecond) // virtual: well before the 67 ms timeout
@@ -567,6 +568,9 @@ func TestRCWindow(t *testing.T) {
 				}
 				cut.Store(false)
 				a.expect(t, 1, qp.WCSuccess)
+				if !bytes.Equal(b.buf, a.buf) {
+					t.Errorf("window %d: the WRITE's data differs at the responder", window)
+				}
 			})
 		})
 	}
