@@ -1,6 +1,7 @@
 package rnic
 
 import (
+	"bytes"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -84,6 +85,7 @@ func TestPacedMessageDoesNotStall(t *testing.T) {
 		line := 1 * dcqcn.Gbps
 		a, b, _ := newPair(t, pairConfig{typ: qp.UC, mtu: 1024, bufSize: 1 << 20, dcqcn: DCQCNConfig{LineRate: line}})
 		const size = 256 << 10
+		fill(a.buf[:size], 13)
 		b.postRecv(t, 1, 0, size)
 		start := time.Now()
 		a.postSend(t, qp.SendWR{WRID: 1, Opcode: qp.WRSend, Flags: qp.SendSignaled, SGL: []qp.SGE{a.sge(0, size)}})
@@ -93,6 +95,9 @@ func TestPacedMessageDoesNotStall(t *testing.T) {
 		lineTime := time.Duration(float64(256*(1024+28)*8) / float64(line) * float64(time.Second))
 		if elapsed := time.Since(start); elapsed < lineTime*9/10 || elapsed > lineTime*11/10 {
 			t.Errorf("a %d B message took %v at %v, want about its line time %v", size, elapsed, line, lineTime)
+		}
+		if !bytes.Equal(b.buf[:size], a.buf[:size]) {
+			t.Error("the paced message's data differs at the receiver")
 		}
 	})
 }

@@ -306,7 +306,8 @@ func TestRCSendQueueFull(t *testing.T) {
 			b.postRecv(t, uint64(i), i*64, 64)
 		}
 		send := func(i int) error {
-			return a.qp.PostSend(&qp.SendWR{WRID: uint64(i), Opcode: qp.WRSend, Flags: qp.SendSignaled, SGL: []qp.SGE{a.sge(0, 64)}})
+			fill(a.buf[i*64:(i+1)*64], byte(i+1))
+			return a.qp.PostSend(&qp.SendWR{WRID: uint64(i), Opcode: qp.WRSend, Flags: qp.SendSignaled, SGL: []qp.SGE{a.sge(i*64, 64)}})
 		}
 		start := time.Now()
 		for i := range 4 {
@@ -334,6 +335,9 @@ func TestRCSendQueueFull(t *testing.T) {
 		for i := range 5 {
 			b.expect(t, uint64(i), qp.WCSuccess)
 		}
+		if !bytes.Equal(b.buf[:5*64], a.buf[:5*64]) {
+			t.Error("the SENDs' data differs at the receiver")
+		}
 	})
 }
 
@@ -345,6 +349,7 @@ func TestRCUnsignaled(t *testing.T) {
 		for i := range 3 {
 			b.postRecv(t, uint64(i), i*64, 64)
 		}
+		fill(a.buf[:8], 31)
 		a.postSend(t, qp.SendWR{WRID: 1, Opcode: qp.WRSend, SGL: []qp.SGE{a.sge(0, 8)}})
 		a.postSend(t, qp.SendWR{WRID: 2, Opcode: qp.WRRDMAWrite, SGL: []qp.SGE{a.sge(0, 8)}, RemoteAddr: b.mr.Addr() + 4096, RKey: b.mr.RKey()})
 		a.postSend(t, qp.SendWR{WRID: 3, Opcode: qp.WRSend, Flags: qp.SendSignaled, SGL: []qp.SGE{a.sge(0, 8)}})
@@ -354,6 +359,9 @@ func TestRCUnsignaled(t *testing.T) {
 		synctest.Wait()
 		if n := a.cq.Len(); n != 0 {
 			t.Fatalf("%d completions for unsignaled WRs", n)
+		}
+		if !bytes.Equal(b.buf[:8], a.buf[:8]) || !bytes.Equal(b.buf[4096:4104], a.buf[:8]) {
+			t.Fatal("the unsignaled SEND's or WRITE's data did not arrive")
 		}
 		a.postSend(t, qp.SendWR{WRID: 4, Opcode: qp.WRRDMAWrite, SGL: []qp.SGE{a.sge(0, 8)}, RemoteAddr: b.mr.Addr(), RKey: b.mr.RKey() ^ 1})
 		a.postSend(t, qp.SendWR{WRID: 5, Opcode: qp.WRSend, SGL: []qp.SGE{a.sge(0, 8)}})
