@@ -1,0 +1,88 @@
+/*
+ * core.h: the narrow C interface between the preload shim (shim/verbs.c,
+ * compiled against <infiniband/verbs.h>) and the Go core (this package,
+ * built with -buildmode=c-shared). Only plain C types cross it: the shim
+ * owns every libibverbs structure, the core owns the device. Objects are
+ * named by 32-bit handles the core hands out. Functions returning int
+ * return 0 or a positive errno value.
+ */
+#ifndef GOROCE_CORE_H
+#define GOROCE_CORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct goroce_device_attr {
+	uint64_t node_guid; /* host order */
+	uint64_t max_mr_size;
+	uint64_t max_msg_size;
+	uint32_t vendor_id;
+	int max_qp, max_qp_wr, max_sge, max_cq, max_cqe, max_mr, max_pd;
+	int max_qp_rd_atom, max_qp_init_rd_atom, max_srq_wr, max_inline;
+};
+
+struct goroce_port_attr {
+	int state;      /* enum ibv_port_state */
+	int max_mtu;    /* enum ibv_mtu */
+	int active_mtu; /* enum ibv_mtu */
+	int gid_tbl_len;
+	uint32_t max_msg_sz;
+	int pkey_tbl_len;
+};
+
+struct goroce_cap {
+	uint32_t max_send_wr, max_recv_wr, max_send_sge, max_recv_sge, max_inline_data;
+};
+
+struct goroce_av {
+	uint8_t dgid[16];
+	uint8_t sgid_index, hop_limit, traffic_class, sl;
+};
+
+struct goroce_qp_attr {
+	int state, cur_state, path_mtu;
+	uint32_t qkey, rq_psn, sq_psn, dest_qp_num;
+	int access_flags;
+	struct goroce_cap cap;
+	struct goroce_av av;
+	uint16_t pkey_index;
+	uint8_t port_num, max_rd_atomic, max_dest_rd_atomic, min_rnr_timer, timeout, retry_cnt, rnr_retry;
+	uint8_t sq_draining;
+	uint32_t rate_limit;
+};
+
+/* One SGE, laid out as struct ibv_sge. */
+struct goroce_sge {
+	uint64_t addr;
+	uint32_t length;
+	uint32_t lkey;
+};
+
+struct goroce_send_wr {
+	uint64_t wr_id;
+	const struct goroce_sge *sg_list;
+	int num_sge;
+	int opcode;        /* enum ibv_wr_opcode */
+	uint32_t flags;    /* enum ibv_send_flags */
+	uint32_t imm;      /* host order: the value the peer's ntohl(wc.imm_data) gives; or the rkey to invalidate */
+	uint64_t remote_addr;
+	uint32_t rkey;
+	uint64_t compare_add, swap;
+	uint32_t ah;       /* UD: address handle */
+	uint32_t remote_qpn, remote_qkey;
+};
+
+struct goroce_wc {
+	uint64_t wr_id;
+	int status, opcode;
+	uint32_t vendor_err, byte_len, imm, qp_num, src_qp;
+	uint32_t wc_flags;
+	uint8_t sl;
+};
+
+struct goroce_async_event {
+	int event_type;    /* enum ibv_event_type */
+	uintptr_t object;  /* the ibv_qp, ibv_cq or ibv_srq the shim gave at creation, or the port number */
+};
+
+#endif

@@ -1,0 +1,139 @@
+//go:build cgo
+
+package main
+
+/*
+#include "core.h"
+*/
+import "C"
+
+import (
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"unsafe"
+
+	"github.com/goroce/goroce/qp"
+)
+
+// cqEntry is a CQ with what ibv_cq adds: its C object, its completion
+// channel, and the events handed to the program (which ibv_destroy_cq
+// waits to see acknowledged).
+type cqEntry struct {
+	cq       *qp.CQ
+	obj      uintptr
+	channel  uint32
+	reported atomic.Uint32
+	done     chan struct{}
+
+	mu  sync.Mutex // guards wcs, the poll buffer
+	wcs [16]qp.WC
+}
+
+//export goroce_create_cq
+func goroce_create_cq(cqe C.int, channel C.uint32_t, obj C.uintptr_t, h *C.uint32_t, depth *C.int) C.int {
+	d := device()
+	if d == nil {
+		return C.int(syscall.ENODEV)
+	}
+	var ch *eventQueue[uintptr]
+	if channel != 0 {
+		var ok bool
+		if ch, ok = chs.get(uint32(channel)); !ok {
+			return C.int(syscall.EINVAL)
+		}
+	}
+	cq, err := d.CreateCQ(int(cqe))
+	if err != nil {
+		return errno(err)
+	}
+	e := &cqEntry{cq: cq, obj: uintptr(obj), channel: uint32(channel), done: make(chan struct{})}
+	cObjects.Store(cq, e.obj)
+	if ch != nil {
+		go e.notify(ch)
+	}
+	*h, *depth = C.uint32_t(cqs.add(e)), C.int(cq.Depth())
+	return 0
+}
+
+// notify moves the CQ's notifications to its completion channel.
+func (e *cqEntry) notify(ch *eventQueue[uintptr]) {
+	for {
+		select {
+		case <-e.cq.Events():
+			ch.push(e.obj)
+		case <-e.done:
+			return
+		}
+	}
+}
+
+// goroce_destroy_cq forgets the CQ and its events still in its channel,
+// and gives how many events the program got (ibv_get_cq_event), which it
+// must acknowledge before the shim frees the ibv_cq.
+//
+//export goroce_destroy_cq
+func goroce_destroy_cq(h C.uint32_t, reported *C.uint32_t) C.int {
+	e, ok := cqs.remove(uint32(h))
+	if !ok {
+		return C.int(syscall.EINVAL)
+	}
+	close(e.done)
+	cObjects.Delete(e.cq)
+	if ch, ok := chs.get(e.channel); ok {
+		ch.drop(func(o uintptr) bool { return o == e.obj })
+	}
+	*reported = C.uint32_t(e.reported.Load())
+	return 0
+}
+
+// goroce_cq_event counts an event of the CQ handed to the program.
+//
+//export goroce_cq_event
+func goroce_cq_event(h C.uint32_t) {
+	if e, ok := cqs.get(uint32(h)); ok {
+		e.reported.Add(1)
+	}
+}
+
+//export goroce_req_notify_cq
+func goroce_req_notify_cq(h C.uint32_t, solicitedOnly C.int) C.int {
+	e, ok := cqs.get(uint32(h))
+	if !ok {
+		return C.int(syscall.EINVAL)
+	}
+	return errno(e.cq.ReqNotify(solicitedOnly != 0))
+}
+
+// goroce_poll_cq moves up to n completions into out and returns how many,
+// or a negative errno.
+//
+//export goroce_poll_cq
+func goroce_poll_cq(h C.uint32_t, n C.int, out *C.struct_goroce_wc) C.int {
+	e, ok := cqs.get(uint32(h))
+	if !ok || n < 0 {
+		return -C.int(syscall.EINVAL)
+	}
+	if n == 0 {
+		return 0
+	}
+	dst := unsafe.Slice(out, int(n))
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	total := 0
+	for total < len(dst) {
+		chunk := min(len(e.wcs), len(dst)-total)
+		got := e.cq.Poll(e.wcs[:chunk])
+		for i := 0; i < got; i++ {
+			w := &e.wcs[i]
+			dst[total+i] = C.struct_goroce_wc{wr_id: C.uint64_t(w.WRID), status: C.int(w.Status), opcode: C.int(w.Opcode),
+				vendor_err: C.uint32_t(w.VendorErr), byte_len: C.uint32_t(w.ByteLen), imm: C.uint32_t(w.Imm),
+				qp_num: C.uint32_t(w.QPNum), src_qp: C.uint32_t(w.SrcQP), wc_flags: C.uint32_t(w.Flags), sl: C.uint8_t(w.SL)}
+		}
+		total += got
+		if got < chunk {
+			break
+		}
+	}
+	return C.int(total)
+}

@@ -1,0 +1,66 @@
+// Command goroce-verbs is the Go core of a preloadable libibverbs: with it,
+// unmodified verbs programs (rdma-core's ibv_*_pingpong, ibv_devinfo,
+// perftest's ib_write_bw, ...) run on a goroce device inside their own
+// process, with no kernel module and no root:
+//
+//	go build -buildmode=c-shared -o DIR/libgoroce-verbs-core.so ./cmd/goroce-verbs
+//	gcc -O2 -shared -fPIC -o DIR/libgoroce-verbs.so cmd/goroce-verbs/shim/verbs.c -ldl -lpthread
+//	LD_PRELOAD=DIR/libgoroce-verbs.so GOROCE_ADDR=127.0.0.2 ibv_rc_pingpong -g 0
+//
+// Two libraries, because a program that never calls a verb must not pay
+// for a Go runtime:
+//
+//   - shim/verbs.c, the preloaded object, is C compiled against the
+//     system's <infiniband/verbs.h> (Debian's libibverbs-dev). It defines
+//     the exported ibv_* functions and fills the context ops table
+//     (post_send, post_recv, post_srq_recv, poll_cq, req_notify_cq) that
+//     verbs.h's inline functions call, so every structure a program reads
+//     (ibv_context inside a verbs_context, ibv_qp, ibv_cq, ibv_wc, ...) has
+//     exactly the layout its headers expect. On the first call that needs
+//     the device it dlopen()s the core (RTLD_NOW|RTLD_LOCAL, once,
+//     pthread_once) from its own directory, or from $GOROCE_VERBS_CORE.
+//     The real libibverbs.so.1 stays loaded: the preload's definitions win
+//     symbol lookup, and its pure helpers (ibv_wc_status_str,
+//     ibv_port_state_str, ibv_node_type_str, ...) serve as they are.
+//   - This package, built with -buildmode=c-shared, is the device: one
+//     rnic.Device per process named goroce0, opened by the first
+//     ibv_open_device, with objects named by the 32-bit handles the shim
+//     keeps in ibv_pd.handle, ibv_qp.handle, and so on. It sees only the
+//     plain C structures of core.h, never a libibverbs structure, so it
+//     builds without libibverbs-dev; its .go files need cgo, and main.go
+//     alone keeps the package building with CGO_ENABLED=0.
+//
+// Memory regions are the program's own memory: the core registers a slice
+// over the C buffer (unsafe.Slice), and the device reads and writes it in
+// place. No Go pointer is ever handed to C.
+//
+// Completion channels and the async fd are eventfds in semaphore mode, so
+// poll and epoll work on them; the core adds one per event and the shim's
+// ibv_get_cq_event and ibv_get_async_event read one, then take the event.
+// ibv_destroy_cq waits until every event it handed out is acknowledged
+// (ibv_ack_cq_events), as rdma-core does.
+//
+// Fork: the Go runtime does not survive fork, so in the child of a process
+// that has loaded the core every verb fails with ENODEV; a child that
+// execs, or never calls a verb, is unaffected. Signals: the core is loaded
+// with all signals blocked, so the Go runtime's threads inherit that mask
+// and the program's asynchronous signals (perftest's SIGALRM for -D) go to
+// the program's own threads and handlers.
+//
+// Environment:
+//
+//	GOROCE_ADDR        the device's IP address, or address:port (default 127.0.0.1, port 4791)
+//	GOROCE_MTU         the port's active MTU in bytes (default 4096)
+//	GOROCE_TRACE=1     print the packet trace on stderr, as goroce --trace does
+//	GOROCE_PCAP=FILE   write every packet to a pcap file, as goroce --pcap does
+//	GOROCE_DEBUG=1     say on stderr why a verb failed, and once per verb what is unsupported
+//	GOROCE_VERBS_CORE  the core library's path, if not beside the shim
+//
+// goroce0 has port 1, ACTIVE, link layer Ethernet, and one GID, index 0:
+// the address, IPv4-mapped for IPv4, of type RoCE v2. What it does not
+// support fails as rdma-core fails for a device without it: NULL with
+// errno EOPNOTSUPP, or the error EOPNOTSUPP (QP types other than RC, UC and
+// UD, IBV_WR_BIND_MW, memory windows, ibv_qp_to_qp_ex and the ibv_wr_*
+// API, extended CQs, resize_cq, modify_srq/query_srq, rereg_mr, dmabuf
+// MRs, multicast).
+package main

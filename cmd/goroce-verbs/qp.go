@@ -1,0 +1,222 @@
+//go:build cgo
+
+package main
+
+/*
+#include "core.h"
+*/
+import "C"
+
+import (
+	"syscall"
+	"unsafe"
+
+	"github.com/goroce/goroce/mr"
+	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/wire"
+)
+
+// srqEntry is an SRQ and the PD it was created on.
+type srqEntry struct {
+	srq *qp.SRQ
+	obj uintptr
+}
+
+//export goroce_create_srq
+func goroce_create_srq(pdh C.uint32_t, maxWR, maxSGE, limit C.uint32_t, obj C.uintptr_t, h *C.uint32_t) C.int {
+	d := device()
+	pd, ok := pds.get(uint32(pdh))
+	if d == nil || !ok {
+		return C.int(syscall.EINVAL)
+	}
+	srq, err := d.CreateSRQ(pd, qp.SRQAttr{MaxWR: uint32(maxWR), MaxSGE: uint32(maxSGE), SRQLimit: uint32(limit)})
+	if err != nil {
+		debugf("create_srq: %v", err)
+		return errno(err)
+	}
+	cObjects.Store(srq, uintptr(obj))
+	*h = C.uint32_t(srqs.add(&srqEntry{srq: srq, obj: uintptr(obj)}))
+	return 0
+}
+
+//export goroce_destroy_srq
+func goroce_destroy_srq(h C.uint32_t) C.int {
+	e, ok := srqs.get(uint32(h))
+	d := device()
+	if !ok || d == nil {
+		return C.int(syscall.EINVAL)
+	}
+	if err := d.DestroySRQ(e.srq); err != nil {
+		return errno(err)
+	}
+	srqs.remove(uint32(h))
+	cObjects.Delete(e.srq)
+	return 0
+}
+
+//export goroce_post_srq_recv
+func goroce_post_srq_recv(h C.uint32_t, wrID C.uint64_t, sge *C.struct_goroce_sge, n C.int) C.int {
+	e, ok := srqs.get(uint32(h))
+	if !ok {
+		return C.int(syscall.EINVAL)
+	}
+	wr := qp.RecvWR{WRID: uint64(wrID), SGL: sgl(sge, n)}
+	return errno(e.srq.PostRecv(&wr))
+}
+
+// sgl views a C scatter/gather list (struct ibv_sge, laid out as qp.SGE)
+// without copying it.
+func sgl(sge *C.struct_goroce_sge, n C.int) []qp.SGE {
+	if n <= 0 || sge == nil {
+		return nil
+	}
+	return unsafe.Slice((*qp.SGE)(unsafe.Pointer(sge)), int(n))
+}
+
+//export goroce_create_qp
+func goroce_create_qp(pdh C.uint32_t, typ C.int, sendCQ, recvCQ, srqh C.uint32_t, sigAll C.int, cp *C.struct_goroce_cap,
+	obj C.uintptr_t, h, qpn *C.uint32_t) C.int {
+	d := device()
+	pd, ok := pds.get(uint32(pdh))
+	if d == nil || !ok {
+		return C.int(syscall.EINVAL)
+	}
+	scq, ok1 := cqs.get(uint32(sendCQ))
+	rcq, ok2 := cqs.get(uint32(recvCQ))
+	if !ok1 || !ok2 {
+		return C.int(syscall.EINVAL)
+	}
+	switch qp.Type(typ) {
+	case qp.RC, qp.UC, qp.UD:
+	default:
+		debugf("create_qp: QP type %d is not supported (RC, UC and UD are)", typ)
+		return C.int(syscall.EOPNOTSUPP)
+	}
+	ia := qp.InitAttr{Type: qp.Type(typ), SendCQ: scq.cq, RecvCQ: rcq.cq, Cap: capOf(cp), SigAll: sigAll != 0,
+		Context: uintptr(obj)}
+	if srqh != 0 {
+		e, ok := srqs.get(uint32(srqh))
+		if !ok {
+			return C.int(syscall.EINVAL)
+		}
+		ia.SRQ = e.srq
+	}
+	q, err := d.CreateQP(pd, &ia)
+	if err != nil {
+		debugf("create_qp: %v", err)
+		return errno(err)
+	}
+	*h, *qpn = C.uint32_t(qps.add(q)), C.uint32_t(q.QPN())
+	return 0
+}
+
+//export goroce_destroy_qp
+func goroce_destroy_qp(h C.uint32_t) C.int {
+	q, ok := qps.get(uint32(h))
+	if !ok {
+		return C.int(syscall.EINVAL)
+	}
+	if err := q.Destroy(); err != nil {
+		return errno(err)
+	}
+	qps.remove(uint32(h))
+	return 0
+}
+
+func capOf(c *C.struct_goroce_cap) qp.Cap {
+	return qp.Cap{MaxSendWR: uint32(c.max_send_wr), MaxRecvWR: uint32(c.max_recv_wr), MaxSendSGE: uint32(c.max_send_sge),
+		MaxRecvSGE: uint32(c.max_recv_sge), MaxInlineData: uint32(c.max_inline_data)}
+}
+
+//export goroce_modify_qp
+func goroce_modify_qp(h C.uint32_t, a *C.struct_goroce_qp_attr, mask C.int) C.int {
+	q, ok := qps.get(uint32(h))
+	if !ok {
+		return C.int(syscall.EINVAL)
+	}
+	attr := qp.Attr{State: qp.State(a.state), CurState: qp.State(a.cur_state), PathMTU: qp.MTU(a.path_mtu),
+		QKey: uint32(a.qkey), RQPSN: wire.PSN(a.rq_psn), SQPSN: wire.PSN(a.sq_psn), DestQPN: uint32(a.dest_qp_num),
+		AccessFlags: mr.Access(a.access_flags), Cap: capOf(&a.cap), PKeyIndex: uint16(a.pkey_index),
+		PortNum: uint8(a.port_num), MaxRdAtomic: uint8(a.max_rd_atomic), MaxDestRdAtomic: uint8(a.max_dest_rd_atomic),
+		MinRNRTimer: uint8(a.min_rnr_timer), Timeout: uint8(a.timeout), RetryCnt: uint8(a.retry_cnt),
+		RNRRetry: uint8(a.rnr_retry), RateLimit: uint32(a.rate_limit)}
+	if qp.AttrMask(mask)&qp.AttrAV != 0 {
+		attr.AH = avOf(&a.av)
+	}
+	if err := q.Modify(&attr, qp.AttrMask(mask)); err != nil {
+		debugf("modify_qp: %v", err)
+		return errno(err)
+	}
+	return 0
+}
+
+//export goroce_query_qp
+func goroce_query_qp(h C.uint32_t, a *C.struct_goroce_qp_attr) C.int {
+	q, ok := qps.get(uint32(h))
+	if !ok {
+		return C.int(syscall.EINVAL)
+	}
+	v := q.Query()
+	*a = C.struct_goroce_qp_attr{state: C.int(v.State), cur_state: C.int(v.CurState), path_mtu: C.int(v.PathMTU),
+		qkey: C.uint32_t(v.QKey), rq_psn: C.uint32_t(v.RQPSN), sq_psn: C.uint32_t(v.SQPSN),
+		dest_qp_num: C.uint32_t(v.DestQPN), access_flags: C.int(v.AccessFlags),
+		cap: C.struct_goroce_cap{max_send_wr: C.uint32_t(v.Cap.MaxSendWR), max_recv_wr: C.uint32_t(v.Cap.MaxRecvWR),
+			max_send_sge: C.uint32_t(v.Cap.MaxSendSGE), max_recv_sge: C.uint32_t(v.Cap.MaxRecvSGE),
+			max_inline_data: C.uint32_t(v.Cap.MaxInlineData)},
+		pkey_index: C.uint16_t(v.PKeyIndex), port_num: C.uint8_t(v.PortNum), max_rd_atomic: C.uint8_t(v.MaxRdAtomic),
+		max_dest_rd_atomic: C.uint8_t(v.MaxDestRdAtomic), min_rnr_timer: C.uint8_t(v.MinRNRTimer),
+		timeout: C.uint8_t(v.Timeout), retry_cnt: C.uint8_t(v.RetryCnt), rnr_retry: C.uint8_t(v.RNRRetry),
+		rate_limit: C.uint32_t(v.RateLimit)}
+	if v.SQDraining {
+		a.sq_draining = 1
+	}
+	gid := v.AH.GID.As16()
+	for i := range gid {
+		a.av.dgid[i] = C.uint8_t(gid[i])
+	}
+	a.av.sgid_index, a.av.hop_limit = C.uint8_t(v.AH.SGIDIndex), C.uint8_t(v.AH.HopLimit)
+	a.av.traffic_class, a.av.sl = C.uint8_t(v.AH.TrafficClass), C.uint8_t(v.AH.SL)
+	return 0
+}
+
+//export goroce_post_send
+func goroce_post_send(h C.uint32_t, w *C.struct_goroce_send_wr) C.int {
+	q, ok := qps.get(uint32(h))
+	if !ok {
+		return C.int(syscall.EINVAL)
+	}
+	wr := qp.SendWR{WRID: uint64(w.wr_id), Opcode: qp.WROpcode(w.opcode), SGL: sgl(w.sg_list, w.num_sge),
+		Flags: qp.SendFlags(w.flags), Imm: uint32(w.imm), RemoteAddr: uint64(w.remote_addr), RKey: uint32(w.rkey),
+		CompareAdd: uint64(w.compare_add), Swap: uint64(w.swap), RemoteQPN: uint32(w.remote_qpn),
+		RemoteQKey: uint32(w.remote_qkey)}
+	if q.Type() == qp.UD {
+		ah, ok := ahs.get(uint32(w.ah))
+		if !ok {
+			return C.int(syscall.EINVAL)
+		}
+		wr.AH = &ah.AH
+	}
+	if wr.Opcode == qp.WRBindMW {
+		debugf("post_send: IBV_WR_BIND_MW is not supported")
+		return C.int(syscall.EOPNOTSUPP)
+	}
+	if err := q.PostSend(&wr); err != nil {
+		debugf("post_send: %v", err)
+		return errno(err)
+	}
+	return 0
+}
+
+//export goroce_post_recv
+func goroce_post_recv(h C.uint32_t, wrID C.uint64_t, sge *C.struct_goroce_sge, n C.int) C.int {
+	q, ok := qps.get(uint32(h))
+	if !ok {
+		return C.int(syscall.EINVAL)
+	}
+	wr := qp.RecvWR{WRID: uint64(wrID), SGL: sgl(sge, n)}
+	if err := q.PostRecv(&wr); err != nil {
+		debugf("post_recv: %v", err)
+		return errno(err)
+	}
+	return 0
+}

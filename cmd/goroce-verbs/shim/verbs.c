@@ -1,0 +1,1071 @@
+/*
+ * verbs.c: the preloadable libibverbs stand-in (LD_PRELOAD=libgoroce-verbs.so).
+ *
+ * It defines the exported ibv_* functions a verbs program calls, and the
+ * context ops table that verbs.h's inline functions (ibv_post_send,
+ * ibv_poll_cq, ...) call through, with the structure layouts of the
+ * <infiniband/verbs.h> it is compiled against. The device itself is the Go
+ * core (libgoroce-verbs-core.so beside this library, or $GOROCE_VERBS_CORE),
+ * which it dlopen()s on the first call that needs it, so a program that
+ * never calls a verb never starts a Go runtime. The real libibverbs.so.1
+ * stays loaded: its pure helpers (ibv_wc_status_str, ibv_port_state_str,
+ * ...) serve as they are.
+ *
+ * Fork: the Go runtime does not survive fork(); a child of a process whose
+ * core is loaded gets ENODEV from every verb (a child that execs, or never
+ * calls a verb, is unaffected). Signals: the core is loaded with every
+ * signal blocked, so the Go runtime's threads never take the program's
+ * asynchronous signals (perftest's SIGALRM); the program's threads do.
+ */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <dlfcn.h>
+#include <endian.h>
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <infiniband/verbs.h>
+
+#include "../core.h"
+
+#undef ibv_query_port
+#undef ibv_reg_mr
+#undef ibv_reg_mr_iova
+
+#define EXPORT __attribute__((visibility("default")))
+
+#ifndef container_of
+#define container_of(p, type, member) ((type *)((char *)(p) - offsetof(type, member)))
+#endif
+
+_Static_assert(sizeof(struct ibv_sge) == sizeof(struct goroce_sge), "ibv_sge layout");
+_Static_assert(offsetof(struct ibv_sge, lkey) == offsetof(struct goroce_sge, lkey), "ibv_sge layout");
+
+/* The core's functions (goroce_* in the Go package). */
+static struct {
+	int (*open)(int async_fd);
+	int (*close)(void);
+	uint64_t (*node_guid)(void);
+	int (*query_device)(struct goroce_device_attr *);
+	int (*query_port)(int, struct goroce_port_attr *);
+	int (*query_gid)(int, int, uint8_t *);
+	int (*alloc_pd)(uint32_t *);
+	int (*dealloc_pd)(uint32_t);
+	int (*reg_mr)(uint32_t, void *, size_t, uint64_t, int, int, uint32_t *, uint32_t *, uint32_t *);
+	int (*dereg_mr)(uint32_t);
+	int (*create_ah)(uint32_t, struct goroce_av *, uint32_t *);
+	int (*destroy_ah)(uint32_t);
+	int (*create_channel)(int, uint32_t *);
+	int (*destroy_channel)(uint32_t);
+	int (*channel_pop)(uint32_t, uintptr_t *);
+	int (*async_pop)(struct goroce_async_event *);
+	int (*create_cq)(int, uint32_t, uintptr_t, uint32_t *, int *);
+	int (*destroy_cq)(uint32_t, uint32_t *);
+	void (*cq_event)(uint32_t);
+	int (*req_notify_cq)(uint32_t, int);
+	int (*poll_cq)(uint32_t, int, struct goroce_wc *);
+	int (*create_srq)(uint32_t, uint32_t, uint32_t, uint32_t, uintptr_t, uint32_t *);
+	int (*destroy_srq)(uint32_t);
+	int (*post_srq_recv)(uint32_t, uint64_t, struct goroce_sge *, int);
+	int (*create_qp)(uint32_t, int, uint32_t, uint32_t, uint32_t, int, struct goroce_cap *, uintptr_t, uint32_t *,
+			 uint32_t *);
+	int (*destroy_qp)(uint32_t);
+	int (*modify_qp)(uint32_t, struct goroce_qp_attr *, int);
+	int (*query_qp)(uint32_t, struct goroce_qp_attr *);
+	int (*post_send)(uint32_t, struct goroce_send_wr *);
+	int (*post_recv)(uint32_t, uint64_t, struct goroce_sge *, int);
+} core;
+
+static pthread_once_t core_once = PTHREAD_ONCE_INIT;
+static int core_loaded;
+static volatile sig_atomic_t core_forked;
+
+static void after_fork_child(void) { core_forked = 1; }
+
+static void load_core(void)
+{
+	char path[PATH_MAX];
+	const char *p = getenv("GOROCE_VERBS_CORE");
+	if (!p) {
+		Dl_info info;
+		const char *slash;
+		if (!dladdr((void *)load_core, &info) || !info.dli_fname || !(slash = strrchr(info.dli_fname, '/'))) {
+			fprintf(stderr, "goroce-verbs: cannot find the core library: set GOROCE_VERBS_CORE\n");
+			return;
+		}
+		snprintf(path, sizeof path, "%.*s/libgoroce-verbs-core.so", (int)(slash - info.dli_fname), info.dli_fname);
+		p = path;
+	}
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	void *h = dlopen(p, RTLD_NOW | RTLD_LOCAL);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (!h) {
+		fprintf(stderr, "goroce-verbs: %s\n", dlerror());
+		return;
+	}
+#define SYM(n)                                                                      \
+	do {                                                                        \
+		*(void **)&core.n = dlsym(h, "goroce_" #n);                         \
+		if (!core.n) {                                                      \
+			fprintf(stderr, "goroce-verbs: %s lacks goroce_" #n "\n", p); \
+			return;                                                     \
+		}                                                                   \
+	} while (0)
+	SYM(open); SYM(close); SYM(node_guid); SYM(query_device); SYM(query_port); SYM(query_gid);
+	SYM(alloc_pd); SYM(dealloc_pd); SYM(reg_mr); SYM(dereg_mr); SYM(create_ah); SYM(destroy_ah);
+	SYM(create_channel); SYM(destroy_channel); SYM(channel_pop); SYM(async_pop);
+	SYM(create_cq); SYM(destroy_cq); SYM(cq_event); SYM(req_notify_cq); SYM(poll_cq);
+	SYM(create_srq); SYM(destroy_srq); SYM(post_srq_recv);
+	SYM(create_qp); SYM(destroy_qp); SYM(modify_qp); SYM(query_qp); SYM(post_send); SYM(post_recv);
+#undef SYM
+	pthread_atfork(NULL, NULL, after_fork_child);
+	core_loaded = 1;
+}
+
+/* ready loads the core once; it fails with errno ENODEV if the core cannot
+ * be loaded, or in a forked child of a process that had loaded it. */
+static int ready(void)
+{
+	pthread_once(&core_once, load_core);
+	if (!core_loaded || core_forked) {
+		if (core_forked && getenv("GOROCE_DEBUG"))
+			fprintf(stderr, "goroce-verbs: verbs are not available in a forked child\n");
+		errno = ENODEV;
+		return 0;
+	}
+	return 1;
+}
+
+/* Called with an object the core made: only the fork check is left. */
+#define CHECK_FORK(ret)                 \
+	do {                            \
+		if (core_forked) {      \
+			errno = ENODEV; \
+			return ret;     \
+		}                       \
+	} while (0)
+
+static void unsupported(const char *verb)
+{
+	static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+	static char said[64][48];
+	static int n;
+	if (!getenv("GOROCE_DEBUG"))
+		return;
+	pthread_mutex_lock(&mu);
+	for (int i = 0; i < n; i++)
+		if (!strcmp(said[i], verb))
+			goto out;
+	if (n < 64)
+		snprintf(said[n++], sizeof said[0], "%s", verb);
+	fprintf(stderr, "goroce-verbs: %s is not supported (EOPNOTSUPP)\n", verb);
+out:
+	pthread_mutex_unlock(&mu);
+}
+
+/* ---- devices ---- */
+
+static struct ibv_device goroce0 = {
+	.node_type = IBV_NODE_CA,
+	.transport_type = IBV_TRANSPORT_IB,
+	.name = "goroce0",
+	.dev_name = "uverbs_goroce0",
+	.dev_path = "",
+	.ibdev_path = "",
+};
+
+EXPORT struct ibv_device **ibv_get_device_list(int *num_devices)
+{
+	struct ibv_device **list = calloc(2, sizeof *list);
+	if (!list) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	list[0] = &goroce0;
+	if (num_devices)
+		*num_devices = 1;
+	return list;
+}
+
+EXPORT void ibv_free_device_list(struct ibv_device **list) { free(list); }
+
+EXPORT const char *ibv_get_device_name(struct ibv_device *device) { return device->name; }
+
+EXPORT __be64 ibv_get_device_guid(struct ibv_device *device)
+{
+	(void)device;
+	if (!ready())
+		return 0;
+	return htobe64(core.node_guid());
+}
+
+EXPORT int ibv_fork_init(void) { return 0; }
+
+static int post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad_wr);
+static int post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad_wr);
+static int post_srq_recv(struct ibv_srq *srq, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad_wr);
+static int poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc);
+static int req_notify_cq(struct ibv_cq *cq, int solicited_only);
+
+EXPORT struct ibv_context *ibv_open_device(struct ibv_device *device)
+{
+	if (device != &goroce0) {
+		errno = ENODEV;
+		return NULL;
+	}
+	if (!ready())
+		return NULL;
+	struct verbs_context *vctx = calloc(1, sizeof *vctx);
+	if (!vctx) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	/* The extended context with no extended op: verbs.h's inline
+	 * functions fall back to the legacy calls, or fail with EOPNOTSUPP. */
+	vctx->sz = sizeof *vctx;
+	struct ibv_context *ctx = &vctx->context;
+	ctx->device = device;
+	ctx->abi_compat = __VERBS_ABI_IS_EXTENDED;
+	ctx->cmd_fd = -1;
+	ctx->num_comp_vectors = 1;
+	pthread_mutex_init(&ctx->mutex, NULL);
+	ctx->ops.post_send = post_send;
+	ctx->ops.post_recv = post_recv;
+	ctx->ops.post_srq_recv = post_srq_recv;
+	ctx->ops.poll_cq = poll_cq;
+	ctx->ops.req_notify_cq = req_notify_cq;
+	ctx->async_fd = eventfd(0, EFD_CLOEXEC | EFD_SEMAPHORE);
+	int ret = ctx->async_fd < 0 ? errno : core.open(ctx->async_fd);
+	if (ret) {
+		if (ctx->async_fd >= 0)
+			close(ctx->async_fd);
+		free(vctx);
+		errno = ret;
+		return NULL;
+	}
+	return ctx;
+}
+
+EXPORT int ibv_close_device(struct ibv_context *ctx)
+{
+	CHECK_FORK(-1);
+	core.close();
+	close(ctx->async_fd);
+	free(container_of(ctx, struct verbs_context, context));
+	return 0;
+}
+
+EXPORT int ibv_query_device(struct ibv_context *ctx, struct ibv_device_attr *a)
+{
+	struct goroce_device_attr g;
+	CHECK_FORK(ENODEV);
+	int ret = core.query_device(&g);
+	if (ret)
+		return ret;
+	memset(a, 0, sizeof *a);
+	snprintf(a->fw_ver, sizeof a->fw_ver, "goroce");
+	a->node_guid = a->sys_image_guid = htobe64(g.node_guid);
+	a->max_mr_size = g.max_mr_size;
+	a->page_size_cap = 4096;
+	a->vendor_id = g.vendor_id;
+	a->max_qp = g.max_qp;
+	a->max_qp_wr = g.max_qp_wr;
+	a->device_cap_flags = IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_PORT_ACTIVE_EVENT | IBV_DEVICE_SYS_IMAGE_GUID;
+	a->max_sge = a->max_sge_rd = g.max_sge;
+	a->max_cq = g.max_cq;
+	a->max_cqe = g.max_cqe;
+	a->max_mr = g.max_mr;
+	a->max_pd = g.max_pd;
+	a->max_qp_rd_atom = a->max_res_rd_atom = g.max_qp_rd_atom;
+	a->max_qp_init_rd_atom = g.max_qp_init_rd_atom;
+	a->atomic_cap = IBV_ATOMIC_HCA;
+	a->max_srq = g.max_qp;
+	a->max_ah = g.max_qp;
+	a->max_srq_wr = g.max_srq_wr;
+	a->max_srq_sge = g.max_sge;
+	a->max_pkeys = 1;
+	a->local_ca_ack_delay = 15;
+	a->phys_port_cnt = 1;
+	(void)ctx;
+	return 0;
+}
+
+/* The exported ibv_query_port: verbs.h's inline ___ibv_query_port calls it
+ * (the context has no extended query_port) with a zeroed struct
+ * ibv_port_attr; older binaries pass the shorter _compat_ibv_port_attr,
+ * which ends before port_cap_flags2, so that is not written. */
+EXPORT int ibv_query_port(struct ibv_context *ctx, uint8_t port_num, struct _compat_ibv_port_attr *compat)
+{
+	struct ibv_port_attr *a = (struct ibv_port_attr *)compat;
+	struct goroce_port_attr g;
+	(void)ctx;
+	CHECK_FORK(ENODEV);
+	int ret = core.query_port(port_num, &g);
+	if (ret)
+		return ret;
+	memset(a, 0, offsetof(struct ibv_port_attr, port_cap_flags2));
+	a->state = g.state;
+	a->max_mtu = g.max_mtu;
+	a->active_mtu = g.active_mtu;
+	a->gid_tbl_len = g.gid_tbl_len;
+	a->port_cap_flags = IBV_PORT_CM_SUP;
+	a->max_msg_sz = g.max_msg_sz;
+	a->pkey_tbl_len = g.pkey_tbl_len;
+	a->active_width = 1; /* 1X */
+	a->active_speed = 1; /* 2.5 Gb/s */
+	a->phys_state = 5;   /* LinkUp */
+	a->link_layer = IBV_LINK_LAYER_ETHERNET;
+	return 0;
+}
+
+EXPORT int ibv_query_gid(struct ibv_context *ctx, uint8_t port_num, int index, union ibv_gid *gid)
+{
+	(void)ctx;
+	CHECK_FORK(-1);
+	int ret = core.query_gid(port_num, index, gid->raw);
+	if (ret) {
+		errno = ret;
+		return -1;
+	}
+	return 0;
+}
+
+EXPORT int _ibv_query_gid_ex(struct ibv_context *ctx, uint32_t port_num, uint32_t gid_index,
+			     struct ibv_gid_entry *entry, uint32_t flags, size_t entry_size)
+{
+	(void)ctx;
+	CHECK_FORK(ENODEV);
+	if (flags || entry_size < sizeof *entry)
+		return EINVAL;
+	if (port_num > 255 || gid_index > INT_MAX)
+		return EINVAL;
+	memset(entry, 0, sizeof *entry);
+	int ret = core.query_gid(port_num, gid_index, entry->gid.raw);
+	if (ret)
+		return ret;
+	entry->gid_index = gid_index;
+	entry->port_num = port_num;
+	entry->gid_type = IBV_GID_TYPE_ROCE_V2;
+	return 0;
+}
+
+/* ibv_query_gid_type is rdma-core's private symbol that ibv_devinfo uses;
+ * type is an enum ibv_gid_type_sysfs, where 1 is RoCE v2. */
+EXPORT int ibv_query_gid_type(struct ibv_context *ctx, uint8_t port_num, unsigned int index, int *type)
+{
+	union ibv_gid gid;
+	if (ibv_query_gid(ctx, port_num, (int)index, &gid))
+		return -1;
+	*type = 1;
+	return 0;
+}
+
+/* ---- protection domains, memory regions, address handles ---- */
+
+EXPORT struct ibv_pd *ibv_alloc_pd(struct ibv_context *ctx)
+{
+	CHECK_FORK(NULL);
+	struct ibv_pd *pd = calloc(1, sizeof *pd);
+	if (!pd) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	pd->context = ctx;
+	int ret = core.alloc_pd(&pd->handle);
+	if (ret) {
+		free(pd);
+		errno = ret;
+		return NULL;
+	}
+	return pd;
+}
+
+EXPORT int ibv_dealloc_pd(struct ibv_pd *pd)
+{
+	CHECK_FORK(ENODEV);
+	int ret = core.dealloc_pd(pd->handle);
+	if (!ret)
+		free(pd);
+	return ret;
+}
+
+static struct ibv_mr *reg_mr(struct ibv_pd *pd, void *addr, size_t length, uint64_t iova, int use_iova,
+			     unsigned int access)
+{
+	CHECK_FORK(NULL);
+	struct ibv_mr *mr = calloc(1, sizeof *mr);
+	if (!mr) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	/* Optional access flags (relaxed ordering) are hints a device may
+	 * ignore, as rdma-core does for devices without them. */
+	access &= ~(unsigned int)IBV_ACCESS_OPTIONAL_RANGE;
+	int ret = core.reg_mr(pd->handle, addr, length, iova, use_iova, (int)access, &mr->handle, &mr->lkey, &mr->rkey);
+	if (ret) {
+		free(mr);
+		errno = ret;
+		return NULL;
+	}
+	mr->context = pd->context;
+	mr->pd = pd;
+	mr->addr = addr;
+	mr->length = length;
+	return mr;
+}
+
+EXPORT struct ibv_mr *ibv_reg_mr(struct ibv_pd *pd, void *addr, size_t length, int access)
+{
+	return reg_mr(pd, addr, length, (uintptr_t)addr, 0, (unsigned int)access);
+}
+
+EXPORT struct ibv_mr *ibv_reg_mr_iova(struct ibv_pd *pd, void *addr, size_t length, uint64_t iova, int access)
+{
+	return reg_mr(pd, addr, length, iova, 1, (unsigned int)access);
+}
+
+EXPORT struct ibv_mr *ibv_reg_mr_iova2(struct ibv_pd *pd, void *addr, size_t length, uint64_t iova,
+				       unsigned int access)
+{
+	return reg_mr(pd, addr, length, iova, 1, access);
+}
+
+EXPORT int ibv_dereg_mr(struct ibv_mr *mr)
+{
+	CHECK_FORK(ENODEV);
+	int ret = core.dereg_mr(mr->handle);
+	if (!ret)
+		free(mr);
+	return ret;
+}
+
+static void av_of(struct goroce_av *av, const struct ibv_ah_attr *a)
+{
+	memcpy(av->dgid, a->grh.dgid.raw, 16);
+	av->sgid_index = a->grh.sgid_index;
+	av->hop_limit = a->grh.hop_limit;
+	av->traffic_class = a->grh.traffic_class;
+	av->sl = a->sl;
+}
+
+EXPORT struct ibv_ah *ibv_create_ah(struct ibv_pd *pd, struct ibv_ah_attr *attr)
+{
+	struct goroce_av av;
+	CHECK_FORK(NULL);
+	if (!attr->is_global) { /* RoCE addresses by GID: rxe refuses an AH without a GRH */
+		errno = EINVAL;
+		return NULL;
+	}
+	struct ibv_ah *ah = calloc(1, sizeof *ah);
+	if (!ah) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	av_of(&av, attr);
+	int ret = core.create_ah(pd->handle, &av, &ah->handle);
+	if (ret) {
+		free(ah);
+		errno = ret;
+		return NULL;
+	}
+	ah->context = pd->context;
+	ah->pd = pd;
+	return ah;
+}
+
+EXPORT int ibv_destroy_ah(struct ibv_ah *ah)
+{
+	CHECK_FORK(ENODEV);
+	int ret = core.destroy_ah(ah->handle);
+	if (!ret)
+		free(ah);
+	return ret;
+}
+
+/* ---- completion channels and CQs ---- */
+
+struct channel {
+	struct ibv_comp_channel ch;
+	uint32_t handle;
+};
+
+EXPORT struct ibv_comp_channel *ibv_create_comp_channel(struct ibv_context *ctx)
+{
+	CHECK_FORK(NULL);
+	struct channel *c = calloc(1, sizeof *c);
+	if (!c) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	c->ch.context = ctx;
+	c->ch.fd = eventfd(0, EFD_CLOEXEC | EFD_SEMAPHORE);
+	int ret = c->ch.fd < 0 ? errno : core.create_channel(c->ch.fd, &c->handle);
+	if (ret) {
+		if (c->ch.fd >= 0)
+			close(c->ch.fd);
+		free(c);
+		errno = ret;
+		return NULL;
+	}
+	return &c->ch;
+}
+
+EXPORT int ibv_destroy_comp_channel(struct ibv_comp_channel *ch)
+{
+	struct channel *c = container_of(ch, struct channel, ch);
+	CHECK_FORK(ENODEV);
+	if (ch->refcnt)
+		return EBUSY;
+	core.destroy_channel(c->handle);
+	close(ch->fd);
+	free(c);
+	return 0;
+}
+
+EXPORT struct ibv_cq *ibv_create_cq(struct ibv_context *ctx, int cqe, void *cq_context, struct ibv_comp_channel *ch,
+				    int comp_vector)
+{
+	CHECK_FORK(NULL);
+	if (comp_vector < 0 || comp_vector >= ctx->num_comp_vectors) {
+		errno = EINVAL;
+		return NULL;
+	}
+	struct ibv_cq *cq = calloc(1, sizeof *cq);
+	if (!cq) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	cq->context = ctx;
+	cq->channel = ch;
+	cq->cq_context = cq_context;
+	pthread_mutex_init(&cq->mutex, NULL);
+	pthread_cond_init(&cq->cond, NULL);
+	uint32_t chh = ch ? container_of(ch, struct channel, ch)->handle : 0;
+	int ret = core.create_cq(cqe, chh, (uintptr_t)cq, &cq->handle, &cq->cqe);
+	if (ret) {
+		free(cq);
+		errno = ret;
+		return NULL;
+	}
+	if (ch) {
+		pthread_mutex_lock(&ctx->mutex);
+		ch->refcnt++;
+		pthread_mutex_unlock(&ctx->mutex);
+	}
+	return cq;
+}
+
+/* ibv_destroy_cq waits until the program has acknowledged every event it
+ * got for the CQ (ibv_ack_cq_events), as rdma-core does. */
+EXPORT int ibv_destroy_cq(struct ibv_cq *cq)
+{
+	uint32_t reported;
+	CHECK_FORK(ENODEV);
+	int ret = core.destroy_cq(cq->handle, &reported);
+	if (ret)
+		return ret;
+	pthread_mutex_lock(&cq->mutex);
+	while (cq->comp_events_completed < reported)
+		pthread_cond_wait(&cq->cond, &cq->mutex);
+	pthread_mutex_unlock(&cq->mutex);
+	if (cq->channel) {
+		pthread_mutex_lock(&cq->context->mutex);
+		cq->channel->refcnt--;
+		pthread_mutex_unlock(&cq->context->mutex);
+	}
+	free(cq);
+	return 0;
+}
+
+EXPORT int ibv_get_cq_event(struct ibv_comp_channel *ch, struct ibv_cq **cq, void **cq_context)
+{
+	struct channel *c = container_of(ch, struct channel, ch);
+	CHECK_FORK(-1);
+	for (;;) {
+		uint64_t n;
+		uintptr_t p;
+		if (read(ch->fd, &n, sizeof n) != sizeof n)
+			return -1;
+		if (core.channel_pop(c->handle, &p))
+			continue; /* the event of a CQ destroyed since */
+		*cq = (struct ibv_cq *)p;
+		*cq_context = (*cq)->cq_context;
+		core.cq_event((*cq)->handle);
+		return 0;
+	}
+}
+
+EXPORT void ibv_ack_cq_events(struct ibv_cq *cq, unsigned int nevents)
+{
+	pthread_mutex_lock(&cq->mutex);
+	cq->comp_events_completed += nevents;
+	pthread_cond_signal(&cq->cond);
+	pthread_mutex_unlock(&cq->mutex);
+}
+
+static int req_notify_cq(struct ibv_cq *cq, int solicited_only)
+{
+	CHECK_FORK(ENODEV);
+	return core.req_notify_cq(cq->handle, solicited_only);
+}
+
+static int poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc)
+{
+	struct goroce_wc g[16];
+	int total = 0;
+	CHECK_FORK(-1);
+	while (total < n) {
+		int want = n - total < 16 ? n - total : 16;
+		int got = core.poll_cq(cq->handle, want, g);
+		if (got < 0)
+			return total ? total : -1;
+		for (int i = 0; i < got; i++) {
+			struct ibv_wc *w = &wc[total + i];
+			memset(w, 0, sizeof *w);
+			w->wr_id = g[i].wr_id;
+			w->status = g[i].status;
+			w->opcode = g[i].opcode;
+			w->vendor_err = g[i].vendor_err;
+			w->byte_len = g[i].byte_len;
+			w->qp_num = g[i].qp_num;
+			w->src_qp = g[i].src_qp;
+			w->sl = g[i].sl;
+			/* goroce numbers GRH and WITH_IMM as libibverbs; its
+			 * WITH_INV is 1<<2, libibverbs' 1<<3. */
+			w->wc_flags = g[i].wc_flags & (IBV_WC_GRH | IBV_WC_WITH_IMM);
+			if (g[i].wc_flags & IBV_WC_WITH_IMM)
+				w->imm_data = htonl(g[i].imm);
+			if (g[i].wc_flags & (1 << 2)) {
+				w->wc_flags |= IBV_WC_WITH_INV;
+				w->invalidated_rkey = g[i].imm;
+			}
+		}
+		total += got;
+		if (got < want)
+			break;
+	}
+	/* A program that spins on an empty CQ shares the CPUs with the
+	 * device's goroutines that would fill it: every few empty polls, offer
+	 * the CPU (sched_yield), as qp.CQ.Wait does while it spins. */
+	static __thread unsigned int empty;
+	if (total == 0 && ++empty % 4 == 0)
+		sched_yield();
+	return total;
+}
+
+/* ---- SRQs and QPs ---- */
+
+EXPORT struct ibv_srq *ibv_create_srq(struct ibv_pd *pd, struct ibv_srq_init_attr *attr)
+{
+	CHECK_FORK(NULL);
+	struct ibv_srq *srq = calloc(1, sizeof *srq);
+	if (!srq) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	srq->context = pd->context;
+	srq->srq_context = attr->srq_context;
+	srq->pd = pd;
+	pthread_mutex_init(&srq->mutex, NULL);
+	pthread_cond_init(&srq->cond, NULL);
+	int ret = core.create_srq(pd->handle, attr->attr.max_wr, attr->attr.max_sge, attr->attr.srq_limit,
+				  (uintptr_t)srq, &srq->handle);
+	if (ret) {
+		free(srq);
+		errno = ret;
+		return NULL;
+	}
+	return srq;
+}
+
+EXPORT int ibv_destroy_srq(struct ibv_srq *srq)
+{
+	CHECK_FORK(ENODEV);
+	int ret = core.destroy_srq(srq->handle);
+	if (!ret)
+		free(srq);
+	return ret;
+}
+
+static int post_srq_recv(struct ibv_srq *srq, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad_wr)
+{
+	CHECK_FORK(ENODEV);
+	for (; wr; wr = wr->next) {
+		int ret = core.post_srq_recv(srq->handle, wr->wr_id, (struct goroce_sge *)wr->sg_list, wr->num_sge);
+		if (ret) {
+			*bad_wr = wr;
+			return ret;
+		}
+	}
+	return 0;
+}
+
+EXPORT struct ibv_qp *ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *attr)
+{
+	CHECK_FORK(NULL);
+	if (!attr->send_cq || !attr->recv_cq) {
+		errno = EINVAL;
+		return NULL;
+	}
+	struct ibv_qp *qp = calloc(1, sizeof *qp);
+	if (!qp) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	struct goroce_cap cap = {
+		.max_send_wr = attr->cap.max_send_wr,
+		.max_recv_wr = attr->cap.max_recv_wr,
+		.max_send_sge = attr->cap.max_send_sge,
+		.max_recv_sge = attr->cap.max_recv_sge,
+		.max_inline_data = attr->cap.max_inline_data,
+	};
+	int ret = core.create_qp(pd->handle, attr->qp_type, attr->send_cq->handle, attr->recv_cq->handle,
+				 attr->srq ? attr->srq->handle : 0, attr->sq_sig_all, &cap, (uintptr_t)qp, &qp->handle,
+				 &qp->qp_num);
+	if (ret) {
+		free(qp);
+		errno = ret;
+		return NULL;
+	}
+	qp->context = pd->context;
+	qp->qp_context = attr->qp_context;
+	qp->pd = pd;
+	qp->send_cq = attr->send_cq;
+	qp->recv_cq = attr->recv_cq;
+	qp->srq = attr->srq;
+	qp->qp_type = attr->qp_type;
+	qp->state = IBV_QPS_RESET;
+	pthread_mutex_init(&qp->mutex, NULL);
+	pthread_cond_init(&qp->cond, NULL);
+	return qp;
+}
+
+EXPORT int ibv_destroy_qp(struct ibv_qp *qp)
+{
+	CHECK_FORK(ENODEV);
+	int ret = core.destroy_qp(qp->handle);
+	if (!ret)
+		free(qp);
+	return ret;
+}
+
+EXPORT int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *a, int mask)
+{
+	struct goroce_qp_attr g = {
+		.state = a->qp_state,
+		.cur_state = a->cur_qp_state,
+		.path_mtu = a->path_mtu,
+		.qkey = a->qkey,
+		.rq_psn = a->rq_psn,
+		.sq_psn = a->sq_psn,
+		.dest_qp_num = a->dest_qp_num,
+		.access_flags = (int)a->qp_access_flags,
+		.cap = {a->cap.max_send_wr, a->cap.max_recv_wr, a->cap.max_send_sge, a->cap.max_recv_sge,
+			a->cap.max_inline_data},
+		.pkey_index = a->pkey_index,
+		.port_num = a->port_num,
+		.max_rd_atomic = a->max_rd_atomic,
+		.max_dest_rd_atomic = a->max_dest_rd_atomic,
+		.min_rnr_timer = a->min_rnr_timer,
+		.timeout = a->timeout,
+		.retry_cnt = a->retry_cnt,
+		.rnr_retry = a->rnr_retry,
+		.rate_limit = a->rate_limit,
+	};
+	CHECK_FORK(ENODEV);
+	if (mask & IBV_QP_AV) {
+		if (!a->ah_attr.is_global) /* RoCE: the path is the GRH's GID */
+			return EINVAL;
+		av_of(&g.av, &a->ah_attr);
+	}
+	int ret = core.modify_qp(qp->handle, &g, mask);
+	if (!ret && (mask & IBV_QP_STATE))
+		qp->state = a->qp_state;
+	return ret;
+}
+
+EXPORT int ibv_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *a, int mask, struct ibv_qp_init_attr *init)
+{
+	struct goroce_qp_attr g;
+	(void)mask;
+	CHECK_FORK(ENODEV);
+	int ret = core.query_qp(qp->handle, &g);
+	if (ret)
+		return ret;
+	memset(a, 0, sizeof *a);
+	a->qp_state = g.state;
+	a->cur_qp_state = g.state;
+	a->path_mtu = g.path_mtu;
+	a->qkey = g.qkey;
+	a->rq_psn = g.rq_psn;
+	a->sq_psn = g.sq_psn;
+	a->dest_qp_num = g.dest_qp_num;
+	a->qp_access_flags = (unsigned int)g.access_flags;
+	a->cap.max_send_wr = g.cap.max_send_wr;
+	a->cap.max_recv_wr = g.cap.max_recv_wr;
+	a->cap.max_send_sge = g.cap.max_send_sge;
+	a->cap.max_recv_sge = g.cap.max_recv_sge;
+	a->cap.max_inline_data = g.cap.max_inline_data;
+	a->ah_attr.is_global = 1;
+	memcpy(a->ah_attr.grh.dgid.raw, g.av.dgid, 16);
+	a->ah_attr.grh.sgid_index = g.av.sgid_index;
+	a->ah_attr.grh.hop_limit = g.av.hop_limit;
+	a->ah_attr.grh.traffic_class = g.av.traffic_class;
+	a->ah_attr.sl = g.av.sl;
+	a->ah_attr.port_num = 1;
+	a->pkey_index = g.pkey_index;
+	a->port_num = g.port_num;
+	a->sq_draining = g.sq_draining;
+	a->max_rd_atomic = g.max_rd_atomic;
+	a->max_dest_rd_atomic = g.max_dest_rd_atomic;
+	a->min_rnr_timer = g.min_rnr_timer;
+	a->timeout = g.timeout;
+	a->retry_cnt = g.retry_cnt;
+	a->rnr_retry = g.rnr_retry;
+	a->rate_limit = g.rate_limit;
+	if (init) {
+		memset(init, 0, sizeof *init);
+		init->qp_context = qp->qp_context;
+		init->send_cq = qp->send_cq;
+		init->recv_cq = qp->recv_cq;
+		init->srq = qp->srq;
+		init->cap = a->cap;
+		init->qp_type = qp->qp_type;
+	}
+	return 0;
+}
+
+static int post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad_wr)
+{
+	CHECK_FORK(ENODEV);
+	for (; wr; wr = wr->next) {
+		struct goroce_send_wr g = {
+			.wr_id = wr->wr_id,
+			.sg_list = (const struct goroce_sge *)wr->sg_list,
+			.num_sge = wr->num_sge,
+			.opcode = wr->opcode,
+			.flags = wr->send_flags,
+		};
+		switch (wr->opcode) {
+		case IBV_WR_RDMA_WRITE_WITH_IMM:
+		case IBV_WR_SEND_WITH_IMM:
+			g.imm = ntohl(wr->imm_data);
+			break;
+		case IBV_WR_SEND_WITH_INV:
+		case IBV_WR_LOCAL_INV:
+			g.imm = wr->invalidate_rkey;
+			break;
+		default:
+			break;
+		}
+		switch (wr->opcode) {
+		case IBV_WR_RDMA_WRITE:
+		case IBV_WR_RDMA_WRITE_WITH_IMM:
+		case IBV_WR_RDMA_READ:
+			g.remote_addr = wr->wr.rdma.remote_addr;
+			g.rkey = wr->wr.rdma.rkey;
+			break;
+		case IBV_WR_ATOMIC_CMP_AND_SWP:
+		case IBV_WR_ATOMIC_FETCH_AND_ADD:
+			g.remote_addr = wr->wr.atomic.remote_addr;
+			g.rkey = wr->wr.atomic.rkey;
+			g.compare_add = wr->wr.atomic.compare_add;
+			g.swap = wr->wr.atomic.swap;
+			break;
+		default:
+			break;
+		}
+		if (qp->qp_type == IBV_QPT_UD) {
+			g.ah = wr->wr.ud.ah ? wr->wr.ud.ah->handle : 0;
+			g.remote_qpn = wr->wr.ud.remote_qpn;
+			g.remote_qkey = wr->wr.ud.remote_qkey;
+		}
+		int ret = core.post_send(qp->handle, &g);
+		if (ret) {
+			if (ret == EOPNOTSUPP)
+				unsupported("ibv_post_send opcode");
+			*bad_wr = wr;
+			return ret;
+		}
+	}
+	return 0;
+}
+
+static int post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad_wr)
+{
+	CHECK_FORK(ENODEV);
+	for (; wr; wr = wr->next) {
+		int ret = core.post_recv(qp->handle, wr->wr_id, (struct goroce_sge *)wr->sg_list, wr->num_sge);
+		if (ret) {
+			*bad_wr = wr;
+			return ret;
+		}
+	}
+	return 0;
+}
+
+/* ---- async events ---- */
+
+EXPORT int ibv_get_async_event(struct ibv_context *ctx, struct ibv_async_event *event)
+{
+	CHECK_FORK(-1);
+	for (;;) {
+		uint64_t n;
+		struct goroce_async_event g;
+		if (read(ctx->async_fd, &n, sizeof n) != sizeof n)
+			return -1;
+		if (core.async_pop(&g))
+			continue;
+		memset(event, 0, sizeof *event);
+		event->event_type = g.event_type;
+		switch (g.event_type) {
+		case IBV_EVENT_CQ_ERR:
+			event->element.cq = (struct ibv_cq *)g.object;
+			break;
+		case IBV_EVENT_SRQ_ERR:
+		case IBV_EVENT_SRQ_LIMIT_REACHED:
+			event->element.srq = (struct ibv_srq *)g.object;
+			break;
+		case IBV_EVENT_PORT_ACTIVE:
+		case IBV_EVENT_PORT_ERR:
+		case IBV_EVENT_LID_CHANGE:
+		case IBV_EVENT_PKEY_CHANGE:
+		case IBV_EVENT_SM_CHANGE:
+		case IBV_EVENT_CLIENT_REREGISTER:
+		case IBV_EVENT_GID_CHANGE:
+			event->element.port_num = (int)g.object;
+			break;
+		case IBV_EVENT_DEVICE_FATAL:
+			break;
+		default:
+			event->element.qp = (struct ibv_qp *)g.object;
+		}
+		return 0;
+	}
+}
+
+EXPORT void ibv_ack_async_event(struct ibv_async_event *event)
+{
+	switch (event->event_type) {
+	case IBV_EVENT_CQ_ERR: {
+		struct ibv_cq *cq = event->element.cq;
+		pthread_mutex_lock(&cq->mutex);
+		cq->async_events_completed++;
+		pthread_cond_signal(&cq->cond);
+		pthread_mutex_unlock(&cq->mutex);
+		return;
+	}
+	case IBV_EVENT_QP_FATAL:
+	case IBV_EVENT_QP_REQ_ERR:
+	case IBV_EVENT_QP_ACCESS_ERR:
+	case IBV_EVENT_COMM_EST:
+	case IBV_EVENT_SQ_DRAINED:
+	case IBV_EVENT_PATH_MIG:
+	case IBV_EVENT_PATH_MIG_ERR:
+	case IBV_EVENT_QP_LAST_WQE_REACHED: {
+		struct ibv_qp *qp = event->element.qp;
+		pthread_mutex_lock(&qp->mutex);
+		qp->events_completed++;
+		pthread_cond_signal(&qp->cond);
+		pthread_mutex_unlock(&qp->mutex);
+		return;
+	}
+	case IBV_EVENT_SRQ_ERR:
+	case IBV_EVENT_SRQ_LIMIT_REACHED: {
+		struct ibv_srq *srq = event->element.srq;
+		pthread_mutex_lock(&srq->mutex);
+		srq->events_completed++;
+		pthread_cond_signal(&srq->cond);
+		pthread_mutex_unlock(&srq->mutex);
+		return;
+	}
+	default:
+		return;
+	}
+}
+
+/* ---- what goroce0 does not do: rdma-core's answer for a device
+ * without the verb. Defined here so the real libibverbs never sees a
+ * goroce0 object (it would look for its private ops). ---- */
+
+EXPORT struct ibv_qp_ex *ibv_qp_to_qp_ex(struct ibv_qp *qp)
+{
+	(void)qp;
+	unsupported("ibv_qp_to_qp_ex");
+	errno = EOPNOTSUPP;
+	return NULL;
+}
+
+EXPORT int ibv_resize_cq(struct ibv_cq *cq, int cqe)
+{
+	(void)cq, (void)cqe;
+	unsupported("ibv_resize_cq");
+	return EOPNOTSUPP;
+}
+
+EXPORT int ibv_modify_srq(struct ibv_srq *srq, struct ibv_srq_attr *attr, int mask)
+{
+	(void)srq, (void)attr, (void)mask;
+	unsupported("ibv_modify_srq");
+	return EOPNOTSUPP;
+}
+
+EXPORT int ibv_query_srq(struct ibv_srq *srq, struct ibv_srq_attr *attr)
+{
+	(void)srq, (void)attr;
+	unsupported("ibv_query_srq");
+	return EOPNOTSUPP;
+}
+
+EXPORT int ibv_rereg_mr(struct ibv_mr *mr, int flags, struct ibv_pd *pd, void *addr, size_t length, int access)
+{
+	(void)mr, (void)flags, (void)pd, (void)addr, (void)length, (void)access;
+	unsupported("ibv_rereg_mr");
+	errno = EOPNOTSUPP;
+	return IBV_REREG_MR_ERR_INPUT;
+}
+
+EXPORT struct ibv_mr *ibv_reg_dmabuf_mr(struct ibv_pd *pd, uint64_t offset, size_t length, uint64_t iova, int fd,
+					int access)
+{
+	(void)pd, (void)offset, (void)length, (void)iova, (void)fd, (void)access;
+	unsupported("ibv_reg_dmabuf_mr");
+	errno = EOPNOTSUPP;
+	return NULL;
+}
+
+EXPORT int ibv_attach_mcast(struct ibv_qp *qp, const union ibv_gid *gid, uint16_t lid)
+{
+	(void)qp, (void)gid, (void)lid;
+	unsupported("ibv_attach_mcast");
+	return EOPNOTSUPP;
+}
+
+EXPORT int ibv_detach_mcast(struct ibv_qp *qp, const union ibv_gid *gid, uint16_t lid)
+{
+	(void)qp, (void)gid, (void)lid;
+	unsupported("ibv_detach_mcast");
+	return EOPNOTSUPP;
+}
+
+EXPORT int ibv_query_pkey(struct ibv_context *ctx, uint8_t port_num, int index, __be16 *pkey)
+{
+	(void)ctx;
+	if (port_num != 1 || index != 0) {
+		errno = EINVAL;
+		return -1;
+	}
+	*pkey = htons(0xffff); /* the default P_Key, rxe's only entry */
+	return 0;
+}

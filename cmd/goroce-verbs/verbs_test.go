@@ -1,0 +1,276 @@
+//go:build cgo && linux
+
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// requireTool returns the path of a program the test runs, or skips the
+// test when it is missing, naming the Debian package that has it; with
+// GOROCE_CI_STRICT=1 a missing tool fails the test instead. (It moves to
+// wire/testenv when that package lands.)
+func requireTool(t *testing.T, name, debianPackage string) string {
+	t.Helper()
+	p, err := exec.LookPath(name)
+	if err == nil {
+		return p
+	}
+	msg := fmt.Sprintf("%s not found: apt-get install %s", name, debianPackage)
+	if os.Getenv("GOROCE_CI_STRICT") == "1" {
+		t.Fatal(msg)
+	}
+	t.Skip(msg)
+	return ""
+}
+
+// The two libraries, built once for all tests of the run.
+var built struct {
+	once sync.Once
+	dir  string
+	err  error
+}
+
+// libs builds the core (go build -buildmode=c-shared) and the shim (gcc
+// against the system's verbs.h) into a temporary directory and returns the
+// shim's path, the one to preload.
+func libs(t *testing.T) string {
+	t.Helper()
+	if _, err := os.Stat("/usr/include/infiniband/verbs.h"); err != nil {
+		requireTool(t, "no-verbs.h", "libibverbs-dev")
+	}
+	requireTool(t, "gcc", "gcc")
+	built.once.Do(func() {
+		dir, err := os.MkdirTemp("", "goroce-verbs-test")
+		if err != nil {
+			built.err = err
+			return
+		}
+		built.dir = dir
+		ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+		defer cancel()
+		for _, args := range [][]string{
+			{"go", "build", "-buildmode=c-shared", "-o", filepath.Join(dir, "libgoroce-verbs-core.so"), "."},
+			{"gcc", "-O2", "-Wall", "-Werror", "-shared", "-fPIC", "-o", filepath.Join(dir, "libgoroce-verbs.so"),
+				"shim/verbs.c", "-ldl", "-lpthread"},
+			{"go", "build", "-o", filepath.Join(dir, "goroce"), "../goroce"},
+		} {
+			out, err := exec.CommandContext(ctx, args[0], args[1:]...).CombinedOutput()
+			if err != nil {
+				built.err = fmt.Errorf("%s: %v\n%s", strings.Join(args, " "), err, out)
+				return
+			}
+		}
+	})
+	if built.err != nil {
+		t.Fatal(built.err)
+	}
+	return filepath.Join(built.dir, "libgoroce-verbs.so")
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if built.dir != "" {
+		os.RemoveAll(built.dir)
+	}
+	os.Exit(code)
+}
+
+// proc is a program started with the preloaded library (or not).
+type proc struct {
+	cmd            *exec.Cmd
+	stdout, stderr bytes.Buffer
+	done           chan error
+}
+
+// start starts name with args; with preload, on goroce0 at addr.
+func start(ctx context.Context, t *testing.T, preload, addr string, env []string, name string, args ...string) *proc {
+	t.Helper()
+	p := &proc{cmd: exec.CommandContext(ctx, name, args...), done: make(chan error, 1)}
+	p.cmd.Env = append(os.Environ(), env...)
+	if preload != "" {
+		p.cmd.Env = append(p.cmd.Env, "LD_PRELOAD="+preload, "GOROCE_ADDR="+addr)
+	}
+	p.cmd.Stdout, p.cmd.Stderr = &p.stdout, &p.stderr
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { p.done <- p.cmd.Wait() }()
+	return p
+}
+
+// wait waits for the program to exit and fails the test unless it exited 0.
+func (p *proc) wait(t *testing.T) string {
+	t.Helper()
+	if err := <-p.done; err != nil {
+		t.Fatalf("%s: %v\nstdout:\n%s\nstderr:\n%s", strings.Join(p.cmd.Args, " "), err, &p.stdout, &p.stderr)
+	}
+	return p.stdout.String()
+}
+
+// freePort returns a TCP port nobody listens on, for a side channel.
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// waitListening waits, in a bounded loop, until some socket listens on TCP
+// port (from /proc/net/tcp and tcp6) while p runs: the pingpong servers
+// listen without saying so, and their clients do not retry a refused
+// connect.
+func waitListening(t *testing.T, p *proc, port int) {
+	t.Helper()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	want := fmt.Sprintf(":%04X ", port)
+	for i := 0; i < 3000; i++ { // 60 s
+		for _, f := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+			b, _ := os.ReadFile(f)
+			sc := bufio.NewScanner(bytes.NewReader(b))
+			for sc.Scan() {
+				fields := strings.Fields(sc.Text())
+				// local_address rem_address st: 0A is LISTEN
+				if len(fields) > 3 && strings.HasSuffix(fields[1]+" ", want) && fields[3] == "0A" {
+					return
+				}
+			}
+		}
+		select {
+		case err := <-p.done:
+			t.Fatalf("%s exited before listening: %v\n%s%s", p.cmd.Args[0], err, &p.stdout, &p.stderr)
+		case <-tick.C:
+		}
+	}
+	t.Fatalf("%s never listened on port %d", p.cmd.Args[0], port)
+}
+
+// net24 gives each test its own 127.22.n.0/24, so that concurrent tests
+// and packages never share a device address.
+var net24 struct {
+	sync.Mutex
+	n int
+}
+
+func addrs() (server, client string) {
+	net24.Lock()
+	defer net24.Unlock()
+	net24.n++
+	return fmt.Sprintf("127.22.%d.1", net24.n), fmt.Sprintf("127.22.%d.2", net24.n)
+}
+
+func TestDevices(t *testing.T) {
+	bin := requireTool(t, "ibv_devices", "ibverbs-utils")
+	lib := libs(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	out := start(ctx, t, lib, "127.22.0.5", nil, bin).wait(t)
+	// The node GUID is the GID's interface half: ::ffff:127.22.0.5.
+	if !regexp.MustCompile(`(?m)^\s+goroce0\s+0000ffff7f160005$`).MatchString(out) {
+		t.Fatalf("ibv_devices does not list goroce0 with GUID 0000ffff7f160005:\n%s", out)
+	}
+}
+
+func TestDevinfo(t *testing.T) {
+	bin := requireTool(t, "ibv_devinfo", "ibverbs-utils")
+	lib := libs(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	out := start(ctx, t, lib, "127.22.0.6", []string{"GOROCE_MTU=1024"}, bin, "-v").wait(t)
+	for _, want := range []string{
+		`hca_id:\s+goroce0`,
+		`node_guid:\s+0000:ffff:7f16:0006`,
+		`state:\s+PORT_ACTIVE \(4\)`,
+		`max_mtu:\s+4096 \(5\)`,
+		`active_mtu:\s+1024 \(3\)`,
+		`link_layer:\s+Ethernet`,
+		`GID\[\s*0\]:\s+::ffff:127\.22\.0\.6, RoCE v2`,
+		`phys_port_cnt:\s+1\n`,
+	} {
+		if !regexp.MustCompile(want).MatchString(out) {
+			t.Errorf("ibv_devinfo -v output lacks %q", want)
+		}
+	}
+	if t.Failed() {
+		t.Log(out)
+	}
+}
+
+// pingpong runs a preloaded server and client of an rdma-core example and
+// checks that both finish with the example's own output, each naming the
+// other's GID, and that no buffer check failed.
+func pingpong(t *testing.T, tool string, args ...string) {
+	bin := requireTool(t, tool, "ibverbs-utils")
+	lib := libs(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	sa, ca := addrs()
+	port := strconv.Itoa(freePort(t))
+	args = append([]string{"-g", "0", "-p", port}, args...)
+	server := start(ctx, t, lib, sa, nil, bin, args...)
+	waitListening(t, server, mustAtoi(port))
+	client := start(ctx, t, lib, ca, nil, bin, append(args, "127.0.0.1")...)
+	cout, sout := client.wait(t), server.wait(t)
+	for _, c := range []struct{ who, out, local, remote string }{{"client", cout, ca, sa}, {"server", sout, sa, ca}} {
+		for _, want := range []string{
+			`local address:.* GID ::ffff:` + regexp.QuoteMeta(c.local) + `\n`,
+			`remote address:.* GID ::ffff:` + regexp.QuoteMeta(c.remote) + `\n`,
+			`\d+ bytes in [\d.]+ seconds = [\d.]+ Mbit/sec\n`,
+			`\d+ iters in [\d.]+ seconds = [\d.]+ usec/iter\n`,
+		} {
+			if !regexp.MustCompile(want).MatchString(c.out) {
+				t.Errorf("%s %s output lacks %q:\n%s", tool, c.who, want, c.out)
+			}
+		}
+		if strings.Contains(c.out, "invalid data") {
+			t.Errorf("%s %s found bad data:\n%s", tool, c.who, c.out)
+		}
+	}
+}
+
+func mustAtoi(s string) int {
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		panic(err)
+	}
+	return n
+}
+
+func TestPingpongs(t *testing.T) {
+	for _, c := range []struct {
+		tool string
+		args []string
+	}{
+		{"ibv_rc_pingpong", []string{"-c", "-n", "200"}},
+		{"ibv_rc_pingpong", []string{"-c", "-n", "100", "-s", "8000"}},
+		{"ibv_rc_pingpong", []string{"-c", "-n", "100", "-s", "4096", "-m", "1024"}},
+		{"ibv_rc_pingpong", []string{"-c", "-n", "100", "-s", "65536", "-e"}},
+		{"ibv_uc_pingpong", []string{"-c", "-n", "100"}},
+		{"ibv_uc_pingpong", []string{"-c", "-n", "100", "-s", "4096", "-m", "1024", "-e"}},
+		{"ibv_ud_pingpong", []string{"-c", "-n", "100", "-s", "1024"}},
+		{"ibv_ud_pingpong", []string{"-c", "-n", "100", "-e"}},
+		{"ibv_srq_pingpong", []string{"-c", "-n", "100"}},
+		{"ibv_srq_pingpong", []string{"-c", "-n", "100", "-s", "8192", "-q", "4", "-e"}},
+	} {
+		t.Run(c.tool+strings.ReplaceAll(strings.Join(c.args, ""), "-", "_"), func(t *testing.T) {
+			pingpong(t, c.tool, c.args...)
+		})
+	}
+}
