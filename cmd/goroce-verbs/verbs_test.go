@@ -162,6 +162,27 @@ func waitListening(t *testing.T, p *proc, port int) {
 	t.Fatalf("%s never listened on port %d", p.cmd.Args[0], port)
 }
 
+// side is one program of a server-client pair: its argv, and with
+// preload, the library and goroce0's address.
+type side struct {
+	preload, addr string
+	env           []string
+	argv          []string
+}
+
+// runPair starts the server, waits until it listens on port, starts the
+// client with the server's host (127.0.0.1) appended, and returns both
+// once they have exited 0.
+func runPair(ctx context.Context, t *testing.T, port int, server, client side) (s, c *proc) {
+	t.Helper()
+	s = start(ctx, t, server.preload, server.addr, server.env, server.argv[0], server.argv[1:]...)
+	waitListening(t, s, port)
+	c = start(ctx, t, client.preload, client.addr, client.env, client.argv[0], append(client.argv[1:], "127.0.0.1")...)
+	c.wait(t)
+	s.wait(t)
+	return s, c
+}
+
 // net24 gives each test its own 127.22.n.0/24, so that concurrent tests
 // and packages never share a device address.
 var net24 struct {
@@ -213,21 +234,29 @@ func TestDevinfo(t *testing.T) {
 	}
 }
 
+// preloadedPair runs tool (from debianPackage) as a preloaded server, with
+// serverEnv, and client on their own addresses, with flags args plus the
+// side-channel port, and returns them with their addresses once both
+// have exited 0.
+func preloadedPair(t *testing.T, tool, debianPackage, portFlag string, serverEnv []string, args ...string) (server, client *proc, sa, ca string) {
+	t.Helper()
+	bin := requireTool(t, tool, debianPackage)
+	lib := libs(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	sa, ca = addrs()
+	port := freePort(t)
+	argv := append([]string{bin, portFlag, strconv.Itoa(port)}, args...)
+	server, client = runPair(ctx, t, port, side{lib, sa, serverEnv, argv}, side{lib, ca, nil, argv})
+	return server, client, sa, ca
+}
+
 // pingpong runs a preloaded server and client of an rdma-core example and
 // checks that both finish with the example's own output, each naming the
 // other's GID, and that no buffer check failed.
 func pingpong(t *testing.T, tool string, args ...string) {
-	bin := requireTool(t, tool, "ibverbs-utils")
-	lib := libs(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	sa, ca := addrs()
-	port := strconv.Itoa(freePort(t))
-	args = append([]string{"-g", "0", "-p", port}, args...)
-	server := start(ctx, t, lib, sa, nil, bin, args...)
-	waitListening(t, server, mustAtoi(port))
-	client := start(ctx, t, lib, ca, nil, bin, append(args, "127.0.0.1")...)
-	cout, sout := client.wait(t), server.wait(t)
+	server, client, sa, ca := preloadedPair(t, tool, "ibverbs-utils", "-p", nil, append([]string{"-g", "0"}, args...)...)
+	cout, sout := client.stdout.String(), server.stdout.String()
 	for _, c := range []struct{ who, out, local, remote string }{{"client", cout, ca, sa}, {"server", sout, sa, ca}} {
 		for _, want := range []string{
 			`local address:.* GID ::ffff:` + regexp.QuoteMeta(c.local) + `\n`,
@@ -245,14 +274,6 @@ func pingpong(t *testing.T, tool string, args ...string) {
 	}
 }
 
-func mustAtoi(s string) int {
-	n, err := strconv.Atoi(s)
-	if err != nil {
-		panic(err)
-	}
-	return n
-}
-
 func TestPingpongs(t *testing.T) {
 	for _, c := range []struct {
 		tool string
@@ -261,7 +282,7 @@ func TestPingpongs(t *testing.T) {
 		{"ibv_rc_pingpong", []string{"-c", "-n", "200"}},
 		{"ibv_rc_pingpong", []string{"-c", "-n", "100", "-s", "8000"}},
 		{"ibv_rc_pingpong", []string{"-c", "-n", "100", "-s", "4096", "-m", "1024"}},
-		{"ibv_rc_pingpong", []string{"-c", "-n", "100", "-s", "65536", "-e"}},
+		{"ibv_rc_pingpong", []string{"-c", "-n", "100", "-s", "16384", "-e"}},
 		{"ibv_uc_pingpong", []string{"-c", "-n", "100"}},
 		{"ibv_uc_pingpong", []string{"-c", "-n", "100", "-s", "4096", "-m", "1024", "-e"}},
 		{"ibv_ud_pingpong", []string{"-c", "-n", "100", "-s", "1024"}},
@@ -272,5 +293,142 @@ func TestPingpongs(t *testing.T) {
 		t.Run(c.tool+strings.ReplaceAll(strings.Join(c.args, ""), "-", "_"), func(t *testing.T) {
 			pingpong(t, c.tool, c.args...)
 		})
+	}
+}
+
+// TestMixed runs a preloaded ibv_rc_pingpong against goroce pingpong (the
+// Go API's version of the example), in both roles: the two speak the same
+// side-channel format and the same RoCEv2.
+func TestMixed(t *testing.T) {
+	bin := requireTool(t, "ibv_rc_pingpong", "ibverbs-utils")
+	lib := libs(t)
+	goroce := filepath.Join(built.dir, "goroce")
+	for _, preloadedServer := range []bool{true, false} {
+		t.Run(fmt.Sprintf("preloaded server %v", preloadedServer), func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			sa, ca := addrs()
+			port := freePort(t)
+			args := []string{"-g", "0", "-p", strconv.Itoa(port), "-s", "8000", "-n", "100"}
+			verbs := func(addr string) side { return side{lib, addr, nil, append([]string{bin}, args...)} }
+			native := func(addr string) side {
+				return side{argv: append([]string{goroce, "pingpong", "--addr", addr}, args...)}
+			}
+			var server, client *proc
+			if preloadedServer {
+				server, client = runPair(ctx, t, port, verbs(sa), native(ca))
+			} else {
+				server, client = runPair(ctx, t, port, native(sa), verbs(ca))
+			}
+			cout, sout := client.stdout.String(), server.stdout.String()
+			for _, c := range []struct{ who, out, remote string }{{"client", cout, sa}, {"server", sout, ca}} {
+				for _, want := range []string{
+					`remote address:.* GID ::ffff:` + regexp.QuoteMeta(c.remote) + `\n`,
+					`1600000 bytes in [\d.]+ seconds`,
+					`100 iters in [\d.]+ seconds`,
+				} {
+					if !regexp.MustCompile(want).MatchString(c.out) {
+						t.Errorf("%s output lacks %q:\n%s", c.who, want, c.out)
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestBadInput runs testdata/verbs_check.c, a verbs program of our own
+// built against the system's libibverbs: bad input gets the work
+// completion status or errno that rdma-core and rxe give, data goes both
+// ways intact, completion channels work with poll(2), the Go runtime's
+// threads block the program's asynchronous signals, unsupported verbs
+// fail with EOPNOTSUPP, a forked child can exec but not use the parent's
+// device, and the process survives all of it.
+func TestBadInput(t *testing.T) {
+	lib := libs(t)
+	prog := filepath.Join(t.TempDir(), "verbs_check")
+	if out, err := exec.Command("gcc", "-O2", "-Wall", "-Werror", "-o", prog, "testdata/verbs_check.c", "-libverbs").CombinedOutput(); err != nil {
+		t.Fatalf("gcc: %v\n%s", err, out)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	got := start(ctx, t, lib, "127.22.0.7", nil, prog).wait(t)
+	// What rdma-core gives with rxe: ibv_post_send on a RESET QP fails
+	// with EINVAL (rxe: "qp not ready to send"), a bad lkey or an SGE
+	// outside its MR completes with IBV_WC_LOC_PROT_ERR, an MR keeps its
+	// PD busy (EBUSY), and rxe has no memory-window, extended-CQ or raw
+	// packet support in this form (EOPNOTSUPP).
+	want := `device threads that take SIGALRM: 0
+post_send in RESET: EINVAL
+poll on the completion channel: 1
+get_cq_event: 0, the CQ armed: 1
+write: success
+write seen: success opcode 129 imm 0x12345678 with_imm 1
+written data arrived: 1
+send b->a: success, data arrived: 1
+bad lkey: local protection error
+SGE beyond the MR: local protection error
+alloc_mw: EOPNOTSUPP
+create_cq_ex: EOPNOTSUPP
+resize_cq: EOPNOTSUPP
+create_qp RAW_PACKET: EOPNOTSUPP
+forked child that execs: exit 0
+alloc_pd in a forked child: ENODEV
+alloc_pd in the parent after fork: ok
+dealloc_pd of a PD with MRs: EBUSY
+`
+	if got != want {
+		t.Errorf("verbs_check printed\n%s\nwant\n%s", got, want)
+	}
+}
+
+// TestNoVerbsNoRuntime checks that a preloaded program that calls no verb
+// never loads the Go core.
+func TestNoVerbsNoRuntime(t *testing.T) {
+	lib := libs(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	maps := start(ctx, t, lib, "127.22.0.8", nil, "cat", "/proc/self/maps").wait(t)
+	if !strings.Contains(maps, "libgoroce-verbs.so") {
+		t.Fatalf("the shim is not mapped: the test preloads nothing\n%s", maps)
+	}
+	if strings.Contains(maps, "libgoroce-verbs-core.so") {
+		t.Errorf("cat, which calls no verb, loaded the Go core")
+	}
+}
+
+// TestPerftestAlarm runs perftest's ib_write_bw -D 2, whose duration is
+// perftest's own SIGALRM handler: it must still run with the Go runtime
+// loaded, or the run never ends.
+func TestPerftestAlarm(t *testing.T) {
+	server, client, _, _ := preloadedPair(t, "ib_write_bw", "perftest", "-p", nil, "-x", "0", "-s", "65536", "-D", "2", "--report_gbits")
+	cout, sout := client.stdout.String(), server.stdout.String()
+	row := regexp.MustCompile(`(?m)^\s*65536\s+(\d+)\s+[\d.]+\s+([\d.]+)\s+[\d.]+\s*$`)
+	for _, out := range []string{cout, sout} {
+		m := row.FindStringSubmatch(out)
+		if m == nil {
+			t.Fatalf("no result row for 65536 bytes:\n%s", out)
+		}
+		if iters, _ := strconv.Atoi(m[1]); iters == 0 {
+			t.Errorf("no iterations in 2 s:\n%s", out)
+		}
+	}
+}
+
+// TestTrace checks that GOROCE_TRACE=1 prints the device's packet trace
+// on the preloaded program's stderr.
+func TestTrace(t *testing.T) {
+	server, client, sa, ca := preloadedPair(t, "ibv_rc_pingpong", "ibverbs-utils", "-p", []string{"GOROCE_TRACE=1"},
+		"-g", "0", "-s", "2000", "-n", "2")
+	// 2000 bytes at the examples' MTU of 1024: FIRST and LAST.
+	for _, want := range []string{
+		`send ` + regexp.QuoteMeta(sa) + `:4791 > ` + regexp.QuoteMeta(ca) + `:4791 RC_SEND_FIRST .*len=1024`,
+		`recv ` + regexp.QuoteMeta(ca) + `:4791 > ` + regexp.QuoteMeta(sa) + `:4791 RC_SEND_LAST .*len=976`,
+	} {
+		if !regexp.MustCompile(want).MatchString(server.stderr.String()) {
+			t.Errorf("the trace lacks %q:\n%s", want, &server.stderr)
+		}
+	}
+	if strings.Contains(client.stderr.String(), "RC_SEND") {
+		t.Errorf("the client, without GOROCE_TRACE, traced:\n%s", &client.stderr)
 	}
 }

@@ -1,0 +1,270 @@
+/*
+ * verbs_check: what a verbs program sees from goroce0 for bad input and for
+ * the paths the examples do not take. Built by the tests with
+ * gcc ... -libverbs and run preloaded. It prints one line per check,
+ * "NAME: RESULT", where RESULT is what libibverbs returned (an errno name
+ * or a work-completion status string); the test compares them with what
+ * rdma-core and rxe give. It exits 0 after the last check: the process
+ * survives them all.
+ */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <dirent.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <infiniband/verbs.h>
+
+static struct ibv_context *ctx;
+static struct ibv_pd *pd;
+static union ibv_gid gid;
+
+#define DIE(...) do { fprintf(stderr, __VA_ARGS__); fputc('\n', stderr); exit(1); } while (0)
+
+static const char *errname(int e)
+{
+	switch (e) {
+	case 0: return "0";
+	case EINVAL: return "EINVAL";
+	case EOPNOTSUPP: return "EOPNOTSUPP";
+	case ENODEV: return "ENODEV";
+	case ENOMEM: return "ENOMEM";
+	case EBUSY: return "EBUSY";
+	}
+	static char b[32];
+	snprintf(b, sizeof b, "errno %d", e);
+	return b;
+}
+
+struct end {
+	struct ibv_cq *cq;
+	struct ibv_qp *qp;
+	struct ibv_comp_channel *ch;
+};
+
+static struct end make_end(int with_channel)
+{
+	struct end e = {0};
+	if (with_channel && !(e.ch = ibv_create_comp_channel(ctx)))
+		DIE("create_comp_channel: %s", strerror(errno));
+	if (!(e.cq = ibv_create_cq(ctx, 16, NULL, e.ch, 0)))
+		DIE("create_cq: %s", strerror(errno));
+	struct ibv_qp_init_attr ia = {.send_cq = e.cq, .recv_cq = e.cq, .qp_type = IBV_QPT_RC,
+				      .cap = {.max_send_wr = 8, .max_recv_wr = 8, .max_send_sge = 2, .max_recv_sge = 2}};
+	if (!(e.qp = ibv_create_qp(pd, &ia)))
+		DIE("create_qp: %s", strerror(errno));
+	return e;
+}
+
+static void connect_to(struct end *e, uint32_t peer_qpn)
+{
+	struct ibv_qp_attr a = {.qp_state = IBV_QPS_INIT, .port_num = 1,
+				.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ};
+	if (ibv_modify_qp(e->qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
+		DIE("INIT");
+	memset(&a, 0, sizeof a);
+	a.qp_state = IBV_QPS_RTR;
+	a.path_mtu = IBV_MTU_1024;
+	a.dest_qp_num = peer_qpn;
+	a.rq_psn = 1;
+	a.max_dest_rd_atomic = 1;
+	a.min_rnr_timer = 12;
+	a.ah_attr.is_global = 1;
+	a.ah_attr.grh.dgid = gid;
+	a.ah_attr.grh.hop_limit = 1;
+	a.ah_attr.port_num = 1;
+	if (ibv_modify_qp(e->qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+					   IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
+		DIE("RTR");
+	memset(&a, 0, sizeof a);
+	a.qp_state = IBV_QPS_RTS;
+	a.timeout = 14;
+	a.retry_cnt = 7;
+	a.rnr_retry = 7;
+	a.sq_psn = 1;
+	a.max_rd_atomic = 1;
+	if (ibv_modify_qp(e->qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
+					   IBV_QP_MAX_QP_RD_ATOMIC))
+		DIE("RTS");
+}
+
+static struct ibv_wc wait_wc(struct end *e)
+{
+	struct ibv_wc wc;
+	for (long i = 0; i < 2000000000L; i++) {
+		int n = ibv_poll_cq(e->cq, 1, &wc);
+		if (n < 0)
+			DIE("poll_cq");
+		if (n == 1)
+			return wc;
+	}
+	DIE("no completion");
+}
+
+/* sigalrm_takers counts the threads other than this one that do not
+ * block SIGALRM: with the device open, the Go runtime's threads must all
+ * block it, so that the program's own handler runs on its own threads. */
+static int sigalrm_takers(void)
+{
+	DIR *d = opendir("/proc/self/task");
+	struct dirent *de;
+	int n = 0;
+	pid_t self = gettid();
+	while (d && (de = readdir(d))) {
+		char path[300], line[256];
+		if (de->d_name[0] == '.' || atoi(de->d_name) == self)
+			continue;
+		snprintf(path, sizeof path, "/proc/self/task/%s/status", de->d_name);
+		FILE *f = fopen(path, "r");
+		while (f && fgets(line, sizeof line, f))
+			if (!strncmp(line, "SigBlk:", 7) && !(strtoull(line + 7, NULL, 16) & (1ULL << (SIGALRM - 1))))
+				n++;
+		if (f)
+			fclose(f);
+	}
+	if (d)
+		closedir(d);
+	return n;
+}
+
+/* A connected pair of RC QPs on goroce0, to itself. */
+static void pair(struct end *a, struct end *b, int with_channel)
+{
+	*a = make_end(with_channel);
+	*b = make_end(0);
+	connect_to(a, b->qp->qp_num);
+	connect_to(b, a->qp->qp_num);
+}
+
+static int post_send(struct end *e, enum ibv_wr_opcode op, struct ibv_sge *sge, uint64_t raddr, uint32_t rkey,
+		     uint32_t imm)
+{
+	struct ibv_send_wr wr = {.wr_id = 7, .sg_list = sge, .num_sge = 1, .opcode = op,
+				 .send_flags = IBV_SEND_SIGNALED, .imm_data = htonl(imm)}, *bad;
+	wr.wr.rdma.remote_addr = raddr;
+	wr.wr.rdma.rkey = rkey;
+	return ibv_post_send(e->qp, &wr, &bad);
+}
+
+int main(void)
+{
+	struct ibv_device **list = ibv_get_device_list(NULL);
+	if (!list || !list[0] || !(ctx = ibv_open_device(list[0])))
+		DIE("no device");
+	if (!(pd = ibv_alloc_pd(ctx)) || ibv_query_gid(ctx, 1, 0, &gid))
+		DIE("pd/gid");
+	static char bufa[8192], bufb[8192];
+	struct ibv_mr *mra = ibv_reg_mr(pd, bufa, sizeof bufa, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+	struct ibv_mr *mrb = ibv_reg_mr(pd, bufb, sizeof bufb, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+	if (!mra || !mrb)
+		DIE("reg_mr: %s", strerror(errno));
+
+	printf("device threads that take SIGALRM: %d\n", sigalrm_takers());
+
+	/* A post to a QP in RESET. */
+	struct end r = make_end(0);
+	struct ibv_sge sge = {(uintptr_t)bufa, 16, mra->lkey};
+	printf("post_send in RESET: %s\n", errname(post_send(&r, IBV_WR_SEND, &sge, 0, 0, 0)));
+
+	/* Data both ways: a RDMA WRITE WITH_IMM a->b, then a SEND b->a. */
+	struct end a, b;
+	pair(&a, &b, 1);
+	struct ibv_sge rs = {(uintptr_t)bufb + 4096, 4096, mrb->lkey};
+	struct ibv_recv_wr rwr = {.wr_id = 9, .sg_list = &rs, .num_sge = 1}, *rbad;
+	if (ibv_post_recv(b.qp, &rwr, &rbad))
+		DIE("post_recv");
+	for (int i = 0; i < 3000; i++)
+		bufa[i] = (char)(i * 7 + 1);
+	sge.length = 3000;
+	if (ibv_req_notify_cq(a.cq, 0))
+		DIE("req_notify_cq");
+	if (post_send(&a, IBV_WR_RDMA_WRITE_WITH_IMM, &sge, (uintptr_t)bufb + 100, mrb->rkey, 0x12345678))
+		DIE("post write");
+	struct pollfd pfd = {.fd = a.ch->fd, .events = POLLIN};
+	printf("poll on the completion channel: %d\n", poll(&pfd, 1, 10000));
+	struct ibv_cq *ecq;
+	void *ectx;
+	int got = ibv_get_cq_event(a.ch, &ecq, &ectx);
+	printf("get_cq_event: %d, the CQ armed: %d\n", got, got == 0 && ecq == a.cq);
+	ibv_ack_cq_events(a.cq, 1);
+	struct ibv_wc wc = wait_wc(&a);
+	printf("write: %s\n", ibv_wc_status_str(wc.status));
+	wc = wait_wc(&b);
+	printf("write seen: %s opcode %d imm 0x%x with_imm %d\n", ibv_wc_status_str(wc.status), wc.opcode,
+	       ntohl(wc.imm_data), !!(wc.wc_flags & IBV_WC_WITH_IMM));
+	int same = 1;
+	for (int i = 0; i < 3000; i++)
+		same &= bufb[100 + i] == (char)(i * 7 + 1);
+	printf("written data arrived: %d\n", same);
+	for (int i = 0; i < 1000; i++)
+		bufb[6000 + i] = (char)(i * 13 + 5);
+	struct ibv_sge bs = {(uintptr_t)bufb + 6000, 1000, mrb->lkey};
+	struct ibv_sge as = {(uintptr_t)bufa + 4096, 4096, mra->lkey};
+	struct ibv_recv_wr arwr = {.wr_id = 11, .sg_list = &as, .num_sge = 1};
+	if (ibv_post_recv(a.qp, &arwr, &rbad) || post_send(&b, IBV_WR_SEND, &bs, 0, 0, 0))
+		DIE("post send b->a");
+	wait_wc(&b);
+	wc = wait_wc(&a);
+	same = wc.byte_len == 1000;
+	for (int i = 0; i < 1000; i++)
+		same &= bufa[4096 + i] == (char)(i * 13 + 5);
+	printf("send b->a: %s, data arrived: %d\n", ibv_wc_status_str(wc.status), same);
+
+	/* A bad lkey, and an SGE beyond its MR: local protection errors. */
+	struct end c, d;
+	pair(&c, &d, 0);
+	struct ibv_sge bad = {(uintptr_t)bufa, 16, mra->lkey ^ 0x5a5a00};
+	if (post_send(&c, IBV_WR_RDMA_WRITE, &bad, (uintptr_t)bufb, mrb->rkey, 0))
+		DIE("post bad lkey");
+	printf("bad lkey: %s\n", ibv_wc_status_str(wait_wc(&c).status));
+	struct end e, f;
+	pair(&e, &f, 0);
+	struct ibv_sge beyond = {(uintptr_t)bufa + sizeof bufa - 8, 64, mra->lkey};
+	if (post_send(&e, IBV_WR_RDMA_WRITE, &beyond, (uintptr_t)bufb, mrb->rkey, 0))
+		DIE("post beyond");
+	printf("SGE beyond the MR: %s\n", ibv_wc_status_str(wait_wc(&e).status));
+
+	/* Verbs goroce0 lacks. */
+	errno = 0;
+	printf("alloc_mw: %s\n", ibv_alloc_mw(pd, IBV_MW_TYPE_2) ? "ok" : errname(errno));
+	struct ibv_cq_init_attr_ex cqa = {.cqe = 4};
+	errno = 0;
+	printf("create_cq_ex: %s\n", ibv_create_cq_ex(ctx, &cqa) ? "ok" : errname(errno));
+	printf("resize_cq: %s\n", errname(ibv_resize_cq(c.cq, 64)));
+	struct ibv_qp_init_attr xa = {.send_cq = c.cq, .recv_cq = c.cq, .qp_type = IBV_QPT_RAW_PACKET,
+				      .cap = {.max_send_wr = 1, .max_recv_wr = 1, .max_send_sge = 1, .max_recv_sge = 1}};
+	errno = 0;
+	printf("create_qp RAW_PACKET: %s\n", ibv_create_qp(pd, &xa) ? "ok" : errname(errno));
+
+	/* Fork: a child that execs runs; one that calls a verb gets ENODEV. */
+	fflush(stdout);
+	pid_t pid = fork();
+	if (pid == 0) {
+		execl("/bin/true", "true", (char *)NULL);
+		_exit(127);
+	}
+	int st;
+	waitpid(pid, &st, 0);
+	printf("forked child that execs: exit %d\n", WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+	fflush(stdout);
+	pid = fork();
+	if (pid == 0) {
+		errno = 0;
+		struct ibv_pd *p = ibv_alloc_pd(ctx);
+		printf("alloc_pd in a forked child: %s\n", p ? "ok" : errname(errno));
+		fflush(stdout);
+		_exit(0);
+	}
+	waitpid(pid, &st, 0);
+	errno = 0;
+	struct ibv_pd *p2 = ibv_alloc_pd(ctx);
+	printf("alloc_pd in the parent after fork: %s\n", p2 ? "ok" : errname(errno));
+	printf("dealloc_pd of a PD with MRs: %s\n", errname(ibv_dealloc_pd(pd)));
+	return 0;
+}
