@@ -339,7 +339,8 @@ func TestMixed(t *testing.T) {
 // TestBadInput runs testdata/verbs_check.c, a verbs program of our own
 // built against the system's libibverbs: bad input gets the work
 // completion status or errno that rdma-core and rxe give, data goes both
-// ways intact, completion channels work with poll(2), the Go runtime's
+// ways intact, UD replies find their way back from the GRH, completion
+// channels and the async fd work with poll(2), the Go runtime's
 // threads block the program's asynchronous signals, unsupported verbs
 // fail with EOPNOTSUPP, a forked child can exec but not use the parent's
 // device, and the process survives all of it.
@@ -354,9 +355,11 @@ func TestBadInput(t *testing.T) {
 	got := start(ctx, t, lib, "127.22.0.7", nil, prog).wait(t)
 	// What rdma-core gives with rxe: ibv_post_send on a RESET QP fails
 	// with EINVAL (rxe: "qp not ready to send"), a bad lkey or an SGE
-	// outside its MR completes with IBV_WC_LOC_PROT_ERR, an MR keeps its
-	// PD busy (EBUSY), and rxe has no memory-window, extended-CQ or raw
-	// packet support in this form (EOPNOTSUPP).
+	// outside its MR completes with IBV_WC_LOC_PROT_ERR, a UD receive
+	// starts with the 40-byte GRH area (IPv4 header in its second half)
+	// from which ibv_create_ah_from_wc finds the way back, a CQ overrun is
+	// IBV_EVENT_CQ_ERR on the async fd, an MR keeps its PD busy (EBUSY),
+	// and what goroce0 lacks fails with EOPNOTSUPP.
 	want := `device threads that take SIGALRM: 0
 post_send in RESET: EINVAL
 poll on the completion channel: 1
@@ -367,6 +370,12 @@ written data arrived: 1
 send b->a: success, data arrived: 1
 bad lkey: local protection error
 SGE beyond the MR: local protection error
+UD datagram: success, bytes 44, GRH 1, from the sender's QP 1, data 1
+UD reply through ibv_create_ah_from_wc: success, data 1
+async event: port active, port 1
+async event: local work queue catastrophic error, a QP that failed above: 1
+async event: local work queue catastrophic error, a QP that failed above: 1
+async event: CQ error, the overrun CQ: 1
 alloc_mw: EOPNOTSUPP
 create_cq_ex: EOPNOTSUPP
 resize_cq: EOPNOTSUPP
@@ -411,6 +420,42 @@ func TestPerftestAlarm(t *testing.T) {
 		if iters, _ := strconv.Atoi(m[1]); iters == 0 {
 			t.Errorf("no iterations in 2 s:\n%s", out)
 		}
+	}
+}
+
+// TestPerftest runs perftest's tools, both sides preloaded, and checks
+// that each prints its result row for the message size (both sides, but
+// ib_read_lat's passive server, which perftest never lets report).
+func TestPerftest(t *testing.T) {
+	for _, c := range []struct {
+		tool string
+		args []string
+		size string
+	}{
+		{"ib_send_bw", []string{"-s", "65536"}, "65536"},
+		{"ib_send_bw", []string{"-c", "UD", "-s", "2048"}, "2048"},
+		{"ib_read_bw", []string{"-s", "65536"}, "65536"},
+		{"ib_write_bw", []string{"-s", "65536", "-q", "4"}, "65536"},
+		{"ib_write_bw", []string{"-s", "8192", "-b"}, "8192"},
+		{"ib_atomic_bw", nil, "8"},
+		{"ib_write_lat", []string{"-s", "8"}, "8"},
+		{"ib_read_lat", []string{"-s", "8"}, "8"},
+		{"ib_send_lat", []string{"-s", "8"}, "8"},
+	} {
+		t.Run(c.tool+strings.ReplaceAll(strings.Join(c.args, ""), "-", "_"), func(t *testing.T) {
+			server, client, _, _ := preloadedPair(t, c.tool, "perftest", "-p", nil,
+				append([]string{"-x", "0", "-n", "200"}, c.args...)...)
+			row := regexp.MustCompile(`(?m)^\s*` + c.size + `\s+\d+\s+[\d.]+\s+[\d.]+`)
+			reporters := []*proc{client, server}
+			if c.tool == "ib_read_lat" {
+				reporters = reporters[:1]
+			}
+			for _, p := range reporters {
+				if !row.MatchString(p.stdout.String()) {
+					t.Errorf("%s prints no result row for %s bytes:\n%s", p.cmd.Args[0], c.size, &p.stdout)
+				}
+			}
+		})
 	}
 }
 

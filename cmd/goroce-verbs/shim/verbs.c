@@ -484,6 +484,47 @@ EXPORT struct ibv_ah *ibv_create_ah(struct ibv_pd *pd, struct ibv_ah_attr *attr)
 	return ah;
 }
 
+/* ibv_init_ah_from_wc builds the address vector back to the sender of a
+ * UD receive from the 40-byte GRH area in front of its data: for RoCEv2
+ * over IPv4 an IPv4 header in its last 20 bytes, else an IPv6 header (as
+ * rxe writes it and rdma-core reads it). */
+EXPORT int ibv_init_ah_from_wc(struct ibv_context *ctx, uint8_t port_num, struct ibv_wc *wc, struct ibv_grh *grh,
+			       struct ibv_ah_attr *ah_attr)
+{
+	(void)ctx;
+	memset(ah_attr, 0, sizeof *ah_attr);
+	ah_attr->sl = wc->sl;
+	ah_attr->port_num = port_num;
+	if (!(wc->wc_flags & IBV_WC_GRH)) { /* RoCE needs the GRH for the peer's GID */
+		errno = EINVAL;
+		return -1;
+	}
+	ah_attr->is_global = 1;
+	ah_attr->grh.hop_limit = 0xff;
+	const uint8_t *b = (const uint8_t *)grh;
+	if ((b[20] >> 4) == 4) { /* IPv4: version 4, the source address at 12 */
+		memset(ah_attr->grh.dgid.raw, 0, 10);
+		ah_attr->grh.dgid.raw[10] = ah_attr->grh.dgid.raw[11] = 0xff;
+		memcpy(ah_attr->grh.dgid.raw + 12, b + 20 + 12, 4);
+		ah_attr->grh.traffic_class = b[20 + 1];
+	} else {
+		uint32_t vtf = ntohl(grh->version_tclass_flow);
+		ah_attr->grh.dgid = grh->sgid;
+		ah_attr->grh.flow_label = vtf & 0xfffff;
+		ah_attr->grh.traffic_class = (vtf >> 20) & 0xff;
+	}
+	return 0;
+}
+
+EXPORT struct ibv_ah *ibv_create_ah_from_wc(struct ibv_pd *pd, struct ibv_wc *wc, struct ibv_grh *grh,
+					    uint8_t port_num)
+{
+	struct ibv_ah_attr attr;
+	if (ibv_init_ah_from_wc(pd->context, port_num, wc, grh, &attr))
+		return NULL;
+	return ibv_create_ah(pd, &attr);
+}
+
 EXPORT int ibv_destroy_ah(struct ibv_ah *ah)
 {
 	CHECK_FORK(ENODEV);

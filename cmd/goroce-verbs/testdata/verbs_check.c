@@ -48,19 +48,21 @@ struct end {
 	struct ibv_comp_channel *ch;
 };
 
-static struct end make_end(int with_channel)
+static struct end make_end_cq(int with_channel, int cqe, enum ibv_qp_type type)
 {
 	struct end e = {0};
 	if (with_channel && !(e.ch = ibv_create_comp_channel(ctx)))
 		DIE("create_comp_channel: %s", strerror(errno));
-	if (!(e.cq = ibv_create_cq(ctx, 16, NULL, e.ch, 0)))
+	if (!(e.cq = ibv_create_cq(ctx, cqe, NULL, e.ch, 0)))
 		DIE("create_cq: %s", strerror(errno));
-	struct ibv_qp_init_attr ia = {.send_cq = e.cq, .recv_cq = e.cq, .qp_type = IBV_QPT_RC,
+	struct ibv_qp_init_attr ia = {.send_cq = e.cq, .recv_cq = e.cq, .qp_type = type,
 				      .cap = {.max_send_wr = 8, .max_recv_wr = 8, .max_send_sge = 2, .max_recv_sge = 2}};
 	if (!(e.qp = ibv_create_qp(pd, &ia)))
 		DIE("create_qp: %s", strerror(errno));
 	return e;
 }
+
+static struct end make_end(int with_channel) { return make_end_cq(with_channel, 16, IBV_QPT_RC); }
 
 static void connect_to(struct end *e, uint32_t peer_qpn)
 {
@@ -229,6 +231,85 @@ int main(void)
 	if (post_send(&e, IBV_WR_RDMA_WRITE, &beyond, (uintptr_t)bufb, mrb->rkey, 0))
 		DIE("post beyond");
 	printf("SGE beyond the MR: %s\n", ibv_wc_status_str(wait_wc(&e).status));
+
+	/* UD: a datagram, and the reply through an AH made from its GRH. */
+	struct end u1 = make_end_cq(0, 16, IBV_QPT_UD), u2 = make_end_cq(0, 16, IBV_QPT_UD);
+	for (struct end *u = &u1; u; u = u == &u1 ? &u2 : NULL) {
+		struct ibv_qp_attr a = {.qp_state = IBV_QPS_INIT, .port_num = 1, .qkey = 0x11111111};
+		if (ibv_modify_qp(u->qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY))
+			DIE("UD INIT");
+		a.qp_state = IBV_QPS_RTR;
+		if (ibv_modify_qp(u->qp, &a, IBV_QP_STATE))
+			DIE("UD RTR");
+		a.qp_state = IBV_QPS_RTS;
+		a.sq_psn = 0;
+		if (ibv_modify_qp(u->qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN))
+			DIE("UD RTS");
+	}
+	struct ibv_ah_attr aha = {.is_global = 1, .port_num = 1, .grh = {.dgid = gid, .hop_limit = 1}};
+	struct ibv_ah *ah = ibv_create_ah(pd, &aha);
+	if (!ah)
+		DIE("create_ah: %s", strerror(errno));
+	struct ibv_sge ur2 = {(uintptr_t)bufb, 40 + 64, mrb->lkey}, ur1 = {(uintptr_t)bufa, 40 + 64, mra->lkey};
+	struct ibv_recv_wr urw2 = {.wr_id = 21, .sg_list = &ur2, .num_sge = 1}, urw1 = {.wr_id = 22, .sg_list = &ur1, .num_sge = 1};
+	if (ibv_post_recv(u2.qp, &urw2, &rbad) || ibv_post_recv(u1.qp, &urw1, &rbad))
+		DIE("UD post_recv");
+	memcpy(bufa + 1000, "ping", 4);
+	struct ibv_sge us = {(uintptr_t)bufa + 1000, 4, mra->lkey};
+	struct ibv_send_wr uw = {.wr_id = 23, .sg_list = &us, .num_sge = 1, .opcode = IBV_WR_SEND,
+				 .send_flags = IBV_SEND_SIGNALED}, *ubad;
+	uw.wr.ud.ah = ah;
+	uw.wr.ud.remote_qpn = u2.qp->qp_num;
+	uw.wr.ud.remote_qkey = 0x11111111;
+	if (ibv_post_send(u1.qp, &uw, &ubad))
+		DIE("UD post_send");
+	wait_wc(&u1);
+	wc = wait_wc(&u2);
+	printf("UD datagram: %s, bytes %u, GRH %d, from the sender's QP %d, data %d\n", ibv_wc_status_str(wc.status),
+	       wc.byte_len, !!(wc.wc_flags & IBV_WC_GRH), wc.src_qp == u1.qp->qp_num, !memcmp(bufb + 40, "ping", 4));
+	struct ibv_ah *back = ibv_create_ah_from_wc(pd, &wc, (struct ibv_grh *)bufb, 1);
+	if (!back)
+		DIE("create_ah_from_wc: %s", strerror(errno));
+	memcpy(bufb + 2000, "pong", 4);
+	us = (struct ibv_sge){(uintptr_t)bufb + 2000, 4, mrb->lkey};
+	uw.wr.ud.ah = back;
+	uw.wr.ud.remote_qpn = wc.src_qp;
+	if (ibv_post_send(u2.qp, &uw, &ubad))
+		DIE("UD reply");
+	wait_wc(&u2);
+	wc = wait_wc(&u1);
+	printf("UD reply through ibv_create_ah_from_wc: %s, data %d\n", ibv_wc_status_str(wc.status),
+	       !memcmp(bufa + 40, "pong", 4));
+
+	/* A CQ overrun: IBV_EVENT_CQ_ERR on the async fd, after the port's
+	 * IBV_EVENT_PORT_ACTIVE of the device's start and the
+	 * IBV_EVENT_QP_FATAL of the two QPs the protection errors above
+	 * moved to ERR. */
+	struct end g = make_end_cq(0, 2, IBV_QPT_RC), h = make_end(0);
+	connect_to(&g, h.qp->qp_num);
+	connect_to(&h, g.qp->qp_num);
+	sge = (struct ibv_sge){(uintptr_t)bufa, 8, mra->lkey};
+	for (int i = 0; i < 4; i++)
+		post_send(&g, IBV_WR_RDMA_WRITE, &sge, (uintptr_t)bufb, mrb->rkey, 0);
+	for (int i = 0, cq_err = 0; i < 5 && !cq_err; i++) {
+		struct pollfd afd = {.fd = ctx->async_fd, .events = POLLIN};
+		struct ibv_async_event ev;
+		if (poll(&afd, 1, 10000) != 1 || ibv_get_async_event(ctx, &ev))
+			DIE("no async event");
+		switch (ev.event_type) {
+		case IBV_EVENT_CQ_ERR:
+			cq_err = 1;
+			printf("async event: %s, the overrun CQ: %d\n", ibv_event_type_str(ev.event_type), ev.element.cq == g.cq);
+			break;
+		case IBV_EVENT_PORT_ACTIVE:
+			printf("async event: %s, port %d\n", ibv_event_type_str(ev.event_type), ev.element.port_num);
+			break;
+		default:
+			printf("async event: %s, a QP that failed above: %d\n", ibv_event_type_str(ev.event_type),
+			       ev.element.qp == c.qp || ev.element.qp == e.qp);
+		}
+		ibv_ack_async_event(&ev);
+	}
 
 	/* Verbs goroce0 lacks. */
 	errno = 0;
