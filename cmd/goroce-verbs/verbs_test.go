@@ -460,10 +460,12 @@ func TestPerftest(t *testing.T) {
 }
 
 // TestTrace checks that GOROCE_TRACE=1 prints the device's packet trace
-// on the preloaded program's stderr.
+// on the preloaded program's stderr, and that GOROCE_PCAP=FILE writes a
+// capture that goroce pcap decodes with valid ICRCs.
 func TestTrace(t *testing.T) {
-	server, client, sa, ca := preloadedPair(t, "ibv_rc_pingpong", "ibverbs-utils", "-p", []string{"GOROCE_TRACE=1"},
-		"-g", "0", "-s", "2000", "-n", "2")
+	capture := filepath.Join(t.TempDir(), "server.pcap")
+	server, client, sa, ca := preloadedPair(t, "ibv_rc_pingpong", "ibverbs-utils", "-p",
+		[]string{"GOROCE_TRACE=1", "GOROCE_PCAP=" + capture}, "-g", "0", "-s", "2000", "-n", "2")
 	// 2000 bytes at the examples' MTU of 1024: FIRST and LAST.
 	for _, want := range []string{
 		`send ` + regexp.QuoteMeta(sa) + `:4791 > ` + regexp.QuoteMeta(ca) + `:4791 RC_SEND_FIRST .*len=1024`,
@@ -475,5 +477,13 @@ func TestTrace(t *testing.T) {
 	}
 	if strings.Contains(client.stderr.String(), "RC_SEND") {
 		t.Errorf("the client, without GOROCE_TRACE, traced:\n%s", &client.stderr)
+	}
+	decoded, err := exec.Command(filepath.Join(built.dir, "goroce"), "pcap", capture).CombinedOutput()
+	if err != nil {
+		t.Fatalf("goroce pcap: %v\n%s", err, decoded)
+	}
+	want := regexp.QuoteMeta(ca+" > "+sa) + ` sport=4791 RC_SEND_LAST .*len=976 icrc=ok`
+	if !regexp.MustCompile(want).Match(decoded) {
+		t.Errorf("the capture lacks %q:\n%s", want, decoded)
 	}
 }
