@@ -24,7 +24,8 @@ type cqEntry struct {
 	obj      uintptr
 	channel  uint32
 	reported atomic.Uint32
-	done     chan struct{}
+	done     chan struct{} // closed by destroy: notify ends
+	exited   chan struct{} // closed when notify has ended
 
 	mu  sync.Mutex // guards wcs, the poll buffer
 	wcs [16]qp.WC
@@ -47,10 +48,12 @@ func goroce_create_cq(cqe C.int, channel C.uint32_t, obj C.uintptr_t, h *C.uint3
 	if err != nil {
 		return errno(err)
 	}
-	e := &cqEntry{cq: cq, obj: uintptr(obj), channel: uint32(channel), done: make(chan struct{})}
+	e := &cqEntry{cq: cq, obj: uintptr(obj), channel: uint32(channel), done: make(chan struct{}), exited: make(chan struct{})}
 	cObjects.Store(cq, e.obj)
 	if ch != nil {
 		go e.notify(ch)
+	} else {
+		close(e.exited)
 	}
 	*h, *depth = C.uint32_t(cqs.add(e)), C.int(cq.Depth())
 	return 0
@@ -58,6 +61,7 @@ func goroce_create_cq(cqe C.int, channel C.uint32_t, obj C.uintptr_t, h *C.uint3
 
 // notify moves the CQ's notifications to its completion channel.
 func (e *cqEntry) notify(ch *eventQueue[uintptr]) {
+	defer close(e.exited)
 	for {
 		select {
 		case <-e.cq.Events():
@@ -79,6 +83,7 @@ func goroce_destroy_cq(h C.uint32_t, reported *C.uint32_t) C.int {
 		return C.int(syscall.EINVAL)
 	}
 	close(e.done)
+	<-e.exited // no event of the CQ reaches the channel after this
 	cObjects.Delete(e.cq)
 	if ch, ok := chs.get(e.channel); ok {
 		ch.drop(func(o uintptr) bool { return o == e.obj })

@@ -30,9 +30,12 @@ var dev struct {
 	d            *rnic.Device
 	refs         int
 	closeCapture func() error
-	async        *eventQueue[C.struct_goroce_async_event]
 	done         chan struct{}
 }
+
+// asyncs holds the async event queue of each open context (ibv_context
+// async_fd): every context sees every event, as with rdma-core.
+var asyncs handles[*eventQueue[C.struct_goroce_async_event]]
 
 // The objects of the device, by handle.
 var (
@@ -113,12 +116,17 @@ func errno(err error) C.int {
 	return C.int(syscall.EINVAL)
 }
 
+// goroce_open opens goroce0 for a new context (the device itself on the
+// first call) whose async events go to the eventfd asyncFD, and gives the
+// context's handle.
+//
 //export goroce_open
-func goroce_open(asyncFD C.int) C.int {
+func goroce_open(asyncFD C.int, h *C.uint32_t) C.int {
 	dev.mu.Lock()
 	defer dev.mu.Unlock()
 	if dev.d != nil {
 		dev.refs++
+		*h = C.uint32_t(asyncs.add(newEventQueue[C.struct_goroce_async_event](int(asyncFD))))
 		return 0
 	}
 	cfg, closeCapture, err := config()
@@ -133,18 +141,23 @@ func goroce_open(asyncFD C.int) C.int {
 		return C.int(syscall.ENODEV)
 	}
 	dev.d, dev.refs, dev.closeCapture = d, 1, closeCapture
-	dev.async = newEventQueue[C.struct_goroce_async_event](int(asyncFD))
+	*h = C.uint32_t(asyncs.add(newEventQueue[C.struct_goroce_async_event](int(asyncFD))))
 	dev.done = make(chan struct{})
-	go forwardAsync(d, dev.async, dev.done)
+	go forwardAsync(d, dev.done)
 	debugf("goroce0 open on %v", d.Addr())
 	return 0
 }
 
+// goroce_close closes a context, and goroce0 with the last one.
+//
 //export goroce_close
-func goroce_close() C.int {
+func goroce_close(h C.uint32_t) C.int {
 	dev.mu.Lock()
 	defer dev.mu.Unlock()
 	if dev.d == nil {
+		return C.int(syscall.EINVAL)
+	}
+	if _, ok := asyncs.remove(uint32(h)); !ok {
 		return C.int(syscall.EINVAL)
 	}
 	if dev.refs--; dev.refs > 0 {

@@ -97,10 +97,10 @@ func goroce_channel_pop(h C.uint32_t, cq *C.uintptr_t) C.int {
 	return 0
 }
 
-// forwardAsync moves the device's async events to the queue behind
-// ibv_context.async_fd, naming each object by the C pointer the shim gave
-// when it was created, until done is closed.
-func forwardAsync(d *rnic.Device, q *eventQueue[C.struct_goroce_async_event], done <-chan struct{}) {
+// forwardAsync moves the device's async events to the queue of every open
+// context (behind its ibv_context.async_fd), naming each object by the C
+// pointer the shim gave when it was created, until done is closed.
+func forwardAsync(d *rnic.Device, done <-chan struct{}) {
 	for {
 		select {
 		case ev := <-d.Events():
@@ -116,7 +116,7 @@ func forwardAsync(d *rnic.Device, q *eventQueue[C.struct_goroce_async_event], do
 			default:
 				e.object = C.uintptr_t(ev.Port)
 			}
-			q.push(e)
+			asyncs.each(func(q *eventQueue[C.struct_goroce_async_event]) { q.push(e) })
 		case <-done:
 			return
 		}
@@ -133,11 +133,9 @@ func cObjectOf(o any) uintptr {
 }
 
 //export goroce_async_pop
-func goroce_async_pop(out *C.struct_goroce_async_event) C.int {
-	dev.mu.Lock()
-	q := dev.async
-	dev.mu.Unlock()
-	if q == nil {
+func goroce_async_pop(h C.uint32_t, out *C.struct_goroce_async_event) C.int {
+	q, ok := asyncs.get(uint32(h))
+	if !ok {
 		return C.int(syscall.EINVAL)
 	}
 	ev, ok := q.pop()

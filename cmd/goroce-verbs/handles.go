@@ -57,3 +57,15 @@ func (h *handles[T]) remove(i uint32) (T, bool) {
 	h.free = append(h.free, i)
 	return v, true
 }
+
+// each calls f for every object, under the read lock: f must not add or
+// remove.
+func (h *handles[T]) each(f func(T)) {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	for i, used := range h.used {
+		if used {
+			f(h.slots[i])
+		}
+	}
+}

@@ -376,6 +376,7 @@ async event: port active, port 1
 async event: local work queue catastrophic error, a QP that failed above: 1
 async event: local work queue catastrophic error, a QP that failed above: 1
 async event: CQ error, the overrun CQ: 1
+the second context got the CQ error too: 1, closes: 0
 alloc_mw: EOPNOTSUPP
 create_cq_ex: EOPNOTSUPP
 resize_cq: EOPNOTSUPP

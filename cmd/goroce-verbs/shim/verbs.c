@@ -52,8 +52,8 @@ _Static_assert(offsetof(struct ibv_sge, lkey) == offsetof(struct goroce_sge, lke
 
 /* The core's functions (goroce_* in the Go package). */
 static struct {
-	int (*open)(int async_fd);
-	int (*close)(void);
+	int (*open)(int async_fd, uint32_t *handle);
+	int (*close)(uint32_t handle);
 	uint64_t (*node_guid)(void);
 	int (*query_device)(struct goroce_device_attr *);
 	int (*query_port)(int, struct goroce_port_attr *);
@@ -67,7 +67,7 @@ static struct {
 	int (*create_channel)(int, uint32_t *);
 	int (*destroy_channel)(uint32_t);
 	int (*channel_pop)(uint32_t, uintptr_t *);
-	int (*async_pop)(struct goroce_async_event *);
+	int (*async_pop)(uint32_t, struct goroce_async_event *);
 	int (*create_cq)(int, uint32_t, uintptr_t, uint32_t *, int *);
 	int (*destroy_cq)(uint32_t, uint32_t *);
 	void (*cq_event)(uint32_t);
@@ -218,6 +218,18 @@ static int post_srq_recv(struct ibv_srq *srq, struct ibv_recv_wr *wr, struct ibv
 static int poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc);
 static int req_notify_cq(struct ibv_cq *cq, int solicited_only);
 
+/* A context: the core's handle for it, then rdma-core's extended context,
+ * whose last member is the struct ibv_context programs see. */
+struct context {
+	uint32_t handle;
+	struct verbs_context vctx;
+};
+
+static struct context *context_of(struct ibv_context *ctx)
+{
+	return container_of(container_of(ctx, struct verbs_context, context), struct context, vctx);
+}
+
 EXPORT struct ibv_context *ibv_open_device(struct ibv_device *device)
 {
 	if (device != &goroce0) {
@@ -226,11 +238,12 @@ EXPORT struct ibv_context *ibv_open_device(struct ibv_device *device)
 	}
 	if (!ready())
 		return NULL;
-	struct verbs_context *vctx = calloc(1, sizeof *vctx);
-	if (!vctx) {
+	struct context *c = calloc(1, sizeof *c);
+	if (!c) {
 		errno = ENOMEM;
 		return NULL;
 	}
+	struct verbs_context *vctx = &c->vctx;
 	/* The extended context with no extended op: verbs.h's inline
 	 * functions fall back to the legacy calls, or fail with EOPNOTSUPP. */
 	vctx->sz = sizeof *vctx;
@@ -246,11 +259,11 @@ EXPORT struct ibv_context *ibv_open_device(struct ibv_device *device)
 	ctx->ops.poll_cq = poll_cq;
 	ctx->ops.req_notify_cq = req_notify_cq;
 	ctx->async_fd = eventfd(0, EFD_CLOEXEC | EFD_SEMAPHORE);
-	int ret = ctx->async_fd < 0 ? errno : core.open(ctx->async_fd);
+	int ret = ctx->async_fd < 0 ? errno : core.open(ctx->async_fd, &c->handle);
 	if (ret) {
 		if (ctx->async_fd >= 0)
 			close(ctx->async_fd);
-		free(vctx);
+		free(c);
 		errno = ret;
 		return NULL;
 	}
@@ -260,9 +273,10 @@ EXPORT struct ibv_context *ibv_open_device(struct ibv_device *device)
 EXPORT int ibv_close_device(struct ibv_context *ctx)
 {
 	CHECK_FORK(-1);
-	core.close();
+	struct context *c = context_of(ctx);
+	core.close(c->handle);
 	close(ctx->async_fd);
-	free(container_of(ctx, struct verbs_context, context));
+	free(c);
 	return 0;
 }
 
@@ -966,7 +980,7 @@ EXPORT int ibv_get_async_event(struct ibv_context *ctx, struct ibv_async_event *
 		struct goroce_async_event g;
 		if (read(ctx->async_fd, &n, sizeof n) != sizeof n)
 			return -1;
-		if (core.async_pop(&g))
+		if (core.async_pop(context_of(ctx)->handle, &g))
 			continue;
 		memset(event, 0, sizeof *event);
 		event->event_type = g.event_type;

@@ -285,6 +285,9 @@ int main(void)
 	 * IBV_EVENT_PORT_ACTIVE of the device's start and the
 	 * IBV_EVENT_QP_FATAL of the two QPs the protection errors above
 	 * moved to ERR. */
+	struct ibv_context *ctx2 = ibv_open_device(list[0]); /* a second context sees every event too */
+	if (!ctx2)
+		DIE("second open_device: %s", strerror(errno));
 	struct end g = make_end_cq(0, 2, IBV_QPT_RC), h = make_end(0);
 	connect_to(&g, h.qp->qp_num);
 	connect_to(&h, g.qp->qp_num);
@@ -310,6 +313,17 @@ int main(void)
 		}
 		ibv_ack_async_event(&ev);
 	}
+
+	int seen = 0;
+	for (int i = 0; i < 5 && !seen; i++) {
+		struct pollfd afd = {.fd = ctx2->async_fd, .events = POLLIN};
+		struct ibv_async_event ev;
+		if (poll(&afd, 1, 10000) != 1 || ibv_get_async_event(ctx2, &ev))
+			DIE("no async event on the second context");
+		seen = ev.event_type == IBV_EVENT_CQ_ERR && ev.element.cq == g.cq;
+		ibv_ack_async_event(&ev);
+	}
+	printf("the second context got the CQ error too: %d, closes: %d\n", seen, ibv_close_device(ctx2));
 
 	/* Verbs goroce0 lacks. */
 	errno = 0;
