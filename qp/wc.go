@@ -97,7 +97,8 @@ type WCFlags uint8
 const (
 	WCWithGRH WCFlags = 1 << 0 // IBV_WC_GRH: the first 40 bytes of the buffer hold a GRH
 	WCWithImm WCFlags = 1 << 1 // IBV_WC_WITH_IMM: Imm is valid
-	WCWithInv WCFlags = 1 << 2 // IBV_WC_WITH_INV: InvalidatedRKey is valid
+	// 1 << 2 is IBV_WC_IP_CSUM_OK, which goroce never sets.
+	WCWithInv WCFlags = 1 << 3 // IBV_WC_WITH_INV: InvalidatedRKey is valid
 )
 
 // WC is a work completion (struct ibv_wc).

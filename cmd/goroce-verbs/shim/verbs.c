@@ -696,15 +696,12 @@ static int poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc)
 			w->qp_num = g[i].qp_num;
 			w->src_qp = g[i].src_qp;
 			w->sl = g[i].sl;
-			/* goroce numbers GRH and WITH_IMM as libibverbs; its
-			 * WITH_INV is 1<<2, libibverbs' 1<<3. */
-			w->wc_flags = g[i].wc_flags & (IBV_WC_GRH | IBV_WC_WITH_IMM);
+			/* goroce numbers its flags as enum ibv_wc_flags. */
+			w->wc_flags = g[i].wc_flags & (IBV_WC_GRH | IBV_WC_WITH_IMM | IBV_WC_WITH_INV);
 			if (g[i].wc_flags & IBV_WC_WITH_IMM)
 				w->imm_data = htonl(g[i].imm);
-			if (g[i].wc_flags & (1 << 2)) {
-				w->wc_flags |= IBV_WC_WITH_INV;
+			if (g[i].wc_flags & IBV_WC_WITH_INV)
 				w->invalidated_rkey = g[i].imm;
-			}
 		}
 		total += got;
 		if (got < want)
