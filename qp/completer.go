@@ -29,6 +29,11 @@ import (
 // requester goes back to the oldest unacknowledged PSN. retry_cnt
 // consecutive timeouts or sequence NAKs without progress fail the WQE with
 // RetryExcErr.
+//
+// A response for a PSN never sent, or already acknowledged (stale: a
+// reordered old ACK or NAK, or a forged one), is dropped and counted
+// (drop_unexpected), NAKs included: a NAK that contradicts an ACK already
+// taken asks for nothing.
 type completer struct {
 	q        *QP
 	psn      wire.PSN  // oldest PSN not yet acknowledged
@@ -117,8 +122,11 @@ func (c *completer) receive(now time.Time, p wire.Packet) {
 		q.env.Counters.DroppedUnexpected.Add(1) // answers a PSN never sent
 		return
 	}
-	if psn.Diff(c.psn) < 0 && !(p.Opcode() == wire.RCAck && p.AETH().Syndrome().IsNAK()) {
-		q.env.Counters.DroppedUnexpected.Add(1) // stale: already acknowledged
+	if psn.Diff(c.psn) < 0 {
+		// Stale: already acknowledged. A NAK for such a PSN contradicts
+		// the ACK that covered it (a reordered old NAK, or a forged one):
+		// the go-back it asked for has happened or is not owed.
+		q.env.Counters.DroppedUnexpected.Add(1)
 		return
 	}
 	switch p.Opcode() {
@@ -160,9 +168,6 @@ func (c *completer) onAck(now time.Time, p wire.Packet, psn wire.PSN) {
 		c.timer = time.Time{}
 	case syn.Value() == wire.NAKPSNSeqErr:
 		q.env.Counters.RcvdSeqErr.Add(1)
-		if psn.Diff(c.psn) < 0 {
-			return // an old NAK; the go-back it asked for has happened
-		}
 		if !c.ackThrough(now, psn.Add(-1)) {
 			return
 		}
@@ -175,7 +180,7 @@ func (c *completer) onAck(now time.Time, p wire.Packet, psn wire.PSN) {
 		q.trace(now, "NAK PSN sequence error: go back to psn %v", psn)
 		c.rewind(now, psn, true)
 	default:
-		if psn.Diff(c.psn) < 0 || !c.ackThrough(now, psn.Add(-1)) {
+		if !c.ackThrough(now, psn.Add(-1)) {
 			return
 		}
 		status := WCRemOpErr

@@ -29,7 +29,8 @@ type Counters struct {
 	DroppedBadSource    atomic.Uint64 // packets for a connected QP from another address
 	DroppedBadState     atomic.Uint64 // packets a QP's state does not accept
 	DroppedBadQKey      atomic.Uint64 // UD packets with the wrong Q_Key
-	DroppedUnexpected   atomic.Uint64 // responses matching nothing outstanding, and similar
+	DroppedUnexpected   atomic.Uint64 // stale responses, responses matching nothing outstanding, duplicate READs/atomics matching no executed one
+	DroppedResponses    atomic.Uint64 // ACKs and NAKs not sent: the responder's response queue was full
 	UCDroppedMessages   atomic.Uint64 // UC messages dropped after a PSN gap
 	CNPsReceived        atomic.Uint64 // cnp_handled: CNPs fed to a reaction point
 }

@@ -486,7 +486,9 @@ func (r *responder) ack(psn wire.PSN, syn wire.Syndrome, coalesce bool) {
 		return
 	}
 	if len(r.queue) >= maxQueuedResponses {
-		return // a flood of duplicates: the requester will time out and retry
+		// A flood of duplicates: the requester will time out and retry.
+		r.q.env.Counters.DroppedResponses.Add(1)
+		return
 	}
 	r.queue = append(r.queue, response{kind: respAck, psn: psn, syn: syn, msn: r.msn})
 }
@@ -611,7 +613,9 @@ func (r *responder) duplicate(now time.Time, p wire.Packet, psn wire.PSN) {
 			reth := p.RETH()
 			buf, err := q.env.Mem.CheckRemote(q.pd, reth.RKey(), reth.VA(), int(reth.DMALen()), mr.AccessRemoteRead, q.qpn)
 			if err != nil {
-				return // the key went away since: drop, the requester times out
+				// The key went away since: drop, the requester times out.
+				q.env.Counters.DroppedUnexpected.Add(1)
+				return
 			}
 			q.trace(now, "duplicate READ psn %v: respond again", psn)
 			r.queue = append(r.queue, response{kind: respRead, psn: psn, msn: r.msn, data: buf, first: psn == h.first, replay: true})
@@ -629,7 +633,12 @@ func (r *responder) duplicate(now time.Time, p wire.Packet, psn wire.PSN) {
 	default:
 		q.trace(now, "duplicate psn %v (expected %v): done already, ACK again", psn, r.psn)
 		r.ack(r.psn.Add(-1), wire.SynACK, true)
+		return
 	}
+	// A READ or atomic that matches none the responder remembers: nothing
+	// to answer with.
+	q.env.Counters.DroppedUnexpected.Add(1)
+	q.trace(now, "duplicate %v psn %v matches no executed request: drop", p.Opcode(), psn)
 }
 
 // transmit sends queued responses into out.

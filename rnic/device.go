@@ -560,6 +560,7 @@ func (d *Device) Counters() []Counter {
 		{"rem_inv_req_err", c.RemInvReqErr.Load()}, {"uc_dropped_msgs", c.UCDroppedMessages.Load()},
 		{"drop_bad_source", c.DroppedBadSource.Load()}, {"drop_bad_state", c.DroppedBadState.Load()},
 		{"drop_bad_qkey", c.DroppedBadQKey.Load()}, {"drop_unexpected", c.DroppedUnexpected.Load()},
+		{"drop_responses", c.DroppedResponses.Load()},
 		{"icrc_err", v.ICRCErr.Load()}, {"icrc_ipv4_id_solved", v.ICRCIDSolved.Load()},
 		{"malformed", v.Malformed.Load()}, {"unknown_qpn", v.UnknownQP.Load()},
 		{"cnp_received", v.CNPs.Load()}, {"cnp_handled", v.CNPsHandled.Load()}, {"cnp_sent", v.CNPsSent.Load()},
