@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/goroce/goroce/qp"
 )
@@ -44,7 +45,7 @@ func perf(ctx context.Context, cfg perfConfig, stdout, stderr io.Writer) error {
 	var done chan peerDone
 	if !cfg.client() {
 		done = make(chan peerDone, 1)
-		go func() { done <- <-sc.awaitDone(cfg.qps) }()
+		go func() { done <- pc.peerFailed(<-sc.awaitDone(cfg.qps)) }()
 	}
 	passive := pc.passive()
 	if passive {
@@ -82,6 +83,64 @@ func perf(ctx context.Context, cfg perfConfig, stdout, stderr io.Writer) error {
 		return fmt.Errorf("couldn't send done: %w", err)
 	}
 	return nil
+}
+
+// peerFailed adds to a failed read of the client's done line what became
+// of this side's QPs. A client that stops without its done line has, as
+// a rule, just broken one of them: an invalid or forbidden request moves
+// the responder's QP to ERR (the client's WR fails with the NAK), and the
+// side channel's EOF alone says nothing of it. The async event that moved
+// a QP to ERR says why.
+func (pc *perfContext) peerFailed(d peerDone) peerDone {
+	if d.err == nil {
+		return d
+	}
+	moved := map[*qp.QP]qp.EventType{} // the first event of each QP
+	for drained := false; !drained; {
+		select {
+		case ev := <-pc.dev.Events():
+			if _, seen := moved[ev.QP]; ev.QP != nil && !seen {
+				moved[ev.QP] = ev.Type
+			}
+		default:
+			drained = true
+		}
+	}
+	var why []string
+	inErr := 0
+	for _, q := range pc.qps {
+		if q.qp.State() != qp.StateErr {
+			continue
+		}
+		if inErr++; inErr > 3 {
+			continue
+		}
+		s := fmt.Sprintf("QP %#x went to %v", q.qp.QPN(), qp.StateErr)
+		if t, ok := moved[q.qp.QP]; ok {
+			s += fmt.Sprintf(" on %v (%s)", t, eventCause(t))
+		}
+		why = append(why, s)
+	}
+	if inErr > 3 {
+		why = append(why, fmt.Sprintf("%d more QPs in %v", inErr-3, qp.StateErr))
+	}
+	if len(why) > 0 {
+		d.err = fmt.Errorf("%w; %s", d.err, strings.Join(why, "; "))
+	}
+	return d
+}
+
+// eventCause says what a QP's async error event means on a perf server.
+func eventCause(t qp.EventType) string {
+	switch t {
+	case qp.EventQPAccessErr:
+		return "a request of the client's broke this side's access rules: R_Key, bounds or rights"
+	case qp.EventQPReqErr:
+		return "the client sent an invalid request"
+	case qp.EventQPFatal:
+		return "a local error: this side's CQ overran or one of its WRs failed"
+	}
+	return "unexpected"
 }
 
 // passive reports whether this side is a server that only lends its
