@@ -7,8 +7,12 @@
 //
 // dcqcn is one of goroce's bottom layers, next to wire and mr: it imports
 // nothing of goroce's. The device (rnic) owns one ReactionPoint, one
-// NotificationPoint and one Pacer per QP and drives them from the worker
-// that owns the QP; the simulated link (simlink) uses RED as its switch
+// NotificationPoint and one Pacer per RC or UC QP, under one lock of the
+// QP's, and drives them from several goroutines: whichever goroutine sends
+// the QP's packets asks the pacer and tells both of what it sent, the
+// receive path feeds CNPs to the reaction point and CE marks to the
+// notification point, and the QP's worker runs the timers (rnic's package
+// doc has the table). The simulated link (simlink) uses RED as its switch
 // queue's marking rule. Everything here is pure: no goroutines, no clock
 // reads (every method that needs the time takes now), no allocation on the
 // per-packet path. None of the types is safe for concurrent use.
@@ -87,12 +91,14 @@
 // one link speed can be carried to another with Params.ScaleRateSteps, the
 // way HPCC's simulator scales its own.
 //
-// # Using it from a QP worker
+// # Using it from a device
 //
 // Per packet: if pacer.Budget(now) covers the packet, send it, then
 // pacer.Consume(n, now) and rp.OnSent(n, now). On a CNP: rp.OnCNP(now). On a
 // CE-marked packet received: if np.OnCE(now), send a CNP. After any of
 // these, if rp.Rate() changed, pacer.SetRate(rp.Rate(), now). Arm one timer
-// for the earlier of rp.Deadline() (when non-zero) and pacer.NextSend(...),
-// and call rp.Advance(now) when it fires.
+// for the earlier of rp.Deadline() (when non-zero) and the pacer's next
+// release (pacer.TimeUntil), and call rp.Advance(now) when it fires. Calls
+// from several goroutines need one lock around the three (rnic's
+// congestion.mu).
 package dcqcn

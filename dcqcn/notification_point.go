@@ -18,8 +18,8 @@ type NPStats struct {
 // is the firmware's min_time_between_cnps.
 //
 // It never reads the clock; a now earlier than one already seen is treated
-// as that latest time. It is not safe for concurrent use; it belongs to the
-// worker that owns its QP.
+// as that latest time. It is not safe for concurrent use: a device that
+// drives it from several goroutines locks around it.
 type NotificationPoint struct {
 	interval time.Duration
 	sent     bool      // a CNP has been sent

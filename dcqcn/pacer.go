@@ -22,8 +22,8 @@ const nanobitsPerByte = 8 * 1_000_000_000
 const minCredit = math.MinInt64 / 2
 
 // Pacer is a token bucket that turns a rate into send budget: credit flows
-// in at the rate and up to burst bytes of it can be saved. The QP's worker
-// asks Budget (or TimeUntil) before sending and reports what it sent with
+// in at the rate and up to burst bytes of it can be saved. Whoever sends
+// the QP's packets asks Budget (or TimeUntil) before sending and reports what it sent with
 // Consume; when the reaction point changes the rate, it calls SetRate.
 //
 // Arithmetic is exact: credit is an integer count of nanobits and the rate an

@@ -84,8 +84,8 @@ type RPStats struct {
 // is treated as that latest time. The reaction point never reads the clock,
 // starts no goroutine, and does not allocate.
 //
-// A ReactionPoint is not safe for concurrent use; it belongs to the worker
-// that owns its QP.
+// A ReactionPoint is not safe for concurrent use: a device that drives it
+// from several goroutines locks around it.
 type ReactionPoint struct {
 	p        Params
 	lineRate Rate

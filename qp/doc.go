@@ -46,6 +46,7 @@
 //
 // Concurrency: PostSend and PostRecv may be called from any goroutine; they
 // append to the work queues under a small lock and never wait for the
-// engines. Everything else on a QP runs under its own mutex, taken by the
-// device's worker for each batch of packets and by Modify and Query.
+// engines. The engines run under the QP's own mutex, taken by every Engine
+// method and by Modify, Query and Status; which goroutines call them, and
+// the lock order, are the device's to say (package rnic's doc).
 package qp

@@ -31,8 +31,8 @@ func (p *OutPacket) Head() []byte { return p.head[:p.headLen] }
 // Packet returns a parsed view of the headers (for tracing).
 func (p *OutPacket) Opcode() wire.Opcode { return wire.Opcode(p.head[0]) }
 
-// Outbox collects the packets QPs produce during one turn of a device
-// worker. It is reused turn after turn; its buffers are allocated once.
+// Outbox collects the packets QPs produce for one batch a device sends. It
+// is reused batch after batch; its buffers are allocated once.
 // Not safe for concurrent use.
 type Outbox struct {
 	pkts []OutPacket

@@ -2,15 +2,104 @@
 // like an RDMA device, registers memory with, and moves data through with
 // queue pairs, speaking RoCEv2 on the wire.
 //
-//	app ──PostSend/PostRecv──► qp (requester, responder, completer) ──► CQ ──Poll──► app
-//	                                 ▲                     │
-//	              receive goroutine: │ parse, ICRC, QPN    │ worker goroutines: transmit,
-//	              ReadBatch ─────────┘                     ▼ timers, ICRC, WriteBatch
-//	                                      link (udplink: UDP socket; simlink: simulated)
+//	app ──PostSend──► qp engines ──► sender: ICRC, WriteBatch ──► link
+//	app ◄──CQ.Poll─── CQ ◄── qp engines ◄── receive path: ReadBatch, parse, ICRC, QPN
 //
-// In polling mode (Config.BusyPoll) the goroutine that polls a CQ runs the
-// receive path itself: CQ.Poll on an empty CQ first takes what waits on
-// the link, and the receive goroutine steps in only while nobody polls.
+// There is no one goroutine per QP: the QP's engines (package qp) run in
+// whichever goroutine has work for them, one at a time under the QP's
+// lock, and every packet leaves through a sender under the device's
+// sendMu. The tables below say who runs what and which lock guards what;
+// they are the only place the lock order is written down.
+//
+// # Who runs what
+//
+//	goroutine                 runs                                             when
+//	────────────────────────  ───────────────────────────────────────────────  ──────────────────────────────
+//	the caller of PostSend    Engine.Transmit: the requester (new requests),   each post (Env.Post: an inline
+//	(or of PostRecv in ERR)   queued responses, the flush of ERR; a sender     doorbell), within the DCQCN
+//	                          from the device's pool                           budget; then rearm
+//	receive goroutine         Engine.Receive: the completer (ACK, NAK, READ    each ReadBatch batch; then
+//	(Device.receive, or       response, ATOMIC ACK) or the responder           answer: the touched QPs'
+//	receivePolled)            (requests); the notification point (CE → CNP)    Engine.Transmit and the CNPs;
+//	                          and the reaction point (CNP); rx's sender        rearm
+//	a CQ poller (polling      the receive path as above, under rxMu (TryLock:  CQ.Poll on an empty CQ,
+//	mode: Config.BusyPoll)    one at a time, the others return); CNPs leave    CQ.Wait while it spins,
+//	                          at once; the touched QPs' answers leave with     Device.Progress
+//	                          the app's next post, the next idle poll
+//	                          (sendOwed) or their worker (rung), whichever
+//	                          comes first
+//	worker (one of            Engine.Advance: the completer's timers (ACK      its doorbell: a timer fired, a
+//	Config.Workers; a QP's    timeout, RNR wait); the reaction point's timers  state change, a go-back, answers
+//	is fixed by its QPN)      and the pacer's release (congestion.advance);    a poller left owed; Close's
+//	                          Engine.Transmit of every ready QP; its sender    drain
+//	the QP's runtime timer    QP.fired: rings the QP's worker, nothing else    the earlier of the engine's and
+//	(time.AfterFunc)                                                           DCQCN's deadlines
+//	the application           Modify, Query, Status (the QP's lock; rnic's     any time
+//	                          Modify then rings the worker: the flush of ERR,
+//	                          new timers); Rate (congestion.mu); Destroy
+//	                          (Device.mu, then worker.mu)
+//
+// So the requester runs in a posting goroutine, the receive path and the
+// worker; the completer's ACK handling on the receive path, its timers on
+// the worker; the responder's checks and execution on the receive path,
+// its answers in whichever sender transmits the QP next. The pacer and
+// the reaction point are told of sends by every sender, of CNPs by the
+// receive path, and of time by the worker. This is the model: a single
+// owner per QP (its worker, with PostSend and the receive path handing it
+// work) would trade the inline paths' latency for simpler exclusion, and
+// choosing between them takes benchmarks on a quiet machine.
+//
+// # Which lock guards what
+//
+//	lock                   guards                                               held by
+//	─────────────────────  ───────────────────────────────────────────────────  ─────────────────────────
+//	Device.rxMu            rxPath (batch, buffers, rx's sender, owed QPs)       receivePolled and CQ
+//	                       and the Poller's TryReadBatch, in polling mode;      pollers, across read,
+//	                       else the receive goroutine owns rxPath alone         delivery and answer
+//	Device.sendMu          the link's WriteBatch and the order of packets:      every sender, across
+//	                       one sender builds and sends at a time, so a          Transmit, ICRC and
+//	                       QP's packets reach the link in the order they        sendmmsg
+//	                       were built
+//	Device.mu              qps, srqs; view is republished under it (the         CreateQP, Destroy, Close,
+//	                       receive path reads view without it)                  CreateSRQ, DestroySRQ
+//	worker.mu              ready, qps, and each of its QPs' ready flag          ring, add, remove, serve
+//	QP.timerMu             timer, timerAt                                       rearm, fired
+//	congestion.mu          reaction point, pacer, notification point,           senders, the receive path,
+//	                       paceAt                                               the worker, Rate
+//	qp.QP.mu               attr; the requester, completer and responder;        Engine.Receive, Transmit,
+//	                       the ERR flush flag; state and retired are            Advance, Deadline; Modify,
+//	                       written only under it (atomic, for lock-free         Query, Status
+//	                       reads)
+//	qp.QP.postMu           the send-queue slots from posted on; posted is       PostSend; Modify to RESET
+//	                       written only under it (atomic: the engines
+//	                       read it)
+//	recvQueue.mu           a receive queue's or SRQ's ring and limit            PostRecv, SRQ.Modify, the
+//	                                                                            responder, the flush
+//	qp.CQ.mu               the ring, its error, the notification arming         push (engines), Poll, Wait
+//	tracer.mu              the trace writer and the line being built            anyone tracing
+//
+// Not locks but owned: a worker's batch and sender belong to its
+// goroutine; a pooled sender to the goroutine that took it; the device's
+// counters are atomic.
+//
+// # Lock order
+//
+// Take them in this order, never the other way round:
+//
+//	rxMu → sendMu → qp.QP.mu → {qp.QP.postMu, recvQueue.mu, qp.CQ.mu, worker.mu, mr's locks, tracer.mu}
+//	rxMu → sendMu → congestion.mu (never together with qp.QP.mu: a sender asks the
+//	                               pacer before Transmit and tells it after)
+//	Device.mu → worker.mu, mr's locks (CreateQP)
+//	rxMu → QP.timerMu (rearm runs after sendMu and the QP's and congestion locks are
+//	                   released; fired lets go of it before it rings the worker)
+//
+// The locks in braces are leaves: nothing is called into a QP while one
+// is held, which is why an engine may ring its worker (Env.Doorbell) or
+// push a completion with its QP locked. Async events (Device.event) and
+// SRQ limit events are non-blocking channel sends, safe under any lock.
+// Config.Tap is called under sendMu by senders and at the same time by
+// the receive path (under rxMu in polling mode): it locks for itself, as
+// pcap.Writer does. Config.Trace is written under tracer.mu.
 //
 // Where it sits: rnic owns the goroutines, sockets and time; the protocol
 // lives in package qp, memory protection in mr, packet formats in wire.
@@ -25,8 +114,7 @@
 //
 // What users see: QP embeds *qp.QP, which carries only the verbs; the
 // device drives each QP through a *qp.Engine it keeps in an unexported field
-// (Receive on the receive path, Transmit and Advance on the workers and
-// inline posts, Deadline for the QP's timer). CQs come from CreateCQ with
+// (see "Who runs what"). CQs come from CreateCQ with
 // their busy-poll time and polled-mode progress hook already fixed
 // (qp.NewDeviceCQ). The embedding stays because async events name the
 // *qp.QP (qp.Event.QP): a program matches them against rnic.QP.QP.

@@ -109,8 +109,10 @@ const RoCEv2Port = 4791
 // goroutine that polls a CQ also drives the receive path, as a polled NIC
 // driver does, instead of handing each packet to another goroutine.
 //
-// TryReadBatch and WaitReadable are called by one goroutine at a time
-// (the device serialises them), and not together with ReadBatch.
+// TryReadBatch is called by one goroutine at a time (the device
+// serialises it); WaitReadable may run at the same time as TryReadBatch
+// (the device's receive goroutine parks in it while a CQ poller reads).
+// Neither is used together with ReadBatch.
 type Poller interface {
 	// TryReadBatch is ReadBatch without the wait: it returns 0 and a nil
 	// error at once when no datagram is waiting. A call that fills all of

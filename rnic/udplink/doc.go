@@ -1,9 +1,14 @@
 // Package udplink is the software RNIC's real network port: a link.Link over
 // one UDP socket, bound to a device's IP address and the RoCEv2 port 4791.
 //
-// Where it sits: wire < link < udplink (this package) < rnic. The device owns
-// one receive goroutine that calls ReadBatch and one or more workers that
-// call WriteBatch (one at a time); udplink owns only the socket.
+// Where it sits: wire < link < udplink (this package) < rnic. The device
+// calls ReadBatch from its receive goroutine, or in polling mode
+// TryReadBatch from whichever goroutine holds its receive lock (its receive
+// goroutine or one polling a CQ) while its receive goroutine may park in
+// WaitReadable; it calls WriteBatch from whichever goroutine is sending (a
+// posting goroutine, the receive path or a worker), one at a time under its
+// send lock (rnic's package doc has the table). udplink owns only the
+// socket.
 //
 // # What the socket is made to do
 //
