@@ -17,7 +17,7 @@ var (
 )
 
 // CQ is a completion queue (struct ibv_cq): a bounded ring of work
-// completions that the device's workers add to and the application polls.
+// completions that the QPs' engines add to and the application polls.
 // It is safe for concurrent use.
 //
 // Overflow is an error, as on real NICs: a completion that finds the queue
@@ -25,6 +25,14 @@ var (
 // ErrCQOverflow) and the device reports an IBV_EVENT_CQ_ERR async event and
 // moves the QP that overran it to ERR.
 type CQ struct {
+	// Fixed at creation: spin is how long Wait polls before it blocks.
+	spin     time.Duration
+	progress func()
+	events   chan struct{} // one value per notification
+	wake     chan struct{} // signalled on every push, for Wait
+
+	// mu guards the ring, its error and the notification state. A leaf:
+	// the engines push with their QP locked.
 	mu      sync.Mutex
 	ring    []WC
 	head, n int
@@ -32,13 +40,9 @@ type CQ struct {
 	// Notification (ibv_req_notify_cq): armed is set by ReqNotify and
 	// cleared when an event is delivered on events.
 	armed, solicitedOnly bool
-	events               chan struct{}
-	wake                 chan struct{} // signalled on every push, for Wait
-	// avail mirrors n for lock-free checks while busy-polling; spin is
-	// how long Wait polls before it blocks.
-	avail    atomic.Int32
-	spin     time.Duration
-	progress func()
+	// avail mirrors n (written under mu) for lock-free checks while
+	// busy-polling.
+	avail atomic.Int32
 }
 
 // NewCQ returns a CQ that holds up to cqe completions.

@@ -48,7 +48,8 @@ type Env struct {
 }
 
 // Tracer receives a QP's protocol events for a human-readable trace. Calls
-// happen on the device's worker with the QP locked; they must be quick.
+// happen in whichever goroutine runs the QP's engines, with the QP locked;
+// they must be quick and safe for concurrent use (several QPs trace at once).
 type Tracer interface {
 	QPEvent(now time.Time, qpn uint32, what string)
 }
@@ -57,6 +58,7 @@ type Tracer interface {
 // ibv_query_qp, ibv_post_send, ibv_post_recv). The device creates it with
 // NewEngine and keeps the Engine that runs it; a *QP alone cannot drive it.
 type QP struct {
+	// Fixed at creation.
 	qpn    uint32
 	typ    Type
 	pd     *mr.PD
@@ -66,27 +68,30 @@ type QP struct {
 	sigAll bool
 	ctx    any
 	env    *Env
+	rq     *recvQueue // own receive queue, or the SRQ's: it has its own lock
+	eng    Engine     // the device's handle, pointing back here
 
-	// Posting side: PostSend fills sq slots under postMu and publishes them
-	// by advancing posted; the worker retires them and advances retired.
+	// postMu guards the send-queue slots from posted on (PostSend fills
+	// them) and the writing of posted, which publishes a filled slot; the
+	// slots from retired to posted are the engines', under mu. posted and
+	// retired are atomic so that each side reads the other's without its
+	// lock.
 	postMu  sync.Mutex
 	sq      []sendWQE
 	posted  atomic.Uint64
-	retired atomic.Uint64
-	rq      *recvQueue // own receive queue, or the SRQ's
-	state   atomic.Uint32
+	retired atomic.Uint64 // written under mu
 
-	// Everything below is guarded by mu: the transport engines.
-	mu   sync.Mutex
-	attr Attr
-	req  requester
-	comp completer
-	resp responder
+	// mu guards the transport engines and what they share. state is
+	// written under it and read without it (State).
+	mu    sync.Mutex
+	state atomic.Uint32
+	attr  Attr
+	req   requester
+	comp  completer
+	resp  responder
 	// errPending is set on entering ERR until the first flush; WRs posted
 	// later are flushed as they arrive (see needsFlush).
 	errPending bool
-
-	eng Engine // the device's handle, pointing back here
 }
 
 // newQP creates a QP in the RESET state (see NewEngine).

@@ -31,16 +31,20 @@ func (w *recvWQE) length() uint64 {
 
 // recvQueue is a receive queue: a QP's own, or shared by several QPs as an
 // SRQ. It is safe for concurrent use: the application posts while the
-// device's workers take.
+// responder takes.
 type recvQueue struct {
+	// Fixed at creation.
+	maxSGE  int
+	onLimit func() // called without mu held
+
+	// mu guards the ring and the limit. A leaf: the responder takes with
+	// its QP locked.
 	mu      sync.Mutex
 	ring    []recvWQE
 	head, n int
-	maxSGE  int
 	// SRQ limit (srq_limit): when the number of posted WQEs falls below
 	// limit, onLimit is called once and the limit disarms.
-	limit   int
-	onLimit func()
+	limit int
 }
 
 func newRecvQueue(depth, maxSGE int) *recvQueue {

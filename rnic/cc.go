@@ -26,12 +26,16 @@ type DCQCNConfig struct {
 // congestion is one QP's DCQCN state: the reaction point and pacer of its
 // sends, the notification point of its receives.
 type congestion struct {
+	mtu int // fixed
+
+	// mu guards the three DCQCN parts, which senders, the receive path and
+	// the worker all drive (see the package doc). Never held with the
+	// QP's lock.
 	mu     sync.Mutex
 	rp     *dcqcn.ReactionPoint
 	pacer  *dcqcn.Pacer
 	np     *dcqcn.NotificationPoint
 	paceAt time.Time // when the pacer lets the next packet go, while it holds one back
-	mtu    int
 }
 
 func newCongestion(d *Device, now time.Time) (*congestion, error) {

@@ -30,8 +30,10 @@ type Config struct {
 	Link link.Link
 	// MTU is the port's active MTU: 256, 512, 1024, 2048 or 4096 (default).
 	MTU int
-	// Workers is the number of transport goroutines; QPs are spread over
-	// them by QPN. Default 1.
+	// Workers is the number of worker goroutines, which run the QPs'
+	// timers and send what the inline paths leave (see the package doc);
+	// QPs are spread over them by QPN. Every sender takes one device-wide
+	// send lock, so more workers add no transmit parallelism. Default 1.
 	Workers int
 	// StrictICRC accepts an IPv4 packet only if its ICRC verifies with
 	// the IPv4 Identification every goroce sender produces: 0, or a GSO
@@ -76,7 +78,8 @@ type Config struct {
 
 // Tap sees packets: roce is the UDP payload (BTH to ICRC), ipID the IPv4
 // Identification its ICRC was computed with, tos the IP TOS byte. Calls
-// come from the device's goroutines; roce is only valid during the call.
+// come from the device's goroutines, a sender's and the receive path's at
+// the same time (see the package doc); roce is only valid during the call.
 type Tap interface {
 	Tap(now time.Time, src, dst netip.AddrPort, ipID uint16, tos uint8, roce []byte)
 }
@@ -84,33 +87,46 @@ type Tap interface {
 // Device is a software RDMA NIC: one address, one port, any number of QPs.
 // All its methods are safe for concurrent use.
 type Device struct {
-	cfg      Config
-	link     link.Link
-	caps     link.Caps
-	local    netip.AddrPort
-	mem      *mr.Table
-	counters qp.Counters
-	dev      DeviceCounters
-	limits   qp.Limits
-	log      *zap.Logger
-	tracer   *tracer
-	rxICRC   wire.ICRCCache // the receive path's
-	rx       *rxPath
-	poller   link.Poller // in polling mode
-	rxMu     sync.Mutex  // in polling mode, held while reading and delivering
-	workers  []*worker
-	sendMu   sync.Mutex // packets are built and sent under it, in order
-	senders  sync.Pool  // *sender, for goroutines that post work
-
-	mu   sync.Mutex
-	qps  map[uint32]*QP
-	srqs map[*qp.SRQ]*mr.PD             // SRQs and the PDs they hold
-	view atomic.Pointer[map[uint32]*QP] // copy-on-write snapshot for the receive path
-
+	// Fixed at Open.
+	cfg     Config
+	link    link.Link
+	caps    link.Caps
+	local   netip.AddrPort
+	mem     *mr.Table
+	limits  qp.Limits
+	log     *zap.Logger
+	tracer  *tracer
+	poller  link.Poller // in polling mode
+	workers []*worker
 	events  chan qp.Event
 	closing chan struct{}
-	closed  atomic.Bool
-	wg      sync.WaitGroup
+
+	// Atomic: updated from every goroutine of the device.
+	counters qp.Counters
+	dev      DeviceCounters
+	closed   atomic.Bool
+	view     atomic.Pointer[map[uint32]*QP] // copy-on-write snapshot of qps for the receive path
+
+	// rxMu guards the receive path's state in polling mode, where the
+	// receive goroutine and CQ pollers take turns; otherwise the receive
+	// goroutine owns it alone. Held across read, delivery and answer.
+	rxMu   sync.Mutex
+	rx     *rxPath
+	rxICRC wire.ICRCCache
+
+	// sendMu serialises the senders: one builds packets and hands them to
+	// the link's WriteBatch at a time, so a QP's packets reach the link
+	// in the order they were built. Each sender is its holder's; the pool
+	// lends them to goroutines that post work.
+	sendMu  sync.Mutex
+	senders sync.Pool // *sender
+
+	// mu guards the device's QPs and SRQs; view is republished under it.
+	mu   sync.Mutex
+	qps  map[uint32]*QP
+	srqs map[*qp.SRQ]*mr.PD // SRQs and the PDs they hold
+
+	wg sync.WaitGroup // the workers and the receive goroutine
 }
 
 // DeviceCounters are counted by the device below the QPs.
@@ -374,25 +390,28 @@ func (d *Device) event(ev qp.Event) {
 // Query, PostSend, PostRecv, QPN, State, ...) and Destroy; the engines that
 // move its packets are the device's alone (see the package doc).
 type QP struct {
+	// Fixed at CreateQP.
 	*qp.QP
-	eng   *qp.Engine // the device's handle: Receive, Transmit, Advance, Deadline
-	d     *Device
-	w     *worker
-	env   qp.Env
-	ready bool // in the worker's ready list (guarded by the worker's mutex)
+	eng *qp.Engine // the device's handle: Receive, Transmit, Advance, Deadline
+	d   *Device
+	w   *worker
+	env qp.Env
+	cc  *congestion // DCQCN, with its own lock; nil for UD QPs and when disabled
 
-	// The QP's timer rings its worker when its next deadline (a local ACK
-	// timeout or the end of an RNR wait) is due. rearm only ever moves it
-	// earlier; a timer that fires early finds nothing due and is re-armed.
-	cc *congestion // DCQCN; nil for UD QPs and when disabled
+	// Guarded by w.mu.
+	ready bool // in the worker's ready list
 
+	// timerMu guards the QP's timer, which rings its worker when its next
+	// deadline (a local ACK timeout, the end of an RNR wait, DCQCN's
+	// timers or pacing) is due. rearm only ever moves it earlier; a timer
+	// that fires early finds nothing due and is re-armed.
 	timerMu sync.Mutex
 	timer   *time.Timer
 	timerAt time.Time // when the timer fires; zero if stopped or fired
 }
 
 // rearm makes sure the QP's timer fires no later than its deadline. Called
-// after anything that may have set one, with no QP lock held.
+// after anything that may have set one, with no lock held.
 func (q *QP) rearm() {
 	dl := q.eng.Deadline()
 	if q.cc != nil {

@@ -18,12 +18,15 @@ import (
 //
 // with times in seconds since the device opened.
 type tracer struct {
-	mu    sync.Mutex
-	w     io.Writer
+	// Fixed.
 	start time.Time
-	buf   []byte
 	local netip.AddrPort
-	pkt   []byte
+
+	// mu guards the writer and the line being built.
+	mu  sync.Mutex
+	w   io.Writer
+	buf []byte
+	pkt []byte
 }
 
 func newTracer(w io.Writer, local netip.AddrPort) *tracer {

@@ -10,24 +10,28 @@ import (
 	"github.com/goroce/goroce/wire"
 )
 
-// worker runs the transport of a set of QPs in one goroutine, one owner
-// loop:
+// worker is the goroutine that runs a set of QPs' timers and sends what
+// nobody else sent for them, in one loop:
 //
-//	wait for: doorbell (a QP is ready: work that could not be sent inline,
-//	          a timer that fired, a state change) | drain | close
+//	wait for: doorbell (a QP is ready: a timer that fired, a state change,
+//	          a go-back, answers a poller left owed) | drain | close
 //	for each ready QP: run its timers if due (Advance), let it transmit
 //	flush the outbox to the link; re-arm the QPs' timers
 //
 // Most packets never pass through a worker: PostSend transmits inline in
-// the posting goroutine and the receive loop sends what received packets
+// the posting goroutine and the receive path sends what received packets
 // call for. Each QP has its own runtime timer (see QP.rearm) that rings its
-// worker when a retransmission or RNR deadline is due.
+// worker when a retransmission, RNR or pacing deadline is due. Who runs
+// what, and the locks: see the package doc.
 type worker struct {
+	// Fixed at Open.
 	d        *Device
 	doorbell chan struct{}
 	drain    chan chan struct{} // Close asks for a last transmit
 
-	mu    sync.Mutex // guards ready and qps
+	// mu guards the QPs the worker serves and which of them are ready
+	// (and each QP's ready flag). A leaf: held, it calls into no QP.
+	mu    sync.Mutex
 	ready []*QP
 	qps   map[*QP]struct{}
 
@@ -61,9 +65,8 @@ func (w *worker) remove(q *QP) {
 	q.timer.Stop()
 }
 
-// ring marks q ready and wakes the worker. It never blocks. Lock order: a
-// QP's lock may be held when it rings, so nothing calls into a QP while
-// holding w.mu.
+// ring marks q ready and wakes the worker. It never blocks, and may be
+// called with q's lock held (see the package doc's lock order).
 func (w *worker) ring(q *QP) {
 	w.mu.Lock()
 	if !q.ready {
@@ -141,10 +144,11 @@ func (w *worker) serve(now time.Time) {
 }
 
 // sender builds packets from QPs into an outbox and sends them: the worker
-// has one, the receive loop has one, and goroutines that post work borrow
+// has one, the receive path has one, and goroutines that post work borrow
 // one from the device's pool. Building and sending happen under the
 // device's sendMu, so the packets of a QP reach the link in the order they
-// were built. Lock order: sendMu, then a QP's lock.
+// were built (the lock order is in the package doc). A sender is owned by
+// whoever holds it: not safe for concurrent use.
 type sender struct {
 	d     *Device
 	out   *qp.Outbox
