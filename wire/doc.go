@@ -27,6 +27,13 @@
 // Identification field, which a UDP socket never sees; SolveIPv4ID recovers
 // that field from the CRC's linearity and says what is then still verified.
 //
+// Connection management rides on the same packets: a UD SEND to QP1 (the
+// general services interface) carries a 256-byte management datagram, MAD
+// (mad.go), and the communication manager's REQ, REP, RTU, DREQ, DREP, MRA,
+// REJ and SIDR messages are MADs of class 0x07 (cm.go), with rdma_cm's
+// service IDs and private-data header on top (cm_rdmacm.go). AppendText
+// names them on such packets.
+//
 // Where it sits: wire imports nothing of goroce's. Everything above it (the
 // links, the queue-pair transport, the device, the pcap tools) uses it.
 package wire

@@ -9,6 +9,11 @@ import "strconv"
 //	RC_ACKNOWLEDGE qp=0x000012 psn=0x9d1436 aeth(ACK msn=3)
 //	UD_SEND_ONLY qp=0x000011 psn=0x000002 ackreq deth(qkey=0x11111111 srcqp=0x000012) len=512
 //
+// A UD SEND to QP1 that carries a MAD ends with AppendMADText's decoding of
+// it, so connection-manager messages read as such:
+//
+//	UD_SEND_ONLY qp=0x000001 psn=0x000000 ackreq deth(qkey=0x80010000 srcqp=0x000001) len=256 CM_RTU comm_id=0xe89e3479 remote_comm_id=0xe05e9038
+//
 // Flags (ackreq, se, fecn, becn) appear only when set. It allocates only if
 // dst must grow.
 func AppendText(dst []byte, p Packet) []byte {
@@ -84,6 +89,11 @@ func AppendText(dst []byte, p Packet) []byte {
 	if p.info.Payload {
 		dst = append(dst, " len="...)
 		dst = strconv.AppendUint(dst, uint64(len(p.Payload())), 10)
+	}
+	if p.Opcode() == UDSendOnly && bth.DestQP() == GSIQPN {
+		if m, err := ParseMAD(p.Payload()); err == nil {
+			dst = AppendMADText(append(dst, ' '), m)
+		}
 	}
 	return dst
 }

@@ -182,7 +182,7 @@ func checkAnalysis(t *testing.T, name string, rows map[int]analysisRow) map[stri
 
 // forRecords calls fn on every record of the capture name, numbered from 1
 // as tcpdump and the analysis files number them.
-func forRecords(t *testing.T, name string, fn func(no int, rec *pcap.Record)) {
+func forRecords(t testing.TB, name string, fn func(no int, rec *pcap.Record)) {
 	t.Helper()
 	f, err := os.Open(name)
 	if err != nil {

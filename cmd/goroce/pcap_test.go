@@ -84,7 +84,6 @@ func TestPcapGoldens(t *testing.T) {
 func TestPcapLines(t *testing.T) {
 	_, out, _ := goroce(t, "pcap", filepath.Join(testdata, "rping.pcap"))
 	for _, want := range []string{
-		"12.071137 10.99.0.2 > 10.99.0.1 sport=55410 UD_SEND_ONLY qp=0x000001 psn=0x000000 ackreq deth(qkey=0x80010000 srcqp=0x000001) len=256 icrc=ok\n",
 		"12.138916 10.99.0.1 > 10.99.0.2 sport=54655 RC_RDMA_READ_REQUEST qp=0x000011 psn=0xe325d2 ackreq reth(va=0x55ecfa7c2d50 rkey=0x0000051d len=64) icrc=ok\n",
 		"12.142102 10.99.0.2 > 10.99.0.1 sport=54655 RC_RDMA_READ_RESPONSE_ONLY qp=0x000011 psn=0xe325d2 aeth(ACK msn=1) len=64 icrc=ok\n",
 		"12.148824 10.99.0.1 > 10.99.0.2 sport=54655 RC_RDMA_WRITE_ONLY qp=0x000011 psn=0xe325d4 ackreq reth(va=0x55ecfa7c2f30 rkey=0x0000043a len=64) len=64 icrc=ok\n",
