@@ -19,8 +19,10 @@ import (
 const pcapAbout = `Decodes every RoCEv2 packet (UDP to port 4791) in pcap or pcapng captures,
 one line each: time in seconds since the file's first packet, source and
 destination address, UDP source port, the transport headers (opcode, QP, PSN,
-flags, RETH/AETH/DETH/atomic fields, payload length) and whether the ICRC
-verifies against the captured IP and UDP headers. A packet that does not parse
+flags, RETH/AETH/DETH/atomic fields, payload length), for a UD SEND to QP1
+the connection-manager message it carries (CM_REQ, CM_REP, CM_RTU, CM_REJ,
+CM_DREQ, ... with their key fields), and whether the ICRC verifies against
+the captured IP and UDP headers. A packet that does not parse
 is printed as malformed; "ce" after the port marks ECN Congestion
 Experienced. Other packets (TCP side channels, ARP, ...) are
 skipped. Each file ends with

@@ -20,7 +20,11 @@ import (
 //	{"time":0.000456,"src":"10.99.0.2","dst":"10.99.0.1","sport":49152,"ecn":"not_ect","malformed":"unknown opcode 0x4a"}
 //	{"summary":{"file":"x.pcap","packets":2,"icrc_ok":1,"icrc_bad":0,"malformed":1}}
 //
-// ip_id is present on IPv4 packets only.
+// ip_id is present on IPv4 packets only. A UD SEND to QP1 that carries a
+// management datagram has a "mad" object: its class and attribute ID, the
+// transaction ID, and the text form's decoding of it,
+//
+//	"mad":{"class":"0x07","attr_id":"0x0010","tid":"0x0000000279349ee8","text":"CM_REQ comm_id=0xe89e3479 ..."}
 
 // datagramJSON holds what every object about a RoCEv2 datagram has.
 type datagramJSON struct {
@@ -56,7 +60,8 @@ type packetJSON struct {
 	Imm       string         `json:"imm,omitempty"`
 	InvRKey   string         `json:"inv_rkey,omitempty"`
 	Len       *int           `json:"len,omitempty"` // payload bytes, pad excluded
-	ICRC      string         `json:"icrc"`          // ok or bad
+	MAD       *madJSON       `json:"mad,omitempty"`
+	ICRC      string         `json:"icrc"` // ok or bad
 }
 
 type rethJSON struct {
@@ -87,6 +92,15 @@ type atomicJSON struct {
 	Swap    string `json:"swap,omitempty"`
 	Compare string `json:"compare,omitempty"`
 	Add     string `json:"add,omitempty"`
+}
+
+// madJSON is a management datagram: for the CM (class 0x07), text names
+// the message and its key fields as wire.AppendMADText does.
+type madJSON struct {
+	Class  string `json:"class"`
+	AttrID string `json:"attr_id"`
+	TID    string `json:"tid"`
+	Text   string `json:"text"`
 }
 
 type atomicAckJSON struct {
@@ -165,6 +179,13 @@ func newPacketJSON(pk *pcapPacket) any {
 	if p.Info().Payload {
 		n := len(p.Payload())
 		j.Len = &n
+	}
+	if p.Opcode() == wire.UDSendOnly && bth.DestQP() == wire.GSIQPN {
+		if m, err := wire.ParseMAD(p.Payload()); err == nil {
+			h := m.Header()
+			j.MAD = &madJSON{Class: hexString(uint64(h.MgmtClass()), 2), AttrID: hexString(uint64(h.AttrID()), 4),
+				TID: hexString(h.TransactionID(), 16), Text: string(wire.AppendMADText(nil, m))}
+		}
 	}
 	return j
 }

@@ -319,6 +319,16 @@ func TestPcapJSON(t *testing.T) {
 	if deth["qkey"] != "0x80010000" || deth["src_qp"] != 1.0 || ud["ip_id"] == nil || ud["ecn"] != "not_ect" {
 		t.Errorf("UD object %v", ud)
 	}
+	// The CM REQ to QP1, as tshark decodes it: class 0x07, attribute 0x0010,
+	// transaction ID 0x0000000279349ee8.
+	mad, _ := ud["mad"].(map[string]any)
+	if mad["class"] != "0x07" || mad["attr_id"] != "0x0010" || mad["tid"] != "0x0000000279349ee8" ||
+		!strings.HasPrefix(fmt.Sprint(mad["text"]), "CM_REQ comm_id=0xe89e3479 service_id=0x0000000001061c06 ") {
+		t.Errorf("UD object's mad %v", ud["mad"])
+	}
+	if read["mad"] != nil {
+		t.Errorf("an RC packet with a mad object: %v", read)
+	}
 }
 
 func TestPcapUsage(t *testing.T) {
