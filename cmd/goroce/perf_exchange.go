@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -31,16 +32,51 @@ type sideChannel struct {
 	rd   *bufio.Reader
 }
 
-// readLine reads one line, without its newline.
-func (sc *sideChannel) readLine() (string, error) {
-	s, err := sc.rd.ReadString('\n')
-	if err != nil {
-		if errors.Is(err, io.EOF) {
-			err = io.ErrUnexpectedEOF
-		}
-		return "", err
+// perfLineMax bounds the parameter line and the QP lines. The longest QP
+// line ("qp 1023 qpn=0xffffff psn=0xffffff gid=<45-char IPv6> rkey=...
+// addr=... size=...") is about 150 bytes, the parameter line about 100.
+const perfLineMax = 256
+
+// doneLineMax bounds the done line of qps QPs: "done" and a count of at
+// most 20 digits, with its space, per QP.
+func doneLineMax(qps int) int { return len("done") + 21*qps }
+
+// errLineTooLong reports a side-channel line longer than the protocol
+// allows: the reader stops there, having buffered no more than the limit.
+var errLineTooLong = errors.New("perf side channel: line too long")
+
+// readLine reads one line of at most limit bytes, without its newline. A
+// longer line fails as soon as limit bytes have come without a newline,
+// so a peer cannot make this side buffer more.
+func (sc *sideChannel) readLine(limit int) (string, error) {
+	var line []byte
+	tooLong := func() error {
+		return fmt.Errorf("%w: longer than %d bytes from %s", errLineTooLong, limit, sc.conn.RemoteAddr())
 	}
-	return strings.TrimSuffix(s, "\n"), nil
+	for {
+		if sc.rd.Buffered() == 0 {
+			if _, err := sc.rd.Peek(1); err != nil {
+				if errors.Is(err, io.EOF) {
+					err = io.ErrUnexpectedEOF
+				}
+				return "", err
+			}
+		}
+		buf, _ := sc.rd.Peek(sc.rd.Buffered())
+		if i := bytes.IndexByte(buf, '\n'); i >= 0 {
+			if len(line)+i > limit {
+				return "", tooLong()
+			}
+			line = append(line, buf[:i]...)
+			sc.rd.Discard(i + 1)
+			return string(line), nil
+		}
+		if len(line)+len(buf) > limit {
+			return "", tooLong()
+		}
+		line = append(line, buf...)
+		sc.rd.Discard(len(buf))
+	}
 }
 
 // writeLines writes lines, each ended by a newline, in one write.
@@ -178,7 +214,7 @@ func (pc *perfContext) exchange(ctx context.Context, sc *sideChannel) error {
 // readPeer reads the peer's parameter line, checks it matches ours, and
 // reads its QP lines.
 func (pc *perfContext) readPeer(sc *sideChannel) error {
-	line, err := sc.readLine()
+	line, err := sc.readLine(perfLineMax)
 	if err != nil {
 		return fmt.Errorf("couldn't read the peer's parameters: %w", err)
 	}
@@ -186,7 +222,7 @@ func (pc *perfContext) readPeer(sc *sideChannel) error {
 		return fmt.Errorf("the peer runs %q, this side %q: give both sides the same TEST and flags", line, want)
 	}
 	for i, q := range pc.qps {
-		line, err := sc.readLine()
+		line, err := sc.readLine(perfLineMax)
 		if err != nil {
 			return fmt.Errorf("couldn't read remote address: %w", err)
 		}
@@ -238,7 +274,7 @@ type peerDone struct {
 func (sc *sideChannel) awaitDone(qps int) <-chan peerDone {
 	ch := make(chan peerDone, 1)
 	go func() {
-		line, err := sc.readLine()
+		line, err := sc.readLine(doneLineMax(qps))
 		if err != nil {
 			ch <- peerDone{err: fmt.Errorf("couldn't read the client's done: %w", err)}
 			return
@@ -256,7 +292,7 @@ func (sc *sideChannel) finishClient(counts []int, stall time.Duration) error {
 	if err := sc.writeLines(doneLine(counts)); err != nil {
 		return fmt.Errorf("couldn't send done: %w", err)
 	}
-	line, err := sc.readLine()
+	line, err := sc.readLine(perfLineMax)
 	if err != nil {
 		return fmt.Errorf("couldn't read the server's done: %w", err)
 	}

@@ -1,0 +1,67 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// floodLine connects to a side channel at addr, sends head and then
+// bytes without a newline until the server hangs up or max bytes have
+// gone, and returns how many bytes the server let it write.
+func floodLine(t *testing.T, addr, head string, max int) (conn net.Conn, written int) {
+	t.Helper()
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	conn.SetWriteDeadline(time.Now().Add(30 * time.Second))
+	if _, err := conn.Write([]byte(head)); err != nil {
+		t.Fatal(err)
+	}
+	chunk := bytes.Repeat([]byte("x"), 64<<10)
+	for written < max {
+		n, err := conn.Write(chunk)
+		written += n
+		if err != nil {
+			break
+		}
+	}
+	return conn, written
+}
+
+// TestPerfSideChannelLineLimit floods a perf server with a parameter line
+// that never ends: the server must refuse it as too long, naming the
+// client's address, once it has read about the line limit, not buffer
+// what the client sends until its stall timeout. The kernel's socket
+// buffers take a few MiB before the server's close is seen; the client
+// gets nowhere near the 128 MiB it tries to send.
+func TestPerfSideChannelLineLimit(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	srvAddr, _ := loopbackPair()
+	var srvOut bytes.Buffer
+	port, code, srvErr := startServer(t, ctx, []string{"perf", "write_bw", "--addr", srvAddr, "-p", "0", "-n", "5"}, &srvOut)
+	const tries = 128 << 20
+	start := time.Now()
+	conn, written := floodLine(t, net.JoinHostPort(srvAddr, strconv.Itoa(port)), goroceMagic, tries)
+	if c := <-code; c != exitFail {
+		t.Fatalf("server exit %d, want %d: %s", c, exitFail, srvErr)
+	}
+	want := "line too long: longer than " + strconv.Itoa(perfLineMax) + " bytes from " + conn.LocalAddr().String()
+	if !strings.Contains(srvErr.String(), want) {
+		t.Errorf("server said %q, want %q", srvErr, want)
+	}
+	if written >= 32<<20 {
+		t.Errorf("the client wrote %d bytes before the server hung up, want far less than %d", written, tries)
+	}
+	if el := time.Since(start); el >= perfStall {
+		t.Errorf("the server took %v to refuse the line, its stall timeout is %v", el, perfStall)
+	}
+	t.Logf("client wrote %d bytes, server refused after %v", written, time.Since(start))
+}
