@@ -1,6 +1,7 @@
 package nccl
 
 import (
+	"bytes"
 	"errors"
 	"net/netip"
 	"os"
@@ -75,13 +76,17 @@ func TestDeviceAddr(t *testing.T) {
 }
 
 func TestUniqueIDRoundTrip(t *testing.T) {
-	id, err := makeID(77, "127.0.0.1:4242")
+	secret := [idSecretLen]byte{1, 2, 3, 31: 32}
+	id, err := makeID(77, secret, "127.0.0.1:4242")
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, a, err := id.parts()
-	if err != nil || m != 77 || a != "127.0.0.1:4242" || id.String() != a {
-		t.Errorf("%v %q %v", m, a, err)
+	j, a, err := id.parts()
+	if err != nil || j.Magic != 77 || !bytes.Equal(j.Secret, secret[:]) || a != "127.0.0.1:4242" || id.String() != a {
+		t.Errorf("%v %q %v", j, a, err)
+	}
+	if _, err := makeID(1, secret, strings.Repeat("x", idSecretOff-9)); !errors.Is(err, ErrInvalidArgument) {
+		t.Errorf("an address over the secret: %v", err)
 	}
 	if _, _, err := (UniqueID{}).parts(); !errors.Is(err, ErrInvalidArgument) {
 		t.Errorf("zero ID: %v", err)

@@ -1,16 +1,20 @@
 package nccl
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"io"
 	"net"
 	"net/netip"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -25,32 +29,44 @@ import (
 // UniqueIDBytes is the size of a UniqueID, NCCL_UNIQUE_ID_BYTES.
 const UniqueIDBytes = 128
 
-// UniqueID names one rendezvous: the root's TCP address and a random
-// magic that tells its ranks from strangers. Rank 0 makes it with
-// GetUniqueID and ships it to the other ranks (any way it likes: it is
-// plain bytes).
+// UniqueID names one rendezvous: the root's TCP address, a magic that
+// tells its ranks from another rendezvous's, and a secret that proves a
+// rank belongs to it (the bootstrap root accepts only hellos made with
+// it). Rank 0 makes it with GetUniqueID and ships it to the other ranks
+// (any way it likes: it is plain bytes, and should travel only to them).
+//
+// Layout: magic (8), address length (2), address (at most 86 bytes),
+// zeros, secret (the last 32 bytes).
 type UniqueID [UniqueIDBytes]byte
 
 // DefaultBootstrapTimeout bounds the rendezvous when Options does not.
 const DefaultBootstrapTimeout = 30 * time.Second
 
-func makeID(magic uint64, addr string) (UniqueID, error) {
+// idSecretLen is the size of a UniqueID's secret; it sits at its end.
+const (
+	idSecretLen = 32
+	idSecretOff = UniqueIDBytes - idSecretLen
+)
+
+func makeID(magic uint64, secret [idSecretLen]byte, addr string) (UniqueID, error) {
 	var id UniqueID
-	if len(addr) > UniqueIDBytes-10 {
+	if len(addr) > idSecretOff-10 {
 		return id, fmt.Errorf("%w: root address %q too long for a unique ID", ErrInvalidArgument, addr)
 	}
 	binary.BigEndian.PutUint64(id[0:], magic)
 	binary.BigEndian.PutUint16(id[8:], uint16(len(addr)))
 	copy(id[10:], addr)
+	copy(id[idSecretOff:], secret[:])
 	return id, nil
 }
 
-func (id UniqueID) parts() (magic uint64, addr string, err error) {
+func (id UniqueID) parts() (job bootstrap.Job, addr string, err error) {
 	n := int(binary.BigEndian.Uint16(id[8:]))
-	if n == 0 || n > UniqueIDBytes-10 {
-		return 0, "", fmt.Errorf("%w: not a unique ID", ErrInvalidArgument)
+	if n == 0 || n > idSecretOff-10 {
+		return job, "", fmt.Errorf("%w: not a unique ID", ErrInvalidArgument)
 	}
-	return binary.BigEndian.Uint64(id[0:]), string(id[10 : 10+n]), nil
+	job = bootstrap.Job{Magic: binary.BigEndian.Uint64(id[0:]), Secret: bytes.Clone(id[idSecretOff:])}
+	return job, string(id[10 : 10+n]), nil
 }
 
 // String returns the root address the ID points at.
@@ -81,7 +97,9 @@ func GetUniqueID() (UniqueID, error) {
 	var b [8]byte
 	rand.Read(b[:])
 	magic := binary.BigEndian.Uint64(b[:])
-	id, err := makeID(magic, ln.Addr().String())
+	var secret [idSecretLen]byte
+	rand.Read(secret[:])
+	id, err := makeID(magic, secret, ln.Addr().String())
 	if err != nil {
 		ln.Close()
 		return id, err
@@ -101,7 +119,7 @@ func CommInitRank(ctx context.Context, nranks int, id UniqueID, rank int, opts O
 	if nranks < 1 || rank < 0 || rank >= nranks {
 		return nil, fmt.Errorf("%w: rank %d of %d", ErrInvalidArgument, rank, nranks)
 	}
-	magic, rootAddr, err := id.parts()
+	job, rootAddr, err := id.parts()
 	if err != nil {
 		return nil, err
 	}
@@ -126,15 +144,16 @@ func CommInitRank(ctx context.Context, nranks int, id UniqueID, rank int, opts O
 	var root *bootstrap.Root
 	if rank == 0 {
 		var ln net.Listener
-		if v, ok := listeners.LoadAndDelete(magic); ok {
+		if v, ok := listeners.LoadAndDelete(job.Magic); ok {
 			ln = v.(net.Listener)
 		} else if ln, err = net.Listen("tcp", rootAddr); err != nil {
 			return fail(fmt.Errorf("bootstrap root: %w", err))
 		}
-		root = bootstrap.StartRoot(ln, nranks, magic, opts.BootstrapTimeout)
+		root = bootstrap.StartRoot(ln, nranks, job, bootstrap.RootOptions{Timeout: opts.BootstrapTimeout,
+			Logger: log.With(zap.String("bootstrap", "root"))})
 		cleanup = append(cleanup, func() error { root.Close(); return nil })
 	}
-	boot, err := bootstrap.Connect(ctx, rootAddr, rank, nranks, magic, opts.BootstrapTimeout)
+	boot, err := bootstrap.Connect(ctx, rootAddr, rank, nranks, job, opts.BootstrapTimeout)
 	if err != nil {
 		return fail(err)
 	}
@@ -364,18 +383,69 @@ func ReadEnv() (Env, error) {
 
 // CommInitFromEnv creates this process's communicator from the launcher's
 // environment (see ReadEnv): every rank derives the same unique ID from
-// the root address and the world size, and rank 0 serves the rendezvous
-// there.
+// the root address, the world size and the job's secret (see JobSecret),
+// and rank 0 serves the rendezvous there.
 func CommInitFromEnv(ctx context.Context, opts Options) (*Comm, error) {
 	e, err := ReadEnv()
 	if err != nil {
 		return nil, err
 	}
-	h := fnv.New64a()
-	fmt.Fprintf(h, "%s/%d", e.Root, e.Size)
-	id, err := makeID(h.Sum64(), e.Root)
+	secret, _ := JobSecret(e)
+	id, err := envID(e, secret)
 	if err != nil {
 		return nil, err
 	}
 	return CommInitRank(ctx, e.Size, id, e.Rank, opts)
+}
+
+// envID is the unique ID every rank of e derives: its magic from the root
+// address and the size, its secret given.
+func envID(e Env, secret [idSecretLen]byte) (UniqueID, error) {
+	h := fnv.New64a()
+	fmt.Fprintf(h, "%s/%d", e.Root, e.Size)
+	return makeID(h.Sum64(), secret, e.Root)
+}
+
+// JobSecretEnv is the variable that hands the ranks of a job their shared
+// secret: `goroce run` sets it to 32 random bytes in hex for each job.
+const JobSecretEnv = "GOROCE_JOB_SECRET"
+
+// jobIDVars are the launcher variables that name a job (the same in every
+// rank of it, different in the next job): Slurm's job and step, Open MPI's
+// job (ess_base_jobid in Open MPI 4, the PMIx namespace in 5), torchrun's
+// run ID (--rdzv-id).
+var jobIDVars = []string{"SLURM_JOB_ID", "SLURM_STEP_ID", "OMPI_MCA_ess_base_jobid", "PMIX_NAMESPACE", "TORCHELASTIC_RUN_ID"}
+
+// JobSecret is the secret the ranks of e prove themselves with at the
+// rendezvous, and where it came from:
+//
+//   - GOROCE_JOB_SECRET, when set (as `goroce run` sets it, or as a user
+//     of torchrun, mpirun -x or srun --export can): only processes given
+//     the variable can join, so a stranger on the network or another user
+//     of the machine who knows MASTER_ADDR, MASTER_PORT and WORLD_SIZE can
+//     neither take a rank's place nor be counted in. (A process that can
+//     read the ranks' environment, the same user or root, can.)
+//   - otherwise the launcher's job identity (jobIDVars) with the root and
+//     the size. Those are not secret (squeue, ps and /proc show them), so
+//     this guards only against accidental cross-talk: a rank of another
+//     job, or a leftover rank of an earlier run, that dials the same
+//     MASTER_ADDR:MASTER_PORT is refused instead of joining. It does not
+//     stop anyone who wants to join.
+//   - with neither (a bare RANK/WORLD_SIZE environment), only the root
+//     and the size: no protection beyond the magic's.
+func JobSecret(e Env) (secret [idSecretLen]byte, from string) {
+	h := sha256.New()
+	if v := getenv(JobSecretEnv); v != "" {
+		io.WriteString(h, "goroce job secret\x00"+v)
+		return [idSecretLen]byte(h.Sum(nil)), JobSecretEnv
+	}
+	fmt.Fprintf(h, "goroce job identity\x00%s/%d", e.Root, e.Size)
+	var used []string
+	for _, k := range jobIDVars {
+		if v := getenv(k); v != "" {
+			fmt.Fprintf(h, "\x00%s=%s", k, v)
+			used = append(used, k)
+		}
+	}
+	return [idSecretLen]byte(h.Sum(nil)), strings.Join(used, ",")
 }

@@ -24,7 +24,7 @@ func listen(t *testing.T) net.Listener {
 func TestAllGatherAndBarrier(t *testing.T) {
 	const n = 5
 	ln := listen(t)
-	root := StartRoot(ln, n, 42, 10*time.Second)
+	root := StartRoot(ln, n, Job{Magic: 42}, RootOptions{Timeout: 10 * time.Second})
 	var wg sync.WaitGroup
 	errs := make([]error, n)
 	for rank := n - 1; rank >= 0; rank-- { // arrival order does not matter
@@ -32,7 +32,7 @@ func TestAllGatherAndBarrier(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			errs[rank] = func() error {
-				c, err := Connect(t.Context(), ln.Addr().String(), rank, n, 42, 10*time.Second)
+				c, err := Connect(t.Context(), ln.Addr().String(), rank, n, Job{Magic: 42}, 10*time.Second)
 				if err != nil {
 					return err
 				}
@@ -66,14 +66,14 @@ func TestAllGatherAndBarrier(t *testing.T) {
 func TestMissingRanksNamed(t *testing.T) {
 	const n = 4
 	ln := listen(t)
-	root := StartRoot(ln, n, 7, 300*time.Millisecond)
+	root := StartRoot(ln, n, Job{Magic: 7}, RootOptions{Timeout: 300 * time.Millisecond})
 	var wg sync.WaitGroup
 	errs := make([]error, n)
 	for _, rank := range []int{0, 2} {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			c, err := Connect(t.Context(), ln.Addr().String(), rank, n, 7, 300*time.Millisecond)
+			c, err := Connect(t.Context(), ln.Addr().String(), rank, n, Job{Magic: 7}, 300*time.Millisecond)
 			if err == nil {
 				c.Close()
 			}
@@ -98,7 +98,7 @@ func TestRootUnreachable(t *testing.T) {
 	ln.Close()
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
-	_, err := Connect(ctx, addr, 1, 2, 1, 200*time.Millisecond)
+	_, err := Connect(ctx, addr, 1, 2, Job{Magic: 1}, 200*time.Millisecond)
 	if !errors.Is(err, ErrRoot) || !strings.Contains(err.Error(), "rank 1") {
 		t.Fatalf("%v, want ErrRoot naming rank 1", err)
 	}
@@ -107,11 +107,11 @@ func TestRootUnreachable(t *testing.T) {
 // A hello with the wrong magic is turned away; the real ranks proceed.
 func TestWrongMagicRejected(t *testing.T) {
 	ln := listen(t)
-	root := StartRoot(ln, 1, 9, 5*time.Second)
-	if _, err := Connect(t.Context(), ln.Addr().String(), 0, 1, 8, time.Second); err == nil {
+	root := StartRoot(ln, 1, Job{Magic: 9}, RootOptions{Timeout: 5 * time.Second})
+	if _, err := Connect(t.Context(), ln.Addr().String(), 0, 1, Job{Magic: 8}, time.Second); err == nil {
 		t.Fatal("wrong magic accepted")
 	}
-	c, err := Connect(t.Context(), ln.Addr().String(), 0, 1, 9, time.Second)
+	c, err := Connect(t.Context(), ln.Addr().String(), 0, 1, Job{Magic: 9}, time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,7 +2,6 @@ package bootstrap
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
 	"net"
 	"time"
@@ -17,10 +16,11 @@ type Client struct {
 }
 
 // Connect dials the root at addr (retrying while it is not up yet), says
-// hello as rank of nranks, and waits until every rank has arrived. It
+// hello as rank of nranks of job (answering the root's challenge with a
+// MAC made with job.Secret), and waits until every rank has arrived. It
 // fails after timeout (or when ctx ends) with ErrRoot if the root never
 // answered, or with the root's report naming the missing ranks.
-func Connect(ctx context.Context, addr string, rank, nranks int, magic uint64, timeout time.Duration) (*Client, error) {
+func Connect(ctx context.Context, addr string, rank, nranks int, job Job, timeout time.Duration) (*Client, error) {
 	deadline := time.Now().Add(timeout)
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
@@ -45,16 +45,20 @@ func Connect(ctx context.Context, addr string, rank, nranks int, magic uint64, t
 	}
 	stop := context.AfterFunc(ctx, func() { conn.SetDeadline(time.Now()) })
 	defer stop()
-	hello := binary.BigEndian.AppendUint64(nil, magic)
-	hello = binary.BigEndian.AppendUint32(hello, uint32(rank))
-	hello = binary.BigEndian.AppendUint32(hello, uint32(nranks))
 	conn.SetDeadline(deadline.Add(time.Second)) // the root answers by its own timeout
 	c := &Client{conn: conn, rank: rank, n: nranks, timeout: timeout}
-	if err := writeFrame(conn, hello); err != nil {
+	challenge, err := readFrame(conn, challengeLen)
+	if err == nil && len(challenge) != challengeLen {
+		err = fmt.Errorf("%w: a challenge of %d bytes", ErrProtocol, len(challenge))
+	}
+	if err == nil {
+		err = writeFrame(conn, job.hello(challenge, rank, nranks))
+	}
+	if err != nil {
 		conn.Close()
 		return nil, fmt.Errorf("%w: rank %d: hello to %s: %v", ErrRoot, rank, addr, err)
 	}
-	b, err := readFrame(conn)
+	b, err := readFrame(conn, maxFrame)
 	if err == nil {
 		_, err = parseAnswer(b, 0)
 	} else {
@@ -76,7 +80,7 @@ func (c *Client) AllGather(ctx context.Context, blob []byte) ([][]byte, error) {
 	if err := writeFrame(c.conn, blob); err != nil {
 		return nil, fmt.Errorf("%w: rank %d: %v", ErrRoot, c.rank, err)
 	}
-	b, err := readFrame(c.conn)
+	b, err := readFrame(c.conn, maxFrame)
 	if err != nil {
 		return nil, fmt.Errorf("%w: rank %d: no answer to a round: %v", ErrRoot, c.rank, err)
 	}

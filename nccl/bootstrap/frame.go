@@ -1,14 +1,22 @@
 package bootstrap
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"io"
 )
 
-// maxFrame bounds a frame so a confused peer cannot make us allocate
-// without limit.
-const maxFrame = 64 << 20
+// Frame size limits, so that a confused or hostile peer cannot make this
+// side allocate without bound. Memory grows only as bytes arrive, never
+// to a length a header merely claims.
+const (
+	// maxFrame bounds a round's frame from a rank that has proven itself
+	// (and the root's answers): an AllGather blob, or all of them.
+	maxFrame = 64 << 20
+	// maxControl bounds a watch-mode control frame: a notice and its cause.
+	maxControl = 64 << 10
+)
 
 // controlBit in a frame's length marks a control frame (see watch.go):
 // its payload is a kind byte and its fields, not a round's blob.
@@ -28,16 +36,19 @@ func writeFrameKind(w io.Writer, payload []byte, control bool) error {
 	return err
 }
 
-// readFrame reads a data frame; a control frame is a protocol error.
-func readFrame(r io.Reader) ([]byte, error) {
-	b, control, err := readFrameKind(r)
+// readFrame reads a data frame of at most max bytes; a control frame is a
+// protocol error.
+func readFrame(r io.Reader, max int) ([]byte, error) {
+	b, control, err := readFrameKind(r, max)
 	if err == nil && control {
 		err = fmt.Errorf("%w: control frame where data was expected", ErrProtocol)
 	}
 	return b, err
 }
 
-func readFrameKind(r io.Reader) (b []byte, control bool, err error) {
+// readFrameKind reads a frame of at most max bytes and says whether it is
+// a control frame. Its buffer grows with the bytes that arrive.
+func readFrameKind(r io.Reader, max int) (b []byte, control bool, err error) {
 	var h [4]byte
 	if _, err := io.ReadFull(r, h[:]); err != nil {
 		return nil, false, err
@@ -45,12 +56,18 @@ func readFrameKind(r io.Reader) (b []byte, control bool, err error) {
 	n := binary.BigEndian.Uint32(h[:])
 	control = n&controlBit != 0
 	n &^= controlBit
-	if n > maxFrame {
-		return nil, false, fmt.Errorf("%w: frame of %d bytes", ErrProtocol, n)
+	if uint64(n) > uint64(max) {
+		return nil, false, fmt.Errorf("%w: a frame of %d bytes, more than the %d allowed here", ErrProtocol, n, max)
 	}
-	b = make([]byte, n)
-	_, err = io.ReadFull(r, b)
-	return b, control, err
+	var buf bytes.Buffer
+	buf.Grow(min(int(n), 64<<10))
+	if _, err := buf.ReadFrom(io.LimitReader(r, int64(n))); err != nil {
+		return nil, false, err
+	}
+	if buf.Len() < int(n) {
+		return nil, false, io.ErrUnexpectedEOF
+	}
+	return buf.Bytes(), control, nil
 }
 
 const (

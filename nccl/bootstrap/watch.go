@@ -83,7 +83,7 @@ func (c *Client) Watch(ctx context.Context, onNotice func(Notice)) error {
 	err := writeFrameKind(c.conn, []byte{kindWatch}, true)
 	var b []byte
 	if err == nil {
-		b, err = readFrame(c.conn)
+		b, err = readFrame(c.conn, maxFrame)
 	}
 	stopped := stop()
 	if err != nil || !stopped {
@@ -101,7 +101,7 @@ func (c *Client) Watch(ctx context.Context, onNotice func(Notice)) error {
 func (c *Client) listen(onNotice func(Notice)) {
 	defer close(c.w.done)
 	for {
-		b, control, err := readFrameKind(c.conn)
+		b, control, err := readFrameKind(c.conn, maxControl)
 		if err == nil && !control {
 			err = fmt.Errorf("%w: data frame in watch mode", ErrProtocol)
 		}
@@ -172,7 +172,7 @@ func (r *Root) watchConn(rank int, c net.Conn) {
 		c.Close()
 	}()
 	for {
-		b, control, err := readFrameKind(c)
+		b, control, err := readFrameKind(c, maxControl)
 		switch {
 		case err == nil && control && len(b) == 1 && b[0] == kindBye:
 			return

@@ -12,7 +12,7 @@ import (
 func watchAll(t *testing.T, n int) (*Root, []*Client, []chan Notice) {
 	t.Helper()
 	ln := listen(t)
-	root := StartRoot(ln, n, 11, 5*time.Second)
+	root := StartRoot(ln, n, Job{Magic: 11}, RootOptions{Timeout: 5 * time.Second})
 	t.Cleanup(root.Close)
 	clients := make([]*Client, n)
 	notices := make([]chan Notice, n)
@@ -21,7 +21,7 @@ func watchAll(t *testing.T, n int) (*Root, []*Client, []chan Notice) {
 	for r := range n {
 		notices[r] = make(chan Notice, 16)
 		wg.Go(func() {
-			c, err := Connect(t.Context(), ln.Addr().String(), r, n, 11, 5*time.Second)
+			c, err := Connect(t.Context(), ln.Addr().String(), r, n, Job{Magic: 11}, 5*time.Second)
 			if err != nil {
 				errs[r] = err
 				return
