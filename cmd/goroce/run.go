@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"flag"
 	"fmt"
 	"io"
@@ -16,6 +18,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/goroce/goroce/nccl"
 )
 
 const runAbout = `Starts N copies of CMD on this host, one per rank, the way torchrun or
@@ -28,6 +32,10 @@ mpirun would, each with its own goroce RNIC address on loopback:
                           127.0.0.1 and a free TCP port: where rank 0 serves
                           the rendezvous (nccl.CommInitFromEnv reads these)
   GOROCE_ADDR             rank r's RNIC address, --addr-base + r
+  GOROCE_JOB_SECRET       32 random bytes in hex, new for each job: the
+                          ranks prove themselves with it at the rendezvous,
+                          so no other process that knows MASTER_ADDR and
+                          MASTER_PORT can join or take a rank's place
   GOMAXPROCS              the rank's share of this host's CPUs, at least 1
                           (unless GOMAXPROCS is set already)
 
@@ -126,6 +134,7 @@ type launchConfig struct {
 	argv     []string   // the command and its arguments
 	env      []string   // extra KEY=VALUE for every rank, after the launcher's own
 	grace    time.Duration
+	secret   string     // GOROCE_JOB_SECRET of every rank; launch draws it
 	bind     bindPolicy // bindAuto, bindCore or bindNone; "" is bindNone
 	// plainRank0 passes rank 0's standard output through without the
 	// "[0] " prefix: the tools that re-execute themselves (nccl-perf -np,
@@ -143,6 +152,7 @@ func (cfg *launchConfig) rankEnv(r int, masterPort int) []string {
 		"WORLD_SIZE=" + size, "LOCAL_WORLD_SIZE=" + size,
 		"MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + strconv.Itoa(masterPort),
 		"GOROCE_ADDR=" + addr.String(),
+		nccl.JobSecretEnv + "=" + cfg.secret,
 	}
 	if os.Getenv("GOMAXPROCS") == "" {
 		env = append(env, "GOMAXPROCS="+strconv.Itoa(ranksProcs(cfg.n, runtime.NumCPU())))
@@ -170,6 +180,9 @@ type rankExit struct {
 // ranks, waits for them all, stops the rest when one fails or on ctx's
 // end, and says on cfg.stderr who failed and how.
 func launch(ctx context.Context, cfg launchConfig) int {
+	var secret [32]byte
+	rand.Read(secret[:])
+	cfg.secret = hex.EncodeToString(secret[:])
 	port, err := freePort()
 	if err != nil {
 		fmt.Fprintf(cfg.stderr, "goroce run: finding a free MASTER_PORT: %v\n", err)
