@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/goroce/goroce/rnic"
+	"github.com/goroce/goroce/rnic/ui"
 )
 
 // A running device's counters and resources, over HTTP (--metrics-addr):
@@ -40,7 +41,7 @@ func startMetrics(addr string, dev *rnic.Device, stderr io.Writer) (func() error
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/stat", func(w http.ResponseWriter, _ *http.Request) { writeStat(w, dev) })
 	mux.HandleFunc("/res", func(w http.ResponseWriter, _ *http.Request) { writeRes(w, dev) })
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	srv := ui.NewHTTPServer(mux)
 	go srv.Serve(ln)
 	fmt.Fprintf(stderr, "goroce: metrics on http://%s (/metrics, /stat, /res)\n", ln.Addr())
 	return func() error {

@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/http"
 	"net/netip"
-	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -38,17 +37,8 @@ func deviceWithQP(t *testing.T) (*rnic.Device, *rnic.QP) {
 // /metrics as Prometheus would, and reads /stat and /res with goroce stat.
 func TestMetricsAndStat(t *testing.T) {
 	dev, q := deviceWithQP(t)
-	var log bytes.Buffer
-	stop, err := startMetrics("127.0.0.1:0", dev, &log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stop()
-	addr := regexp.MustCompile(`http://(\S+) `).FindStringSubmatch(log.String())
-	if addr == nil {
-		t.Fatalf("no address in %q", log.String())
-	}
-	resp, err := http.Get("http://" + addr[1] + "/metrics")
+	addr := serveMetrics(t, dev)
+	resp, err := http.Get("http://" + addr + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +50,7 @@ func TestMetricsAndStat(t *testing.T) {
 		}
 	}
 	var out, errOut bytes.Buffer
-	if code := run(context.Background(), []string{"stat", addr[1]}, &out, &errOut); code != exitOK {
+	if code := run(context.Background(), []string{"stat", addr}, &out, &errOut); code != exitOK {
 		t.Fatalf("goroce stat exit %d: %s", code, errOut.String())
 	}
 	s := out.String()

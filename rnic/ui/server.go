@@ -123,7 +123,7 @@ func (s *Server) Start(addr string) (net.Addr, func() error, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	srv := &http.Server{Handler: s.handler, ReadHeaderTimeout: 5 * time.Second}
+	srv := NewHTTPServer(s.handler)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -140,6 +140,31 @@ func (s *Server) Start(addr string) (net.Addr, func() error, error) {
 		return err
 	}
 	return ln.Addr(), stop, nil
+}
+
+// Limits of the HTTP servers goroce runs: every endpoint is a small GET.
+const (
+	maxHeaderBytes    = 8 << 10 // net/http allows 4 KiB more
+	readHeaderTimeout = 5 * time.Second
+	readTimeout       = 10 * time.Second
+	idleTimeout       = 60 * time.Second
+)
+
+// NewHTTPServer returns the http.Server that serves h (the page here, the
+// metrics in cmd/goroce) with bounded requests: headers of at most 8 KiB
+// (431 beyond), read within 5 s, a whole request within 10 s, no body
+// (413: no endpoint takes one), an idle connection closed after 60 s.
+func NewHTTPServer(h http.Handler) *http.Server {
+	noBody := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength != 0 {
+			w.Header().Set("Connection", "close")
+			http.Error(w, "no endpoint here takes a request body", http.StatusRequestEntityTooLarge)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+	return &http.Server{Handler: noBody, MaxHeaderBytes: maxHeaderBytes, ReadHeaderTimeout: readHeaderTimeout,
+		ReadTimeout: readTimeout, IdleTimeout: idleTimeout}
 }
 
 // snapshot returns the devices as the page shows them, read now.
