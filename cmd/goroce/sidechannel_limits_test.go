@@ -4,9 +4,12 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"io"
+	"math"
 	"net"
 	"net/http"
+	"net/netip"
 	"regexp"
 	"strconv"
 	"strings"
@@ -162,5 +165,42 @@ func TestSideChannelStall(t *testing.T) {
 				t.Errorf("server said %q, want %q", srvErr, want)
 			}
 		})
+	}
+}
+
+// TestPerfReadLineLimit: a line of exactly the limit is read, one byte
+// more is refused, whether the newline follows or not; the longest lines
+// the protocol writes (the done line of perfMaxQPs QPs with the largest
+// counts, the QP line with the longest fields) fit their limits.
+func TestPerfReadLineLimit(t *testing.T) {
+	counts := make([]int, perfMaxQPs)
+	for i := range counts {
+		counts[i] = math.MaxInt
+	}
+	longQP := perfDest{qpn: 0xFFFFFF, psn: 0xFFFFFF, gid: netip.MustParseAddr("ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff"),
+		rkey: math.MaxUint32, addr: math.MaxUint64, size: math.MaxInt32}.line(perfMaxQPs - 1)
+	for _, c := range []struct {
+		send  string
+		limit int
+		ok    bool
+	}{
+		{strings.Repeat("a", 10) + "\n", 10, true},
+		{strings.Repeat("a", 11) + "\n", 10, false},
+		{strings.Repeat("a", 11), 10, false}, // no newline yet: refused on the 11th byte
+		{doneLine(counts) + "\n", doneLineMax(perfMaxQPs), true},
+		{longQP + "\n", perfLineMax, true},
+	} {
+		srv, cli := net.Pipe()
+		go func() { io.WriteString(cli, c.send) }()
+		sc := &sideChannel{conn: srv, rd: bufio.NewReader(srv)}
+		got, err := sc.readLine(c.limit)
+		if c.ok && (err != nil || got != strings.TrimSuffix(c.send, "\n")) {
+			t.Errorf("%d bytes, limit %d: %v", len(c.send), c.limit, err)
+		}
+		if !c.ok && !errors.Is(err, errLineTooLong) {
+			t.Errorf("%d bytes, limit %d: %q %v, want %v", len(c.send), c.limit, got, err, errLineTooLong)
+		}
+		srv.Close()
+		cli.Close()
 	}
 }
