@@ -19,8 +19,13 @@
 // mode: ^ and $ match at line ends) that must each match the block's
 // output, stdout and stderr together. A checked block needs at least one.
 // The blocks of a chapter run in order in one fresh directory, so one
-// block can read a file another wrote. Other blocks (```text excerpts,
-// ```sh without "$ ") are not run.
+// block can read a file another wrote. Other blocks (```sh without "$ ",
+// examples in other languages) are not run.
+//
+// The ```text blocks that show what the commands print, the traces the
+// chapters explain line by line, are compared with a fresh run of the
+// commands above them (see shown_test.go for the marks and the rules), so
+// a change in what goroce prints fails the test until the chapter follows.
 package docs
 
 import (
@@ -37,15 +42,21 @@ import (
 	"time"
 )
 
-// blockTimeout bounds the commands of one block together; the slowest
-// blocks, a multi-process nccl-perf or a dcqcn run, take under a second.
-const blockTimeout = 30 * time.Second
+// blockTimeout bounds the commands of one block together. It is a guard
+// against a hang, not a verdict: the slowest block, an incast without
+// DCQCN (11-incast.md), takes 7 s on an idle 2-CPU machine and was killed
+// at 30 s with two busy loops and other tests on it; 5 minutes is ten
+// times the slowest seen.
+const blockTimeout = 5 * time.Minute
 
 // A checkedBlock is one ```sh block of a chapter with its expectations.
 type checkedBlock struct {
 	line     int // of the opening fence, for messages
 	commands []courseCommand
 	expects  []*regexp.Regexp
+	// shown are the ```text blocks marked as output between this block
+	// and the next checked one (see shown_test.go).
+	shown []shownBlock
 }
 
 // A courseCommand is one "$ " line of a block.
@@ -84,8 +95,29 @@ func TestCourse(t *testing.T) {
 	for _, ch := range chapters {
 		t.Run(strings.TrimSuffix(filepath.Base(ch), ".md"), func(t *testing.T) {
 			dir := t.TempDir()
+			// The output the next shown block is compared with: that of
+			// the blocks run since the last shown block, or that block's.
+			var pending, current strings.Builder
+			pendingOK, currentOK := true, true
 			for _, b := range parsed[ch] {
-				runBlock(t, ch, b, bin, dir, env)
+				out, ok := runBlock(t, ch, b, bin, dir, env)
+				pending.WriteString(out)
+				pendingOK = pendingOK && ok
+				for _, sb := range b.shown {
+					if pending.Len() > 0 {
+						current.Reset()
+						current.WriteString(pending.String())
+						currentOK = pendingOK
+						pending.Reset()
+						pendingOK = true
+					}
+					if !currentOK {
+						continue // the failed command is reported
+					}
+					if msg := checkShown(sb, current.String()); msg != "" {
+						t.Errorf("%s:%d: the output shown is not what the commands print now: %s", ch, sb.line, msg)
+					}
+				}
 			}
 		})
 	}
@@ -100,7 +132,11 @@ func TestParseChapter(t *testing.T) {
 	}{
 		{"checked", "```sh\n$ goroce lesson send\n```\n<!-- expect: A -->\n<!-- expect: B -->\n", "", 1, 2},
 		{"env and background", "```sh\n$ NCCL_ALGO=Ring goroce nccl-perf all_reduce &\n$ goroce help\n```\n<!-- expect: x -->\n", "", 1, 1},
-		{"excerpts are not run", "```text\n$ goroce lesson send\n```\n```sh\ngo build ./cmd/goroce\n```\n", "", 0, 0},
+		{"excerpts are not run", "<!-- not output: an excerpt -->\n```text\n$ goroce lesson send\n```\n```sh\ngo build ./cmd/goroce\n```\n", "", 0, 0},
+		{"output", "```sh\n$ goroce help\n```\n<!-- expect: x -->\n<!-- output -->\n```text\nx\n```\n<!-- output: in any order, numbers vary -->\n```text\ny\n```\n", "", 1, 1},
+		{"unmarked text", "```sh\n$ goroce help\n```\n<!-- expect: x -->\n```text\nx\n```\n", "needs <!-- output -->", 0, 0},
+		{"output first", "<!-- output -->\n```text\nx\n```\n", "before any checked block", 0, 0},
+		{"orphan mark", "<!-- output -->\nText.\n", "not right before a ```text block", 0, 0},
 		{"no expectation", "```sh\n$ goroce lesson send\n```\n\nText.\n", "no <!-- expect", 0, 0},
 		{"orphan expectation", "Text.\n<!-- expect: A -->\n", "not right after a checked block", 0, 0},
 		{"mixed block", "```sh\n$ goroce lesson send\ngoroce lesson read\n```\n<!-- expect: A -->\n", "every line", 0, 0},
@@ -149,6 +185,11 @@ func parseChapter(path string) ([]checkedBlock, error) {
 		if expectRE.MatchString(lines[i]) {
 			return nil, fmt.Errorf("%s: an expectation not right after a checked block", where)
 		}
+		if markRE.MatchString(lines[i]) {
+			if n, info := openFence(next(lines, i)); n == 0 || info != "text" {
+				return nil, fmt.Errorf("%s: %s not right before a ```text block", where, lines[i])
+			}
+		}
 		fence, info := openFence(lines[i])
 		if fence == 0 {
 			continue
@@ -161,8 +202,33 @@ func parseChapter(path string) ([]checkedBlock, error) {
 		if i == len(lines) {
 			return nil, fmt.Errorf("%s: the fenced block is not closed", where)
 		}
+		if info == "text" {
+			prev := ""
+			if open > 0 {
+				prev = lines[open-1]
+			}
+			mode, loose, err := textMode(prev)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %v", where, err)
+			}
+			if mode == notOutput {
+				continue
+			}
+			if len(blocks) == 0 {
+				return nil, fmt.Errorf("%s: output shown before any checked block", where)
+			}
+			sb := shownBlock{line: open + 1, mode: mode, loose: loose}
+			for _, j := range body {
+				if strings.TrimSpace(lines[j]) != "" {
+					sb.lines = append(sb.lines, strings.TrimRight(lines[j], " \t"))
+				}
+			}
+			last := &blocks[len(blocks)-1]
+			last.shown = append(last.shown, sb)
+			continue
+		}
 		if info != "sh" {
-			continue // an excerpt or an example in another language
+			continue // an example in another language
 		}
 		b := checkedBlock{line: open + 1}
 		dollar := 0
@@ -199,6 +265,14 @@ func parseChapter(path string) ([]checkedBlock, error) {
 		blocks = append(blocks, b)
 	}
 	return blocks, nil
+}
+
+// next returns the line after i, "" at the end.
+func next(lines []string, i int) string {
+	if i+1 < len(lines) {
+		return lines[i+1]
+	}
+	return ""
 }
 
 // openFence reports the number of backticks of a fence that opens a code
@@ -309,8 +383,9 @@ func cleanEnv(env []string) []string {
 	return keep
 }
 
-// runBlock runs a block's commands in dir and checks its expectations.
-func runBlock(t *testing.T, chapter string, b checkedBlock, bin, dir string, env []string) {
+// runBlock runs a block's commands in dir and checks its expectations. It
+// returns the block's output and whether every command succeeded.
+func runBlock(t *testing.T, chapter string, b checkedBlock, bin, dir string, env []string) (output string, ok bool) {
 	t.Helper()
 	var out bytes.Buffer
 	type started struct {
@@ -352,7 +427,7 @@ func runBlock(t *testing.T, chapter string, b checkedBlock, bin, dir string, env
 	}
 	t.Logf("%s:%d: %d command(s) in %v", chapter, b.line, len(b.commands), time.Since(begin).Round(time.Millisecond))
 	if failed {
-		return
+		return out.String(), false
 	}
 	for _, re := range b.expects {
 		if !re.Match(out.Bytes()) {
@@ -362,4 +437,5 @@ func runBlock(t *testing.T, chapter string, b checkedBlock, bin, dir string, env
 	if t.Failed() {
 		t.Logf("output of the block at %s:%d:\n%s", chapter, b.line, out.String())
 	}
+	return out.String(), true
 }
