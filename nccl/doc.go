@@ -53,6 +53,8 @@
 //	NCCL_ALGO            Ring or Tree: force the AllReduce algorithm
 //	NCCL_DEBUG           WARN, INFO or TRACE (zap underneath)
 //	NCCL_DEBUG_FILE      where the log goes (%h host, %p pid)
+//	NCCL_IB_TIMEOUT      the QPs' local ACK timeout code, 1 to 31 (default 14, 67 ms)
+//	NCCL_IB_RETRY_CNT    the QPs' retry count, 1 to 7 (default 7)
 //	NCCL_NET_GDR_LEVEL   LOC, PIX, PXB, PHB or SYS: how far GPUDirect RDMA reaches
 //	GOROCE_ADDR          this rank's RNIC address (default 127.0.0.(10+rank):4791)
 //	GOROCE_TRACE         any value: the RNIC prints its packet trace to stderr

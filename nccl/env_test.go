@@ -218,3 +218,34 @@ type fragmenting struct {
 }
 
 func (f fragmenting) FragmentSize() int { return f.n }
+
+// NCCL_IB_TIMEOUT and NCCL_IB_RETRY_CNT reach the transport's QPs; unset,
+// the transport's defaults stay; out of range, init fails.
+func TestIBRetryFromEnv(t *testing.T) {
+	for _, c := range []struct {
+		env            map[string]string
+		timeout, retry uint8
+		bad            bool
+	}{
+		{nil, 0, 0, false},
+		{map[string]string{"NCCL_IB_TIMEOUT": "18"}, 18, 0, false},
+		{map[string]string{"NCCL_IB_TIMEOUT": "16", "NCCL_IB_RETRY_CNT": "3"}, 16, 3, false},
+		{map[string]string{"NCCL_IB_TIMEOUT": "32"}, 0, 0, true},
+		{map[string]string{"NCCL_IB_TIMEOUT": "0"}, 0, 0, true},
+		{map[string]string{"NCCL_IB_RETRY_CNT": "8"}, 0, 0, true},
+		{map[string]string{"NCCL_IB_RETRY_CNT": "x"}, 0, 0, true},
+	} {
+		setEnv(t, c.env)
+		var ic ib.Config
+		err := ibRetryFromEnv(&ic)
+		if c.bad {
+			if !errors.Is(err, ErrInvalidArgument) {
+				t.Errorf("%v: %v, want ErrInvalidArgument", c.env, err)
+			}
+			continue
+		}
+		if err != nil || ic.Timeout != c.timeout || ic.RetryCnt != c.retry {
+			t.Errorf("%v: timeout %d retry %d (%v), want %d and %d", c.env, ic.Timeout, ic.RetryCnt, err, c.timeout, c.retry)
+		}
+	}
+}

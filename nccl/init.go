@@ -167,6 +167,9 @@ func CommInitRank(ctx context.Context, nranks int, id UniqueID, rank int, opts O
 	}
 	dev := opts.Device
 	ic := ib.Config{Rank: rank, Size: nranks, Slots: opts.Slots, SlotSize: opts.SlotSize, MTU: opts.MTU}
+	if err := ibRetryFromEnv(&ic); err != nil {
+		return fail(err)
+	}
 	var obsClose func() error
 	if dev == nil {
 		addr, err := deviceAddr(opts.Addr, rank)
@@ -448,4 +451,28 @@ func JobSecret(e Env) (secret [idSecretLen]byte, from string) {
 		}
 	}
 	return [idSecretLen]byte(h.Sum(nil)), strings.Join(used, ",")
+}
+
+// ibRetryFromEnv reads NCCL_IB_TIMEOUT (the QPs' local ACK timeout code, 1
+// to 31: 4.096 µs × 2^code) and NCCL_IB_RETRY_CNT (1 to 7) into c, as NCCL
+// does; unset, c keeps ib's defaults (14, about 67 ms, and 7). A rank that
+// is not scheduled for longer than (retry count + 1) × timeout looks dead
+// to its peers, so a loaded machine wants a longer timeout.
+func ibRetryFromEnv(c *ib.Config) error {
+	for _, v := range []struct {
+		name     string
+		min, max uint64
+		dst      *uint8
+	}{{"NCCL_IB_TIMEOUT", 1, 31, &c.Timeout}, {"NCCL_IB_RETRY_CNT", 1, 7, &c.RetryCnt}} {
+		s := getenv(v.name)
+		if s == "" {
+			continue
+		}
+		n, err := strconv.ParseUint(s, 10, 8)
+		if err != nil || n < v.min || n > v.max {
+			return fmt.Errorf("%w: %s=%q (want %d to %d)", ErrInvalidArgument, v.name, s, v.min, v.max)
+		}
+		*v.dst = uint8(n)
+	}
+	return nil
 }
