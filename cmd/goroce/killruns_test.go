@@ -97,6 +97,7 @@ func TestKillRuns(t *testing.T) {
 	// The ranks are this test binary running TestKillRunsRank: not goroce
 	// (TestMain), and with the run's seed.
 	t.Setenv(asGoroceEnv, "0")
+	t.Setenv("NCCL_IB_TIMEOUT", killIBTimeout)
 	t.Logf("seeds %d to %d (%s=S replays seed S)", seeds[0], seeds[len(seeds)-1], killSeedEnv)
 	bound := afterDeathBound(killOpTimeout)
 	var total, slowest, slowestAfter, slowestOp time.Duration

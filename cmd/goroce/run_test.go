@@ -159,6 +159,16 @@ const exitSlack = 5 * time.Second
 // death, to end when the ranks' Options.Timeout is timeout.
 func afterDeathBound(timeout time.Duration) time.Duration { return 2*timeout + exitSlack }
 
+// killIBTimeout is the NCCL_IB_TIMEOUT of the ranks of the tests that kill
+// one: 4.096 µs × 2^17 ≈ 537 ms, about 4.3 s with the 7 retries. With
+// nccl's default (14: 67 ms, 0.5 s with the retries) a live rank that a
+// loaded machine did not schedule for half a second was taken for dead
+// (its peer's QP ran out of retries) before the victim was killed. A real
+// death is still seen and named: the bootstrap root hears the dead rank's
+// connection close and tells the others, which give up at their
+// Options.Timeout if their QPs have not failed by then.
+const killIBTimeout = "17"
+
 // A markWriter collects what goroce run writes and notes when the text
 // first contains mark: when goroce run reported an event, say a death.
 type markWriter struct {
@@ -329,6 +339,7 @@ func TestRunKillsAfterGrace(t *testing.T) {
 // bound, with an error naming the operation, and the rank that talks to
 // the dead one names it.
 func TestRunRankKilledMidAllReduce(t *testing.T) {
+	t.Setenv("NCCL_IB_TIMEOUT", killIBTimeout)
 	r := runTimed(t, 3, "allreduce", "--grace", "20s")
 	code, out, errOut := r.code, r.stdout, r.stderr
 	if code != 128+9 {
