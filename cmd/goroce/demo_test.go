@@ -12,6 +12,9 @@ import (
 // goroce demo starts 4 ranks of itself, runs every collective, and
 // reports each one OK and the RNICs' packets.
 func TestDemo(t *testing.T) {
+	// A live rank a loaded machine leaves unscheduled for half a second
+	// must not look dead (see killIBTimeout).
+	t.Setenv("NCCL_IB_TIMEOUT", killIBTimeout)
 	code, out, errOut := goroce(t, "demo", "--addr-base", testBase(), "--size", "256K", "--iters", "2")
 	if code != exitOK {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)

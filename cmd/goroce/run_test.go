@@ -53,8 +53,9 @@ func fuzzWorker() bool {
 	return false
 }
 
-// allreduceTimeout is the Options.Timeout of testChild's allreduce mode.
-const allreduceTimeout = 2 * time.Second
+// allreduceTimeout is the Options.Timeout of testChild's allreduce mode,
+// as long as TestKillRuns' for the same reason (killOpTimeout).
+const allreduceTimeout = killOpTimeout
 
 // testChild is one rank of the goroce run tests. Modes:
 //
@@ -152,22 +153,27 @@ func testChild(mode string) int {
 // and be reaped: a few milliseconds on an idle machine, given 5 s so that
 // a machine with every CPU busy (two busy loops and other tests on 2 CPUs)
 // does not flip the verdict, while a survivor that hangs (until the
-// launcher's grace, 20 s) still fails it.
+// launcher's grace, killGrace) still fails it.
 const exitSlack = 5 * time.Second
+
+// killGrace is goroce run's --grace in these tests: beyond the bound, so
+// that a run within it shows the survivors exited on their own.
+const killGrace = time.Minute
 
 // afterDeathBound is how long goroce run may take, from reporting a rank's
 // death, to end when the ranks' Options.Timeout is timeout.
 func afterDeathBound(timeout time.Duration) time.Duration { return 2*timeout + exitSlack }
 
 // killIBTimeout is the NCCL_IB_TIMEOUT of the ranks of the tests that kill
-// one: 4.096 µs × 2^17 ≈ 537 ms, about 4.3 s with the 7 retries. With
+// one: 4.096 µs × 2^19 ≈ 2.1 s, about 17 s with the 7 retries, beyond the
+// ranks' Options.Timeout, which then decides. With
 // nccl's default (14: 67 ms, 0.5 s with the retries) a live rank that a
 // loaded machine did not schedule for half a second was taken for dead
 // (its peer's QP ran out of retries) before the victim was killed. A real
 // death is still seen and named: the bootstrap root hears the dead rank's
 // connection close and tells the others, which give up at their
 // Options.Timeout if their QPs have not failed by then.
-const killIBTimeout = "17"
+const killIBTimeout = "19"
 
 // A markWriter collects what goroce run writes and notes when the text
 // first contains mark: when goroce run reported an event, say a death.
@@ -340,7 +346,7 @@ func TestRunKillsAfterGrace(t *testing.T) {
 // the dead one names it.
 func TestRunRankKilledMidAllReduce(t *testing.T) {
 	t.Setenv("NCCL_IB_TIMEOUT", killIBTimeout)
-	r := runTimed(t, 3, "allreduce", "--grace", "20s")
+	r := runTimed(t, 3, "allreduce", "--grace", killGrace.String())
 	code, out, errOut := r.code, r.stdout, r.stderr
 	if code != 128+9 {
 		t.Errorf("exit %d, want 137\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
@@ -363,7 +369,7 @@ func TestRunRankKilledMidAllReduce(t *testing.T) {
 	if !namesDead {
 		t.Errorf("no survivor names the dead rank 1:\n%s", out)
 	}
-	// The grace (20 s) is beyond the bound: a run within it means the
+	// The grace (killGrace) is beyond the bound: a run within it means the
 	// survivors returned from their AllReduce and exited on their own.
 	if bound := afterDeathBound(allreduceTimeout); !r.died || r.afterDeath > bound {
 		t.Errorf("goroce run ended %v after reporting the death (reported: %v), bound %v", r.afterDeath, r.died, bound)
