@@ -94,9 +94,10 @@ func textMode(prev string) (mode outputMode, loose bool, err error) {
 // key or address, group 2 a PSN.
 var hexRE = regexp.MustCompile(`\b(?:(?:qp[= ]|QPN? |srcqp=|rkey(?:[= ]| is )|lkey=|va=)(0x[0-9a-f]+)|(?:psn[= ]|PSN |expected )(0x[0-9a-f]+))`)
 
-// numberRE finds numbers, dotted ones included: those with one dot are
-// decimal numbers, those with more something else (10.0.0.1).
-var numberRE = regexp.MustCompile(`[0-9][0-9.]*[0-9]|[0-9]`)
+// numberRE finds numbers, with their sign, dotted ones included: those
+// with one dot are decimal numbers, those with more something else
+// (10.0.0.1).
+var numberRE = regexp.MustCompile(`-?(?:[0-9][0-9.]*[0-9]|[0-9])`)
 
 // A token is one varying part of a line.
 type token struct {
