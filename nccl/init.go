@@ -393,17 +393,21 @@ func CommInitFromEnv(ctx context.Context, opts Options) (*Comm, error) {
 	if err != nil {
 		return nil, err
 	}
-	secret, _ := JobSecret(e)
-	id, err := envID(e, secret)
+	id, err := e.UniqueID()
 	if err != nil {
 		return nil, err
 	}
 	return CommInitRank(ctx, e.Size, id, e.Rank, opts)
 }
 
-// envID is the unique ID every rank of e derives: its magic from the root
-// address and the size, its secret given.
-func envID(e Env, secret [idSecretLen]byte) (UniqueID, error) {
+// UniqueID returns the launch's unique ID, the one CommInitFromEnv uses:
+// every rank derives its magic from the root address and the world size
+// and its secret from JobSecret, and rank 0's CommInitRank serves the
+// rendezvous at Root. Bindings that hand out an ID under a launcher
+// (ncclGetUniqueId in cmd/goroce-nccl) return it, so every rank's ID
+// agrees however the program distributes it.
+func (e Env) UniqueID() (UniqueID, error) {
+	secret, _ := JobSecret(e)
 	h := fnv.New64a()
 	fmt.Fprintf(h, "%s/%d", e.Root, e.Size)
 	return makeID(h.Sum64(), secret, e.Root)

@@ -26,8 +26,8 @@ func envIDOf(t *testing.T, env map[string]string) (UniqueID, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	secret, from := JobSecret(e)
-	id, err := envID(e, secret)
+	_, from := JobSecret(e)
+	id, err := e.UniqueID()
 	if err != nil {
 		t.Fatal(err)
 	}
