@@ -170,9 +170,19 @@ func ncclCommInitRank(out *C.ncclComm_t, nranks C.int, id C.ncclUniqueId, rank C
 		return t.fail(nil, fmt.Errorf("%w: ncclCommInitRank: NULL comm", nccl.ErrInvalidArgument))
 	}
 	uid := *(*nccl.UniqueID)(unsafe.Pointer(&id))
+	var opts nccl.Options
+	if i := len(t.group.inits); i > 0 && os.Getenv("GOROCE_ADDR") != "" {
+		// The group's i-th communicator of this thread: GOROCE_ADDR + i,
+		// as ncclCommInitAll places its ranks.
+		base, err := cliqueBase()
+		if err != nil {
+			return t.fail(nil, fmt.Errorf("nccl: ncclCommInitRank: %w", err))
+		}
+		opts.Addr = cliqueAddr(base, i).String()
+	}
 	c := newComm()
 	init := func() (*nccl.Comm, error) {
-		return nccl.CommInitRank(context.Background(), int(nranks), uid, int(rank), nccl.Options{})
+		return nccl.CommInitRank(context.Background(), int(nranks), uid, int(rank), opts)
 	}
 	*out = c.handle
 	if t.group.depth > 0 {
@@ -209,11 +219,9 @@ func ncclCommInitAll(out *C.ncclComm_t, ndev C.int, devlist *C.int) C.ncclResult
 	n := int(ndev)
 	cs := make([]*comm, n)
 	var wg sync.WaitGroup
-	addr := base.Addr()
 	for i := range cs {
 		cs[i] = newComm()
-		opts := nccl.Options{Addr: netip.AddrPortFrom(addr, base.Port()).String()}
-		addr = addr.Next()
+		opts := nccl.Options{Addr: cliqueAddr(base, i).String()}
 		wg.Go(func() {
 			cs[i].create(func() (*nccl.Comm, error) {
 				return nccl.CommInitRank(context.Background(), n, id, i, opts)
@@ -260,6 +268,16 @@ func cliqueBase() (netip.AddrPort, error) {
 		return netip.AddrPort{}, fmt.Errorf("%w: GOROCE_ADDR=%q", nccl.ErrInvalidArgument, s)
 	}
 	return netip.AddrPortFrom(a, 4791), nil
+}
+
+// cliqueAddr is the RNIC address of the i-th rank of a clique in one
+// process: base's address plus i, base's port.
+func cliqueAddr(base netip.AddrPort, i int) netip.AddrPort {
+	a := base.Addr()
+	for range i {
+		a = a.Next()
+	}
+	return netip.AddrPortFrom(a, base.Port())
 }
 
 // ncclCommDestroy waits for the communicator's operations, then frees it.

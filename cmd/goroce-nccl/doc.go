@@ -43,6 +43,12 @@
 // unchanged, and one that lets every rank call ncclGetUniqueId works too.
 // Later calls make fresh IDs, as outside a launcher.
 //
+// Addresses. A rank's RNIC is at GOROCE_ADDR (goroce run sets it per
+// rank), else 127.0.0.(10+rank), port 4791. The ranks of one process get
+// consecutive addresses: ncclCommInitAll puts rank i at GOROCE_ADDR
+// (default 127.0.0.10) + i, and the i-th ncclCommInitRank of a group on
+// one thread is at GOROCE_ADDR + i when GOROCE_ADDR is set.
+//
 // Errors. Failures return NCCL's codes: ncclInvalidArgument for bad
 // counts, types, ops, roots, peers or pointers; ncclInvalidUsage for
 // calls out of order (ncclGroupEnd without ncclGroupStart, a destroyed

@@ -97,15 +97,25 @@ func cleanEnv() []string {
 // fails the test if the command does not exit 0 within a minute.
 func run(t *testing.T, env []string, name string, args ...string) string {
 	t.Helper()
+	out, err := start(env, name, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// start runs a command as run does and returns its output and an error
+// saying how it failed, if it did.
+func start(env []string, name string, args ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.Env = append(cleanEnv(), env...)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		t.Fatalf("%s %s: %v\n%s", filepath.Base(name), strings.Join(args, " "), err, out)
+		return string(out), fmt.Errorf("%s %s: %v\n%s", filepath.Base(name), strings.Join(args, " "), err, out)
 	}
-	return string(out)
+	return string(out), nil
 }
 
 var summary = regexp.MustCompile(`rank (\d+): (\d+) checks, (\d+) failed`)
@@ -161,8 +171,12 @@ func TestUniqueIDThroughAFile(t *testing.T) {
 		var wg sync.WaitGroup
 		for r := range outs {
 			wg.Go(func() {
-				outs[r] = run(t, []string{fmt.Sprintf("GOROCE_ADDR=127.77.27.%d", 20+r)}, filepath.Join(dir, "allcoll"),
+				var err error
+				outs[r], err = start([]string{fmt.Sprintf("GOROCE_ADDR=127.77.27.%d", 20+r)}, filepath.Join(dir, "allcoll"),
 					"--rank="+strconv.Itoa(r), "--nranks=4", "--id=file:"+id)
+				if err != nil {
+					t.Error(err)
+				}
 			})
 		}
 		wg.Wait()
@@ -170,12 +184,14 @@ func TestUniqueIDThroughAFile(t *testing.T) {
 	})
 }
 
-// ncclCommInitAll makes three ranks in one process; one thread drives
-// them with a group.
+// ncclCommInitAll, or ncclCommInitRank three times in a group, makes
+// three ranks in one process; one thread drives them with a group.
 func TestInitAll(t *testing.T) {
 	dir := programs(t)
 	out := run(t, []string{"GOROCE_ADDR=127.77.27.40"}, filepath.Join(dir, "allcoll"), "--initall=3")
 	passed(t, out, []int{0}, 4)
+	out = run(t, []string{"GOROCE_ADDR=127.77.27.50"}, filepath.Join(dir, "allcoll"), "--groupinit=3")
+	passed(t, out, []int{0}, 7)
 }
 
 // When rank 3 exits after init, the others' next AllReduce returns

@@ -105,7 +105,9 @@ ncclResult_t ncclGetUniqueId(ncclUniqueId* uniqueId);
 
 /* Creates rank's member of a communicator of nranks ranks. Blocks until
  * every rank has joined, except inside a group, where the group's end
- * waits. The rank's RNIC is at $GOROCE_ADDR (default 127.0.0.(10+rank)). */
+ * waits. The rank's RNIC is at $GOROCE_ADDR (default 127.0.0.(10+rank));
+ * the i-th communicator one thread creates in a group is at $GOROCE_ADDR
+ * + i if that is set, as ncclCommInitAll places its ranks. */
 ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank);
 
 /* Creates ndev communicators of one clique in this process, rank i's

@@ -5,6 +5,7 @@
  *   allcoll [--rank=R --nranks=N] [--id=env|--id=file:PATH]   every collective
  *   allcoll --dead=R                 rank R exits after init; the others must fail with ncclRemoteError
  *   allcoll --initall=N              one process, N ranks (ncclCommInitAll), grouped calls
+ *   allcoll --groupinit=N            the same with N ncclCommInitRank in a group
  *
  * Rank and size come from --rank/--nranks, else from RANK and WORLD_SIZE
  * (goroce run, torchrun). --id=env: every rank calls ncclGetUniqueId
@@ -480,10 +481,29 @@ static int deadRank(ncclComm_t comm, int dead) {
   return 0;
 }
 
-/* initAll: n ranks in this thread, their calls grouped. */
-static void initAll(int n) {
+/* initAll: n ranks in this thread, their calls grouped; made by
+ * ncclCommInitAll, or (ingroup) by ncclCommInitRank in a group, as
+ * NCCL programs that drive several devices from one thread do. */
+static void initAll(int n, int ingroup) {
   ncclComm_t comms[16];
-  NCCLOK(ncclCommInitAll(comms, n, NULL));
+  if (n > 16) n = 16;
+  if (ingroup) {
+    ncclUniqueId id;
+    NCCLOK(ncclGetUniqueId(&id));
+    NCCLOK(ncclGroupStart());
+    for (int r = 0; r < n; r++) NCCLOK(ncclCommInitRank(&comms[r], n, id, r));
+    ncclResult_t async = ncclSuccess;
+    NCCLOK(ncclCommGetAsyncError(comms[0], &async));
+    CHECK(async == ncclInProgress, "async error of a comm being made in a group: %d, want ncclInProgress", async);
+    int got = -1;
+    ncclResult_t r = ncclCommCount(comms[0], &got);
+    CHECK(r == ncclInvalidUsage, "ncclCommCount on a comm being made in this group: %d, want ncclInvalidUsage", r);
+    NCCLOK(ncclGroupEnd());
+    NCCLOK(ncclCommGetAsyncError(comms[0], &async));
+    CHECK(async == ncclSuccess, "async error after the group: %d, want ncclSuccess", async);
+  } else {
+    NCCLOK(ncclCommInitAll(comms, n, NULL));
+  }
   nranks = n;
   size_t cnt = 10000;
   const dtype* t = dtypeOf(ncclFloat32);
@@ -517,12 +537,13 @@ static int intArg(const char* a, const char* name, int* v) {
 
 int main(int argc, char** argv) {
   const char* id = "env";
-  int dead = -1, all = 0;
+  int dead = -1, all = 0, group = 0;
   rank = getenv("RANK") ? atoi(getenv("RANK")) : 0;
   nranks = getenv("WORLD_SIZE") ? atoi(getenv("WORLD_SIZE")) : 1;
   for (int i = 1; i < argc; i++) {
     if (intArg(argv[i], "--rank=", &rank) || intArg(argv[i], "--nranks=", &nranks) ||
-        intArg(argv[i], "--dead=", &dead) || intArg(argv[i], "--initall=", &all))
+        intArg(argv[i], "--dead=", &dead) || intArg(argv[i], "--initall=", &all) ||
+        intArg(argv[i], "--groupinit=", &group))
       continue;
     if (strncmp(argv[i], "--id=", 5) == 0) {
       id = argv[i] + 5;
@@ -531,8 +552,8 @@ int main(int argc, char** argv) {
     fprintf(stderr, "allcoll: unknown argument %s\n", argv[i]);
     return 2;
   }
-  if (all > 0) {
-    initAll(all);
+  if (all > 0 || group > 0) {
+    initAll(all > 0 ? all : group, group > 0);
   } else {
     ncclUniqueId uid;
     ncclComm_t comm;
