@@ -52,7 +52,7 @@ func call(name string, h C.ncclComm_t, issue func(c *nccl.Comm) (*nccl.Request, 
 // elements times want (how many such blocks the largest buffer holds) fit
 // in an int.
 func elements(count C.size_t, dt C.ncclDataType_t, blocks int) (int, nccl.DataType, error) {
-	if dt < 0 || dt >= C.ncclNumTypes {
+	if dt >= C.ncclNumTypes { // unsigned: a negative value is large
 		return 0, 0, fmt.Errorf("%w: data type %d", nccl.ErrInvalidArgument, int64(dt))
 	}
 	t := nccl.DataType(dt)
@@ -69,7 +69,7 @@ func reduction(count C.size_t, dt C.ncclDataType_t, blocks int, op C.ncclRedOp_t
 	if err != nil {
 		return 0, 0, 0, err
 	}
-	if op < 0 || op >= C.ncclNumOps {
+	if op >= C.ncclNumOps {
 		return 0, 0, 0, fmt.Errorf("%w: op %d", nccl.ErrInvalidArgument, int64(op))
 	}
 	return n, t, nccl.Op(op), nil

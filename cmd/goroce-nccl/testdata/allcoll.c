@@ -338,6 +338,8 @@ static void misuse(ncclComm_t comm) {
   CHECK(r == ncclInvalidArgument, "AllReduce of data type 10: %d, want ncclInvalidArgument", r);
   CHECK(strstr(ncclGetLastError(NULL), "AllReduce") && strstr(ncclGetLastError(NULL), "data type 10"),
         "last error %s does not name AllReduce and data type 10", ncclGetLastError(NULL));
+  r = ncclAllReduce(x, x, 4, (ncclDataType_t)-1, ncclSum, comm, NULL);
+  CHECK(r == ncclInvalidArgument, "AllReduce of data type -1: %d, want ncclInvalidArgument", r);
   r = ncclAllReduce(x, x, 4, ncclFloat32, (ncclRedOp_t)5, comm, NULL);
   CHECK(r == ncclInvalidArgument, "AllReduce with op 5: %d, want ncclInvalidArgument", r);
   r = ncclBroadcast(x, x, 4, ncclFloat32, nranks, comm, NULL);
