@@ -70,7 +70,7 @@ func thread() *threadState {
 // communication (not of the call's arguments or order), as c's first
 // failure; it returns err's result code. c may be nil.
 func (t *threadState) fail(c *comm, err error) C.ncclResult_t {
-	code := C.ncclResult_t(C.ncclInternalError)
+	var code C.ncclResult_t
 	if c != nil {
 		code = c.record(err)
 	} else {
