@@ -41,6 +41,15 @@ var built struct {
 	err  error
 }
 
+// TestMain removes the built programs after the tests.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if built.dir != "" {
+		os.RemoveAll(built.dir)
+	}
+	os.Exit(code)
+}
+
 // programs builds libgoroce-nccl.so (cgo, -buildmode=c-shared), goroce
 // and testdata/allcoll.c (gcc against include/nccl.h) into a temporary
 // directory and returns it.
