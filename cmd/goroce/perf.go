@@ -120,6 +120,7 @@ type perfConfig struct {
 	duration time.Duration // run for this long instead of iters (0: iterations)
 	qps      int
 	txDepth  int
+	timeout  int // -u: the QP's local ACK timeout, 4.096 us * 2^timeout
 	mtu      int
 	gbits    bool
 	events   bool // -e: sleep on CQ events instead of polling
@@ -232,6 +233,7 @@ func parsePerf(args []string, stdout, stderr io.Writer) (cfg perfConfig, code in
 	var gidIdx int
 	intFlag(fs, &gidIdx, "x", "gid-index", -1, "source GID `index` (ignored: a goroce device has one GID, its --addr)")
 	intFlag(fs, &cfg.mtu, "m", "mtu", 4096, "path `MTU`: 256, 512, 1024, 2048 or 4096")
+	intFlag(fs, &cfg.timeout, "u", "qp-timeout", 14, "QP `timeout`: retransmit after 4.096 usec * 2^timeout without an ACK (1..31)")
 	fs.BoolVar(&cfg.gbits, "report_gbits", false, "report bandwidth in Gb/sec instead of MB/sec")
 	fs.BoolVar(&cfg.events, "e", false, "sleep on CQ events instead of polling (default: poll, the device in polling mode)")
 	fs.BoolVar(&cfg.events, "events", false, "same as -e")
@@ -317,6 +319,8 @@ func parsePerf(args []string, stdout, stderr io.Writer) (cfg perfConfig, code in
 		return usageErr("-t %d: want 1..%d", cfg.txDepth, rnic.MaxQPWR/2)
 	case qp.MTUFromBytes(cfg.mtu) == 0:
 		return usageErr("-m %d: want 256, 512, 1024, 2048 or 4096", cfg.mtu)
+	case cfg.timeout < 1 || cfg.timeout > 31:
+		return usageErr("-u %d: want a QP timeout 1..31", cfg.timeout)
 	case cfg.exchange != "" && cfg.exchange != exchangeGoroce && cfg.exchange != exchangePerftest:
 		return usageErr("--exchange %q: want %s or %s", cfg.exchange, exchangeGoroce, exchangePerftest)
 	case cfg.exchange == exchangePerftest && (cfg.all || secs > 0):

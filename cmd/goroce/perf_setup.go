@@ -183,7 +183,7 @@ func (pc *perfContext) connect(q *perfQP) error {
 		return fmt.Errorf("failed to modify QP to RTR: %w", err)
 	}
 	attr.State, attr.Timeout, attr.RetryCnt, attr.RNRRetry, attr.SQPSN, attr.MaxRdAtomic =
-		qp.StateRTS, 14, 7, 7, q.local.psn, uint8(rdAtomic)
+		qp.StateRTS, uint8(pc.cfg.timeout), 7, 7, q.local.psn, uint8(rdAtomic)
 	if err := q.qp.Modify(&attr, qp.AttrState|qp.AttrTimeout|qp.AttrRetryCnt|qp.AttrRNRRetry|
 		qp.AttrSQPSN|qp.AttrMaxQPRdAtomic); err != nil {
 		return fmt.Errorf("failed to modify QP to RTS: %w", err)
