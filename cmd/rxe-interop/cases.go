@@ -200,7 +200,7 @@ func (c interopCase) gorocePerfArgs() []string {
 	if c.Perftest != "atomic_bw" {
 		args = append(args, "-s", strconv.Itoa(c.Size))
 	}
-	args = append(args, "-p", strconv.Itoa(c.Port), "--addr", c.goroceAddr())
+	args = append(args, "-p", strconv.Itoa(c.Port), "--addr", c.goroceAddr(), "--data-report")
 	if c.RxeRole == rxeServer {
 		args = append(args, "--exchange", "perftest", guestIPv4) // the side channel is IPv4 only
 	}

@@ -114,6 +114,11 @@ func judge(c interopCase, o observed) result {
 		problems = append(problems, "capture not parsed: "+o.wireErr.Error())
 	} else if o.pcapErr == nil {
 		problems = append(problems, wireProblems(c, o.wire)...)
+		if c.Perftest != "" {
+			ps, what := dataProblems(c, o.wire, o.goroceOut)
+			problems = append(problems, ps...)
+			checked = ", data checked: " + what
+		}
 	}
 	if len(problems) == 0 {
 		return result{c: c, verdict: pass, detail: fmt.Sprintf("%d x %d B%s; wire: goroce %v; rxe %v; ICRC ok on %d",

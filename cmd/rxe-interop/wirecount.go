@@ -29,14 +29,22 @@ type flow struct {
 	// WRITE, READ response) with their opcodes, for the data checks.
 	Data []sentPayload
 	// OrigValues holds the original values of this side's atomic ACKs,
-	// in order.
+	// in order; Atomics this side's atomic requests.
 	OrigValues []uint64
+	Atomics    []atomicReq
 }
 
-// sentPayload is one data-carrying packet's opcode and payload.
+// sentPayload is one data-carrying packet's opcode, payload, and for the
+// first packet of an RDMA WRITE the address it writes to.
 type sentPayload struct {
 	op      wire.Opcode
 	payload []byte
+	va      uint64
+}
+
+// atomicReq is one FETCH_ADD's target and addend.
+type atomicReq struct {
+	va, add uint64
 }
 
 // wireCount is a case's capture, both ways.
@@ -93,6 +101,10 @@ func countWire(path, goroceAddr string, timeout time.Duration) (wireCount, error
 		switch {
 		case info.Request:
 			fl.Requests++
+			if info.Has(wire.HasAtomicETH) {
+				a := p.AtomicETH()
+				fl.Atomics = append(fl.Atomics, atomicReq{va: a.VA(), add: a.SwapAdd()})
+			}
 		case info.Op == wire.OpReadResponse:
 			fl.ReadResponses++
 		case p.Opcode() == wire.RCAtomicAck:
@@ -123,7 +135,11 @@ func countWire(path, goroceAddr string, timeout time.Duration) (wireCount, error
 			}
 		}
 		if info.Payload && len(pay) > 0 {
-			fl.Data = append(fl.Data, sentPayload{op: p.Opcode(), payload: append([]byte(nil), pay...)})
+			sp := sentPayload{op: p.Opcode(), payload: append([]byte(nil), pay...)}
+			if info.Has(wire.HasRETH) {
+				sp.va = p.RETH().VA()
+			}
+			fl.Data = append(fl.Data, sp)
 		}
 	}
 }
