@@ -215,6 +215,7 @@ func TestPerfBadFlags(t *testing.T) {
 		{[]string{"send_bw", "-D", "1", "-a"}, "-D and -a"},
 		{[]string{"send_lat", "-q", "2"}, "latency tests use one QP"},
 		{[]string{"write_bw", "-t", "0"}, "-t 0"},
+		{[]string{"write_bw", "-u", "0"}, "-u 0: want a QP timeout 1..31"},
 		{[]string{"write_bw", "-p", "0", "127.0.0.1"}, "0 only for the server"},
 		{[]string{"write_bw", "a", "b"}, "one HOST at most"},
 		{[]string{"write_bw", "--bogus"}, "flag provided but not defined"},

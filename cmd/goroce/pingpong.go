@@ -76,6 +76,7 @@ type pingpongConfig struct {
 	rxDepth   int
 	iters     int
 	sl        int
+	timeout   int // RC's local ACK timeout, 4.096 us * 2^timeout
 	numQP     int // srq only
 	events    bool
 	check     bool
@@ -115,6 +116,7 @@ func parsePingpong(args []string, stdout, stderr io.Writer) (cfg pingpongConfig,
 	intVar(&cfg.rxDepth, "r", "rx-depth", 500, "number of receives to post at a time (`depth`)")
 	intVar(&cfg.iters, "n", "iters", 1000, "number of exchanges (`iters`)")
 	intVar(&cfg.sl, "l", "sl", 0, "service level `value` (0..15)")
+	intVar(&cfg.timeout, "u", "qp-timeout", 14, "RC QP `timeout`: retransmit after 4.096 usec * 2^timeout without an ACK (1..31; the examples' 14; a goroce addition)")
 	var gidIdx int
 	intVar(&gidIdx, "g", "gid-idx", -1, "local GID `index` (ignored: the GID is --addr)")
 	var dev string
@@ -189,6 +191,8 @@ func parsePingpong(args []string, stdout, stderr io.Writer) (cfg pingpongConfig,
 		return usageErr("-n %d: want at least 1", cfg.iters)
 	case cfg.sl < 0 || cfg.sl > 15:
 		return usageErr("-l %d: want a service level 0..15", cfg.sl)
+	case cfg.timeout < 1 || cfg.timeout > 31:
+		return usageErr("-u %d: want a QP timeout 1..31", cfg.timeout)
 	}
 	return cfg, exitOK, true
 }

@@ -267,6 +267,7 @@ func TestPingpongBadFlags(t *testing.T) {
 		{[]string{"-r", "0"}, "-r 0"},
 		{[]string{"-n", "0"}, "-n 0"},
 		{[]string{"-l", "16"}, "service level"},
+		{[]string{"-u", "32"}, "-u 32: want a QP timeout 1..31"},
 		{[]string{"-p", "0", "127.0.0.1"}, "0 only for the server"},
 		{[]string{"a", "b"}, "one HOST at most"},
 		{[]string{"--bogus"}, "flag provided but not defined"},
@@ -280,7 +281,7 @@ func TestPingpongBadFlags(t *testing.T) {
 
 // testConfig is a pingpong configuration with short timeouts.
 func testConfig(addr string) pingpongConfig {
-	return pingpongConfig{ibPort: 1, size: 64, mtu: 1024, rxDepth: 8, iters: 5, numQP: 1, transport: "rc",
+	return pingpongConfig{ibPort: 1, size: 64, mtu: 1024, rxDepth: 8, iters: 5, numQP: 1, transport: "rc", timeout: 14,
 		addr: netip.MustParseAddr(addr), stall: 300 * time.Millisecond, dialFor: 200 * time.Millisecond}
 }
 

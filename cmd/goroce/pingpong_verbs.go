@@ -284,7 +284,7 @@ func (pp *ppContext) connectConnected(q *rnic.QP, myPSN wire.PSN, rem ppDest) er
 	attr.State, attr.SQPSN = qp.StateRTS, myPSN
 	mask = qp.AttrState | qp.AttrSQPSN
 	if reliable {
-		attr.Timeout, attr.RetryCnt, attr.RNRRetry, attr.MaxRdAtomic = 14, 7, 7, 1
+		attr.Timeout, attr.RetryCnt, attr.RNRRetry, attr.MaxRdAtomic = uint8(pp.cfg.timeout), 7, 7, 1
 		mask |= qp.AttrTimeout | qp.AttrRetryCnt | qp.AttrRNRRetry | qp.AttrMaxQPRdAtomic
 	}
 	if err := q.Modify(&attr, mask); err != nil {

@@ -157,7 +157,8 @@ func matrix(p plan) []interopCase {
 }
 
 // ackTimeout is the case's QP local ACK timeout, 4.096 us * 2^timeout:
-// perftest's -u qpTimeout, and the 14 that ibv_rc_pingpong sets.
+// perftest's -u qpTimeout, and the 14 that ibv_rc_pingpong sets on rxe's
+// side (goroce's is qpTimeout, so any repeat of its fails the case).
 func (c interopCase) ackTimeout() time.Duration {
 	t := 14
 	if c.Perftest != "" {
@@ -179,9 +180,11 @@ func (c interopCase) goroceArgs() []string {
 	if c.Perftest != "" {
 		return c.gorocePerfArgs()
 	}
+	// -u: goroce's RC QP waits 1 s for an ACK, as in the perftest cases
+	// (ibv_rc_pingpong's 14 is fixed on rxe's side).
 	args := []string{"pingpong", "-t", c.Transport,
 		"-m", strconv.Itoa(c.MTU), "-s", strconv.Itoa(c.Size), "-n", strconv.Itoa(c.Iters),
-		"-p", strconv.Itoa(c.Port), "--addr", c.goroceAddr()}
+		"-u", strconv.Itoa(qpTimeout), "-p", strconv.Itoa(c.Port), "--addr", c.goroceAddr()}
 	if c.goroceChecks() {
 		args = append(args, "-c")
 	}

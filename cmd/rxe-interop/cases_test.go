@@ -47,7 +47,7 @@ func TestCommandLines(t *testing.T) {
 	if got, want := c.rxeCommand(), "ibv_rc_pingpong -d rxe0 -g $G6 -n 5 -s 8192 -c -m 4096 -p 18612"; got != want {
 		t.Errorf("rxe server command\n got %s\nwant %s", got, want)
 	}
-	want := []string{"pingpong", "-t", "rc", "-m", "4096", "-s", "8192", "-n", "5", "-p", "18612",
+	want := []string{"pingpong", "-t", "rc", "-m", "4096", "-s", "8192", "-n", "5", "-u", "18", "-p", "18612",
 		"--addr", "fd00:99::254", "-c", "10.99.0.1"}
 	if got := c.goroceArgs(); !slices.Equal(got, want) {
 		t.Errorf("goroce client args\n got %q\nwant %q", got, want)
@@ -57,7 +57,7 @@ func TestCommandLines(t *testing.T) {
 	if got, want := c.rxeCommand(), "ibv_ud_pingpong -d rxe0 -g $G4 -n 5 -s 512 -c -p 18605 10.99.0.254"; got != want {
 		t.Errorf("rxe client command\n got %s\nwant %s", got, want)
 	}
-	want = []string{"pingpong", "-t", "ud", "-m", "1024", "-s", "512", "-n", "5", "-p", "18605", "--addr", "10.99.0.254", "-c"}
+	want = []string{"pingpong", "-t", "ud", "-m", "1024", "-s", "512", "-n", "5", "-u", "18", "-p", "18605", "--addr", "10.99.0.254", "-c"}
 	if got := c.goroceArgs(); !slices.Equal(got, want) {
 		t.Errorf("goroce server args\n got %q\nwant %q", got, want)
 	}
