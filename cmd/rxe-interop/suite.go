@@ -112,8 +112,11 @@ func (s *suite) runCase(ctx context.Context, log *serialLog, c interopCase) resu
 	if capErr != nil {
 		o.pcapErr = capErr
 	} else {
-		capt.stop()
+		incomplete := capt.stop()
 		o.pcap, o.pcapErr = decodePcap(ctx, s.goroce, capt.path, c.goroceAddr())
+		if o.pcapErr == nil {
+			o.pcapErr = incomplete
+		}
 		o.wire, o.wireErr = countWire(capt.path, c.goroceAddr(), c.ackTimeout())
 	}
 	return judge(c, o)

@@ -86,3 +86,20 @@ func TestResultLine(t *testing.T) {
 		t.Errorf("got %q, want %q", got, want)
 	}
 }
+
+// TestCaptureComplete reads tcpdump's closing counts as it prints them.
+func TestCaptureComplete(t *testing.T) {
+	whole := []string{"listening on br0, link-type EN10MB (Ethernet), snapshot length 262144 bytes",
+		"20 packets captured", "20 packets received by filter", "0 packets dropped by kernel"}
+	if err := captureComplete(whole); err != nil {
+		t.Errorf("a whole capture: %v", err)
+	}
+	for _, bad := range [][]string{
+		{"3 packets captured", "10 packets received by filter", "0 packets dropped by kernel"},
+		{"10 packets captured", "10 packets received by filter", "2 packets dropped by kernel"},
+	} {
+		if err := captureComplete(bad); err == nil || !strings.Contains(err.Error(), "capture incomplete") {
+			t.Errorf("%q: got %v, want capture incomplete", bad, err)
+		}
+	}
+}

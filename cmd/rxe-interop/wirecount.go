@@ -25,6 +25,9 @@ type flow struct {
 	// counts the other repeats, which neither a NAK nor a timeout explains:
 	// the sender sent the packet twice on its own.
 	Retransmits, Duplicates int
+	// ReadRepeats counts READ response packets sent again for a READ
+	// request that came again (a responder must answer a duplicate READ).
+	ReadRepeats int
 	// Data holds, packet by packet, the payloads this side sent (SEND,
 	// WRITE, READ response) with their opcodes, for the data checks.
 	Data []sentPayload
@@ -73,7 +76,8 @@ func countWire(path, goroceAddr string, timeout time.Duration) (wireCount, error
 		psn wire.PSN
 	}
 	first := [2]map[psnKey]time.Time{{}, {}}
-	naked := [2]bool{} // whether the other side has sent a NAK yet
+	naked := [2]bool{}     // whether the other side has sent a NAK yet
+	readAgain := [2]bool{} // whether the other side has sent a READ request again
 	for {
 		rec, err := r.Next()
 		if errors.Is(err, io.EOF) {
@@ -128,10 +132,15 @@ func countWire(path, goroceAddr string, timeout time.Duration) (wireCount, error
 			k := psnKey{p.BTH().DestQP(), p.BTH().PSN()}
 			if t0, ok := first[side][k]; !ok {
 				first[side][k] = rec.Time
+			} else if info.Op == wire.OpReadResponse && readAgain[side] {
+				fl.ReadRepeats++
 			} else if naked[side] || rec.Time.Sub(t0) >= timeout {
 				fl.Retransmits++
 			} else {
 				fl.Duplicates++
+			}
+			if p.Opcode() == wire.RCReadRequest {
+				readAgain[1-side] = readAgain[1-side] || first[side][k] != rec.Time
 			}
 		}
 		if info.Payload && len(pay) > 0 {
@@ -227,9 +236,14 @@ const maxRxeDuplicates = 2
 func wireProblems(c interopCase, w wireCount) []string {
 	var ps []string
 	wg, wr := wantWire(c)
-	// rxe's duplicates are requests too, and goroce ACKs each again.
+	// rxe's duplicates are requests too, and goroce ACKs each again, or
+	// answers a READ again.
 	wr.Requests += w.rxe.Duplicates
 	wg.MaxACKs += w.rxe.Duplicates
+	wg.ReadResponses += w.goroce.ReadRepeats
+	if pk := (c.Size + c.MTU - 1) / c.MTU; w.goroce.ReadRepeats > w.rxe.Duplicates*pk {
+		ps = append(ps, fmt.Sprintf("goroce answered READs again %d times for %d repeated requests", w.goroce.ReadRepeats, w.rxe.Duplicates))
+	}
 	if w.goroce.Duplicates > 0 || w.rxe.Duplicates > maxRxeDuplicates {
 		ps = append(ps, fmt.Sprintf("duplicate requests: goroce %d, rxe %d (at most %d of rxe's)",
 			w.goroce.Duplicates, w.rxe.Duplicates, maxRxeDuplicates))
