@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/goroce/goroce/wire/testenv"
 )
 
 // A job's CPU time counts the processes its commands start and wait for,
@@ -14,7 +16,7 @@ import (
 // a grandchild's.
 func TestRunJobCountsDescendantsCPU(t *testing.T) {
 	if _, err := exec.LookPath("sh"); err != nil {
-		t.Skip("no sh")
+		testenv.SkipOrFail(t, "no sh")
 	}
 	cfg := Config{Timeout: time.Minute}
 	var res Result

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/goroce/goroce/wire/testenv"
 )
 
 func TestConfigCheck(t *testing.T) {
@@ -66,7 +68,7 @@ func TestPickSizes(t *testing.T) {
 func TestRunJobStopsTheOthersWhenOneFails(t *testing.T) {
 	for _, tool := range []string{"sleep", "sh"} {
 		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("no %s", tool)
+			testenv.SkipOrFail(t, "no "+tool)
 		}
 	}
 	cfg := Config{Timeout: time.Minute}
@@ -84,7 +86,7 @@ func TestRunJobStopsTheOthersWhenOneFails(t *testing.T) {
 
 func TestRunJobTimesOut(t *testing.T) {
 	if _, err := exec.LookPath("sleep"); err != nil {
-		t.Skip("no sleep")
+		testenv.SkipOrFail(t, "no sleep")
 	}
 	cfg := Config{Timeout: 50 * time.Millisecond}
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.Timeout)
@@ -100,7 +102,7 @@ func TestRunJobTimesOut(t *testing.T) {
 func sabotage(t *testing.T, fam Family, name string, src []byte, old, new string, n int, compiler string, flags, libs []string) string {
 	t.Helper()
 	if why := fam.Missing(); why != "" {
-		t.Skip(why)
+		testenv.SkipOrFail(t, why)
 	}
 	if got := strings.Count(string(src), old); got != n {
 		t.Fatalf("%s: %q occurs %d times, want %d: update the test", name, old, got, n)

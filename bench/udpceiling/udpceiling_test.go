@@ -5,6 +5,8 @@ import (
 	"net/netip"
 	"testing"
 	"time"
+
+	"github.com/goroce/goroce/wire/testenv"
 )
 
 // Each test binds its own loopback address, so parallel package runs
@@ -14,7 +16,7 @@ import (
 func checkThroughput(t *testing.T, r Throughput, err error) {
 	t.Helper()
 	if errors.Is(err, errors.ErrUnsupported) {
-		t.Skipf("not on this kernel: %v", err)
+		testenv.SkipOrFailf(t, "not on this kernel: %v", err)
 	}
 	if err != nil {
 		t.Fatal(err)
@@ -66,7 +68,7 @@ func TestPingPong(t *testing.T) {
 		t.Run(mode.String(), func(t *testing.T) {
 			l, err := PingPong(PingConfig{Addr: netip.MustParseAddr("127.88.40.4"), Count: 300, Warmup: 20, Mode: mode, Timeout: 10 * time.Second})
 			if errors.Is(err, errors.ErrUnsupported) {
-				t.Skipf("not here: %v", err)
+				testenv.SkipOrFailf(t, "not here: %v", err)
 			}
 			if err != nil {
 				t.Fatal(err)

@@ -120,12 +120,14 @@ type perfConfig struct {
 	duration time.Duration // run for this long instead of iters (0: iterations)
 	qps      int
 	txDepth  int
-	mtu      int
 	timeout  int // -u: the QPs' local ACK timeout code
-	gbits    bool
-	events   bool // -e: sleep on CQ events instead of polling
-	addr     netip.Addr
-	cpuprof  string
+	// dataReport prints a CRC of what the run left in the buffers.
+	dataReport bool
+	mtu        int
+	gbits      bool
+	events     bool // -e: sleep on CQ events instead of polling
+	addr       netip.Addr
+	cpuprof    string
 
 	// exchange is the side channel's format: exchangeGoroce or
 	// exchangePerftest ("" until chosen: the client's default is goroce's,
@@ -245,6 +247,7 @@ func parsePerf(args []string, stdout, stderr io.Writer) (cfg perfConfig, code in
 	fs.StringVar(&dev, "ib-dev", "", "same as -d")
 	fs.StringVar(&cfg.exchange, "exchange", "", "side-channel `format`: goroce or perftest (default: goroce for the client; the server follows the client)")
 	fs.StringVar(&cfg.cpuprof, "cpuprofile", "", "write a CPU profile (runtime/pprof) to `file`")
+	fs.BoolVar(&cfg.dataReport, "data-report", false, "when done, print a CRC-32 of the first -s bytes of the local and target buffers (what the last operation brought in)")
 	addr := addrFlag(fs)
 
 	args0, code, ok := parseWithHosts(fs, args, stdout, stderr)

@@ -102,6 +102,7 @@ func perfWithPerftest(ctx context.Context, cfg perfConfig, sc *sideChannel, stdo
 		fmt.Fprintln(stdout, perfLine)
 	}
 
+	pc.dataReport(stdout)
 	if flow.reports {
 		if err := barrier(); err != nil {
 			return fail(err)

@@ -66,12 +66,14 @@ func perf(ctx context.Context, cfg perfConfig, stdout, stderr io.Writer) error {
 		fmt.Fprintln(stdout, perfLine)
 	}
 	if cfg.client() {
+		pc.dataReport(stdout)
 		return sc.finishClient(counts, cfg.stall)
 	}
 	d, err := pc.awaitClient(ctx, done)
 	if err != nil {
 		return err
 	}
+	pc.dataReport(stdout)
 	if counts != nil && cfg.duration == 0 {
 		for i, n := range d.counts {
 			if n != counts[i] {

@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"hash/crc32"
+	"io"
 	"net/netip"
 	"os"
 
@@ -126,6 +128,13 @@ func (pc *perfContext) init() error {
 	}
 	for i := 0; i < cfg.qps; i++ {
 		q := &perfQP{half: half, buf: make([]byte, 2*half)}
+		// What this side sends holds the pattern, and so does the target
+		// the peer READs or updates atomically; a target the peer WRITEs
+		// or SENDs into stays zero (write_lat's marker is a byte of it).
+		fillPerfPattern(q.buf[:half])
+		if cfg.test.op == qp.WRRDMARead || cfg.test.op == qp.WRAtomicFetchAndAdd {
+			fillPerfPattern(q.buf[half:])
+		}
 		if q.mr, err = pc.pd.RegMR(q.buf, perfAccess); err != nil {
 			return fmt.Errorf("couldn't register MR: %w", err)
 		}
@@ -153,6 +162,29 @@ func (pc *perfContext) init() error {
 		}
 	}
 	return nil
+}
+
+// fillPerfPattern fills b with goroce perf's data: byte i is i mod 251, so
+// a capture shows whether a payload is a run of it (each byte one more
+// than the last, mod 251) and, with its offset, which run.
+func fillPerfPattern(b []byte) {
+	for i := range b {
+		b[i] = byte(i % 251)
+	}
+}
+
+// dataReport prints, with --data-report, a CRC-32 (IEEE) of the first -s
+// bytes of QP 0's buffer halves once the run is over: the local half
+// holds what the last READ or atomic brought back, the target half what
+// the peer's last SEND or WRITE left. rxe-interop compares them with the
+// payloads in its capture.
+func (pc *perfContext) dataReport(w io.Writer) {
+	if !pc.cfg.dataReport {
+		return
+	}
+	q, n := pc.qps[0], pc.cfg.size
+	fmt.Fprintf(w, " data: local VAddr %#x crc32 %#08x, target VAddr %#x crc32 %#08x (first %d bytes)\n",
+		q.mr.Addr(), crc32.ChecksumIEEE(q.buf[:n]), q.local.addr, crc32.ChecksumIEEE(q.buf[q.half:q.half+n]), n)
 }
 
 // postRecv posts n receives of the whole second half of q's buffer. Every

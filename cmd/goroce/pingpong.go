@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -37,10 +38,14 @@ an IPv6 or IPv4-mapped address; -d and -g are accepted for compatibility
 and ignored (a goroce device has one port and one GID).
 
 Both sides print their local and remote addresses, then the throughput and
-latency lines of the examples (bytes = 2 * size * iters). -c, a goroce
-addition, makes the client send a pattern and both sides check every
-message they receive. -p 0 makes the server listen on a free port, which it
-reports on stderr.
+latency lines of the examples (bytes = 2 * size * iters). -c (--chk) makes
+the client send a pattern (with rdma-core's -c zero at each 4096-byte page
+start, so an ibv_*_pingpong server with -c accepts it) and both sides check
+every message they receive, landed in a receive area that is poisoned
+before each receive and kept apart from what is sent; the server also
+accepts an ibv_*_pingpong client's -c fill (0x7b, zero at each page start).
+The server sends back what it received. -p 0 makes the server listen on a
+free port, which it reports on stderr.
 
 Exit status: 0 when every exchange completed, 1 on a failed work completion,
 a stalled peer or a side-channel error, 2 on bad flags.`
@@ -71,6 +76,7 @@ type pingpongConfig struct {
 	rxDepth   int
 	iters     int
 	sl        int
+	timeout   int // RC's local ACK timeout, 4.096 us * 2^timeout
 	numQP     int // srq only
 	events    bool
 	check     bool
@@ -110,6 +116,7 @@ func parsePingpong(args []string, stdout, stderr io.Writer) (cfg pingpongConfig,
 	intVar(&cfg.rxDepth, "r", "rx-depth", 500, "number of receives to post at a time (`depth`)")
 	intVar(&cfg.iters, "n", "iters", 1000, "number of exchanges (`iters`)")
 	intVar(&cfg.sl, "l", "sl", 0, "service level `value` (0..15)")
+	intVar(&cfg.timeout, "u", "qp-timeout", 14, "RC QP `timeout`: retransmit after 4.096 usec * 2^timeout without an ACK (1..31; the examples' 14; a goroce addition)")
 	var gidIdx int
 	intVar(&gidIdx, "g", "gid-idx", -1, "local GID `index` (ignored: the GID is --addr)")
 	var dev string
@@ -184,6 +191,8 @@ func parsePingpong(args []string, stdout, stderr io.Writer) (cfg pingpongConfig,
 		return usageErr("-n %d: want at least 1", cfg.iters)
 	case cfg.sl < 0 || cfg.sl > 15:
 		return usageErr("-l %d: want a service level 0..15", cfg.sl)
+	case cfg.timeout < 1 || cfg.timeout > 31:
+		return usageErr("-u %d: want a QP timeout 1..31", cfg.timeout)
 	}
 	return cfg, exitOK, true
 }
@@ -278,8 +287,12 @@ func pingpong(ctx context.Context, cfg pingpongConfig, stdout, stderr io.Writer)
 			case pingpongSendID:
 				scnt++
 			case pingpongRecvID:
-				if err := pp.checkRecv(&wc, pp.received(&wc)); err != nil {
+				msg := pp.received(&wc)
+				if err := pp.checkRecv(&wc, msg); err != nil {
 					return fmt.Errorf("receive %d: %w", rcnt+1, err)
+				}
+				if pp.slotted {
+					poison(msg) // before the slot is posted again
 				}
 				// Refill when no more than one receive per QP is left.
 				if routs--; routs <= len(pp.qps) {
@@ -310,6 +323,9 @@ func pingpong(ctx context.Context, cfg pingpongConfig, stdout, stderr io.Writer)
 	bytes := int64(2) * int64(cfg.size) * int64(cfg.iters)
 	fmt.Fprintf(stdout, "%d bytes in %.2f seconds = %.2f Mbit/sec\n", bytes, usec/1e6, float64(bytes)*8/usec)
 	fmt.Fprintf(stdout, "%d iters in %.2f seconds = %.2f usec/iter\n", cfg.iters, usec/1e6, usec/float64(cfg.iters))
+	if cfg.check {
+		fmt.Fprintf(stdout, "%d received messages checked: %s\n", pp.checked, fillName(pp.want))
+	}
 	return nil
 }
 
@@ -364,10 +380,13 @@ func (pp *ppContext) waitCompletions(ctx context.Context) (int, error) {
 var errBadData = errors.New("received data differs from the pattern sent")
 
 // checkRecv verifies a receive completion with -c: the whole message
-// arrived and holds the client's pattern (the server sends back what it
-// received, so the pattern makes the round trip; srq's server, with its
-// receive slots, sends its own copy). A UD receive counts the 40-byte GRH
-// area before the message in its length.
+// arrived and holds what the client sent. The client knows: its own
+// pattern, which the server sends back. The server takes the first
+// message's fill, which must be goroce's pattern or rdma-core's -c fill
+// (an ibv_*_pingpong client), and holds every later message to it. A UD
+// receive counts the 40-byte GRH area before the message in its length.
+// The receive area was poisoned before the receive, so a message that
+// never arrived fails here.
 func (pp *ppContext) checkRecv(wc *qp.WC, msg []byte) error {
 	if !pp.cfg.check {
 		return nil
@@ -375,21 +394,85 @@ func (pp *ppContext) checkRecv(wc *qp.WC, msg []byte) error {
 	if want := pp.recv.SGL[0].Length; wc.ByteLen != want {
 		return fmt.Errorf("%w: %d bytes, want %d", errBadData, wc.ByteLen, want)
 	}
-	for i, b := range msg {
-		if want := patternByte(i); b != want {
-			return fmt.Errorf("%w: byte %d is %#02x, want %#02x", errBadData, i, b, want)
+	if pp.want == nil {
+		ours := make([]byte, len(msg))
+		fillPattern(ours)
+		pp.want = ours
+		if theirs := rdmaCoreFill(len(msg)); bytes.Equal(msg, theirs) {
+			pp.want = theirs
 		}
 	}
+	if i := firstDiff(msg, pp.want); i >= 0 {
+		return fmt.Errorf("%w: byte %d is %#02x, want %#02x (%s)", errBadData, i, msg[i], pp.want[i], fillName(pp.want))
+	}
+	pp.checked++
 	return nil
 }
 
-// fillPattern writes the -c pattern into b.
+// firstDiff is the first index where a and b (of one length) differ, or -1.
+func firstDiff(a, b []byte) int {
+	for i := range a {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return -1
+}
+
+// The -c contents. rdma-core's ibv_rc/uc/ud_pingpong fill their buffer
+// with 0x7b and, with -c, the client writes a zero at the start of every
+// page (buf[i] = i / page_size % sizeof(char), which is 0) and the server
+// checks those bytes when it is done, printing "invalid data in page N"
+// (its exit status stays 0). goroce's pattern keeps those zeros, so an
+// rdma-core server accepts it, and fills the rest with a count that says
+// where each byte belongs.
+const (
+	rdmaCoreByte = 0x7b // memset(ctx->buf, 0x7b, size) in pp_init_ctx
+	ppPageSize   = 4096 // the page size of rdma-core's -c (sysconf(_SC_PAGESIZE) on x86)
+	ppPoison     = 0xe5 // the receive area's contents before each receive, with -c
+)
+
+// fillPattern writes goroce's -c pattern into b.
 func fillPattern(b []byte) {
 	for i := range b {
 		b[i] = patternByte(i)
 	}
 }
 
-// patternByte is byte i of the -c pattern: a period of 251 (prime) so no
+// patternByte is byte i of goroce's -c pattern: zero at each page start,
+// as rdma-core's -c wants; elsewhere a count of period 251 (prime), so no
 // two pages of the buffer look alike.
-func patternByte(i int) byte { return byte(i % 251) }
+func patternByte(i int) byte {
+	if i%ppPageSize == 0 {
+		return 0
+	}
+	return byte(i % 251)
+}
+
+// rdmaCoreFill is what an rdma-core ping-pong client sends with -c: n
+// bytes of 0x7b with a zero at the start of every page.
+func rdmaCoreFill(n int) []byte {
+	b := bytes.Repeat([]byte{rdmaCoreByte}, n)
+	for i := 0; i < n; i += ppPageSize {
+		b[i] = 0
+	}
+	return b
+}
+
+// fillName says which fill want is, for the check's messages.
+func fillName(want []byte) string {
+	if want == nil {
+		return "no message received"
+	}
+	if len(want) > 1 && want[1] == rdmaCoreByte {
+		return "rdma-core's -c fill"
+	}
+	return "goroce's -c pattern"
+}
+
+// poison overwrites a receive area before a receive, with -c.
+func poison(b []byte) {
+	for i := range b {
+		b[i] = ppPoison
+	}
+}

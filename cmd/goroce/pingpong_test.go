@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/goroce/goroce/qp"
 	"github.com/goroce/goroce/wire"
 )
 
@@ -266,6 +267,7 @@ func TestPingpongBadFlags(t *testing.T) {
 		{[]string{"-r", "0"}, "-r 0"},
 		{[]string{"-n", "0"}, "-n 0"},
 		{[]string{"-l", "16"}, "service level"},
+		{[]string{"-u", "32"}, "-u 32: want a QP timeout 1..31"},
 		{[]string{"-p", "0", "127.0.0.1"}, "0 only for the server"},
 		{[]string{"a", "b"}, "one HOST at most"},
 		{[]string{"--bogus"}, "flag provided but not defined"},
@@ -279,7 +281,7 @@ func TestPingpongBadFlags(t *testing.T) {
 
 // testConfig is a pingpong configuration with short timeouts.
 func testConfig(addr string) pingpongConfig {
-	return pingpongConfig{ibPort: 1, size: 64, mtu: 1024, rxDepth: 8, iters: 5, numQP: 1, transport: "rc",
+	return pingpongConfig{ibPort: 1, size: 64, mtu: 1024, rxDepth: 8, iters: 5, numQP: 1, transport: "rc", timeout: 14,
 		addr: netip.MustParseAddr(addr), stall: 300 * time.Millisecond, dialFor: 200 * time.Millisecond}
 }
 
@@ -426,6 +428,87 @@ func TestPingpongSRQExchange(t *testing.T) {
 		conn.Write(client(1))
 		if err := <-done; !errors.Is(err, errFewerQPs) {
 			t.Fatalf("got %v, want errFewerQPs", err)
+		}
+	})
+}
+
+// TestPingpongCheckFailsWhenNothingArrives: with -c, a receive completion
+// whose data never landed fails the check, on both sides and every
+// transport: the receive area is poisoned, not the pattern that was sent.
+// A message that did arrive passes; the server takes an rdma-core
+// client's -c fill as well, and then holds every message to it.
+func TestPingpongCheckFailsWhenNothingArrives(t *testing.T) {
+	for _, transport := range []string{"rc", "uc", "ud", "srq"} {
+		for _, client := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%s client=%v", transport, client), func(t *testing.T) {
+				addr, _ := loopbackPair()
+				cfg := testConfig(addr)
+				cfg.transport, cfg.check, cfg.size = transport, true, 2*ppPageSize+100
+				if client {
+					cfg.server = "127.0.0.1"
+				}
+				pp, err := newPingpongContext(cfg)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer pp.closeObs()
+				defer pp.dev.Close()
+				if _, err := pp.postRecv(1); err != nil {
+					t.Fatal(err)
+				}
+				// A completion as the device makes it for a whole
+				// message: the right wr_id and length, nothing placed.
+				wc := qp.WC{WRID: pp.recv.WRID, ByteLen: pp.recv.SGL[0].Length}
+				msg := pp.received(&wc)
+				if err := pp.checkRecv(&wc, msg); !errors.Is(err, errBadData) {
+					t.Fatalf("nothing arrived: check says %v, want errBadData", err)
+				}
+				fillPattern(msg)
+				if err := pp.checkRecv(&wc, msg); err != nil {
+					t.Fatalf("the pattern arrived: %v", err)
+				}
+				if pp.checked != 1 {
+					t.Errorf("checked %d messages, want 1", pp.checked)
+				}
+				if pp.slotted {
+					return // a slot is poisoned by the loop once checked
+				}
+				// The next send poisons the area again before the peer can
+				// answer it (the QP is not connected: the post itself fails).
+				got := bytes.Clone(msg)
+				pp.postSend(0)
+				if !client && !bytes.Equal(pp.msg, got) {
+					t.Error("the server does not send back what it received")
+				}
+				if err := pp.checkRecv(&wc, msg); !errors.Is(err, errBadData) {
+					t.Fatalf("nothing arrived after a send: check says %v, want errBadData", err)
+				}
+			})
+		}
+	}
+	t.Run("rdma-core client", func(t *testing.T) {
+		addr, _ := loopbackPair()
+		cfg := testConfig(addr)
+		cfg.check, cfg.size = true, 2*ppPageSize
+		pp, err := newPingpongContext(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer pp.closeObs()
+		defer pp.dev.Close()
+		wc := qp.WC{WRID: pingpongRecvID, ByteLen: uint32(cfg.size)}
+		msg := pp.received(&wc)
+		// ibv_rc_pingpong -c's client buffer, written here by hand.
+		for i := range msg {
+			msg[i] = 0x7b
+		}
+		msg[0], msg[ppPageSize] = 0, 0
+		if err := pp.checkRecv(&wc, msg); err != nil {
+			t.Fatalf("rdma-core's fill: %v", err)
+		}
+		fillPattern(msg)
+		if err := pp.checkRecv(&wc, msg); !errors.Is(err, errBadData) {
+			t.Fatalf("goroce's pattern after rdma-core's fill: %v, want errBadData", err)
 		}
 	})
 }

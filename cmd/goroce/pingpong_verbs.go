@@ -34,15 +34,25 @@ type ppContext struct {
 	closeObs func() error
 	pd       *mr.PD
 	mr       *mr.MR
-	buf      []byte // registered; receives land at its start
-	msg      []byte // what is sent: buf's last -s bytes (ud: after the 40-byte GRH area)
-	// With -c, srq gives each receive its own -s bytes of buf (slot i at
-	// i*size, named in the wr_id's upper bits) and sends from a region of
-	// its own after them, so checking one message never reads memory the
-	// device is writing another QP's message into. free holds the slots
-	// not posted.
+	// buf is registered: the receive area, where receives land, then the
+	// send area, msg, what is sent (-s bytes). Kept apart, a message that
+	// never arrives cannot pass for one that did: with -c the receive
+	// area is poisoned before each receive and checked after it.
+	buf  []byte
+	rbuf []byte // the receive area: one receive (ud: 40-byte GRH area + -s), or srq's slots
+	msg  []byte // the send area
+	// With -c, srq gives each receive its own -s bytes of the receive
+	// area (slot i at i*size, named in the wr_id's upper bits), so
+	// checking one message never reads memory the device is writing
+	// another QP's message into. free holds the slots not posted.
 	slotted bool
 	free    []int
+	// want is what every received message must hold with -c: the
+	// client's own pattern; for the server, the fill of the first message
+	// (goroce's pattern or rdma-core's, see rdmaCoreFill). checked counts
+	// the messages checked.
+	want    []byte
+	checked int
 	cq      *qp.CQ
 	srq     *qp.SRQ        // srq only
 	qps     []*rnic.QP     // one, or -q for srq
@@ -77,26 +87,26 @@ func newPingpongContext(cfg pingpongConfig) (*ppContext, error) {
 
 func (pp *ppContext) init() error {
 	cfg := pp.cfg
-	recvLen := cfg.size
+	recvLen, slots := cfg.size, 1
 	switch {
 	case cfg.transport == "ud":
 		recvLen = qp.GRHLen + cfg.size
-		pp.buf = make([]byte, recvLen)
 	case cfg.transport == "srq" && cfg.check:
-		pp.buf = make([]byte, (cfg.rxDepth+1)*cfg.size)
-		pp.slotted = true
+		pp.slotted, slots = true, cfg.rxDepth
 		for i := cfg.rxDepth - 1; i >= 0; i-- {
 			pp.free = append(pp.free, i)
 		}
-	default:
-		pp.buf = make([]byte, cfg.size)
 	}
-	sendOff := len(pp.buf) - cfg.size
-	pp.msg = pp.buf[sendOff:]
+	sendOff := slots * recvLen
+	pp.buf = make([]byte, sendOff+cfg.size)
+	pp.rbuf, pp.msg = pp.buf[:sendOff], pp.buf[sendOff:]
 	if cfg.transport != "srq" {
 		for i := range pp.buf {
-			pp.buf[i] = 0x7b // as the tools do; ibv_srq_pingpong's buffer stays zero
+			pp.buf[i] = rdmaCoreByte // as the tools do; ibv_srq_pingpong's buffer stays zero
 		}
+	}
+	if cfg.check {
+		poison(pp.rbuf)
 	}
 	numQP := 1
 	if cfg.transport == "srq" {
@@ -152,10 +162,12 @@ func (pp *ppContext) init() error {
 	}
 
 	// The client sends the -c pattern and the server sends back what it
-	// received; with receive slots the server's send region is its own, so
-	// it holds the pattern from the start.
+	// received; srq's server sends its own copy of the pattern.
 	if cfg.check && (cfg.server != "" || pp.slotted) {
 		fillPattern(pp.msg)
+	}
+	if cfg.check && cfg.server != "" {
+		pp.want = pp.msg
 	}
 	pp.send = qp.SendWR{WRID: pingpongSendID, Opcode: qp.WRSend, Flags: qp.SendSignaled,
 		SGL: []qp.SGE{{Addr: pp.mr.Addr() + uint64(sendOff), Length: uint32(cfg.size), LKey: pp.mr.LKey()}}}
@@ -203,15 +215,29 @@ func (pp *ppContext) postRecv(n int) (int, error) {
 // postRecv; the caller is done with the message by then.
 func (pp *ppContext) received(wc *qp.WC) []byte {
 	if !pp.slotted {
-		return pp.buf[len(pp.buf)-pp.cfg.size:]
+		return pp.rbuf[len(pp.rbuf)-pp.cfg.size:]
 	}
 	slot := int(wc.WRID >> ppSlotShift)
 	pp.free = append(pp.free, slot)
-	return pp.buf[slot*pp.cfg.size : (slot+1)*pp.cfg.size]
+	return pp.rbuf[slot*pp.cfg.size : (slot+1)*pp.cfg.size]
 }
 
-// postSend sends the message on QP i.
+// postSend sends the next message on QP i. The server (but srq's) first
+// copies the message it received last into its send area, as the tools'
+// one buffer sends back what it received into; then, with -c, the receive
+// area is poisoned, so that the next receive is checked against what
+// actually arrives. Nothing else is in flight then: the previous send
+// has completed, and the peer sends its next message only after this one.
+// srq's slots are poisoned as they are checked instead.
 func (pp *ppContext) postSend(i int) error {
+	if !pp.slotted {
+		if pp.cfg.server == "" && pp.srq == nil {
+			copy(pp.msg, pp.rbuf[len(pp.rbuf)-pp.cfg.size:])
+		}
+		if pp.cfg.check {
+			poison(pp.rbuf)
+		}
+	}
 	if err := pp.qps[i].PostSend(&pp.send); err != nil {
 		return fmt.Errorf("couldn't post send: %w", err)
 	}
@@ -258,7 +284,7 @@ func (pp *ppContext) connectConnected(q *rnic.QP, myPSN wire.PSN, rem ppDest) er
 	attr.State, attr.SQPSN = qp.StateRTS, myPSN
 	mask = qp.AttrState | qp.AttrSQPSN
 	if reliable {
-		attr.Timeout, attr.RetryCnt, attr.RNRRetry, attr.MaxRdAtomic = 14, 7, 7, 1
+		attr.Timeout, attr.RetryCnt, attr.RNRRetry, attr.MaxRdAtomic = uint8(pp.cfg.timeout), 7, 7, 1
 		mask |= qp.AttrTimeout | qp.AttrRetryCnt | qp.AttrRNRRetry | qp.AttrMaxQPRdAtomic
 	}
 	if err := q.Modify(&attr, mask); err != nil {

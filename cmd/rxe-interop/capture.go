@@ -17,8 +17,9 @@ import (
 // capture is tcpdump writing the RoCEv2 packets on the lab's bridge to a
 // pcap file, for one case.
 type capture struct {
-	cmd  *exec.Cmd
-	path string
+	cmd   *exec.Cmd
+	path  string
+	lines chan []string // tcpdump's stderr, whole, once it has exited
 }
 
 // startCapture starts tcpdump in the namespace and returns once it
@@ -36,10 +37,13 @@ func startCapture(ctx context.Context, l *lab, path string) (*capture, error) {
 		return nil, fmt.Errorf("tcpdump: %w", err)
 	}
 	listening := make(chan bool, 1)
+	lines := make(chan []string, 1)
 	go func() {
 		sc := bufio.NewScanner(stderr)
 		ok := false
+		var all []string
 		for sc.Scan() {
+			all = append(all, sc.Text())
 			if !ok && strings.Contains(sc.Text(), "listening on") {
 				ok = true
 				listening <- true
@@ -48,11 +52,12 @@ func startCapture(ctx context.Context, l *lab, path string) (*capture, error) {
 		if !ok {
 			listening <- false
 		}
+		lines <- all
 	}()
 	select {
 	case ok := <-listening:
 		if ok {
-			return &capture{cmd: cmd, path: path}, nil
+			return &capture{cmd: cmd, path: path, lines: lines}, nil
 		}
 	case <-time.After(5 * time.Second):
 	}
@@ -61,10 +66,41 @@ func startCapture(ctx context.Context, l *lab, path string) (*capture, error) {
 	return nil, errors.New("tcpdump did not start listening on br0")
 }
 
-// stop ends tcpdump, which flushes the file on SIGINT.
-func (c *capture) stop() {
+// stop ends tcpdump, which flushes the file on SIGINT, once the file has
+// stopped growing (a loaded host's tcpdump lags behind the bridge; up to
+// 3 s). It returns an error if tcpdump's own count says the file misses
+// packets: dropped by the kernel, or received but not written.
+func (c *capture) stop() error {
+	last := int64(-1)
+	for range 30 {
+		fi, err := os.Stat(c.path)
+		if err != nil || fi.Size() == last {
+			break
+		}
+		last = fi.Size()
+		time.Sleep(100 * time.Millisecond)
+	}
 	c.cmd.Process.Signal(os.Interrupt)
 	c.cmd.Wait()
+	return captureComplete(<-c.lines)
+}
+
+var reTcpdumpCount = regexp.MustCompile(`^(\d+) packets? (captured|received by filter|dropped by kernel)`)
+
+// captureComplete reads tcpdump's closing counts ("N packets captured",
+// "N packets received by filter", "N packets dropped by kernel").
+func captureComplete(lines []string) error {
+	n := map[string]int{}
+	for _, l := range lines {
+		if m := reTcpdumpCount.FindStringSubmatch(l); m != nil {
+			n[m[2]], _ = strconv.Atoi(m[1])
+		}
+	}
+	if n["dropped by kernel"] > 0 || n["captured"] < n["received by filter"] {
+		return fmt.Errorf("capture incomplete: tcpdump captured %d of %d packets, %d dropped by the kernel",
+			n["captured"], n["received by filter"], n["dropped by kernel"])
+	}
+	return nil
 }
 
 // pcapReport is what `goroce pcap` says about one case's capture.

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // The lab's fixed addresses: the guest and the namespace's bridge, where
@@ -18,6 +19,13 @@ const (
 	// uses firstPort+i, away from the examples' default 18515 so that a
 	// stray run of the lab's own cases cannot answer.
 	firstPort = 18600
+	// qpTimeout is both perftest sides' QP timeout (-u): 4.096 us * 2^18,
+	// about 1.07 s. The default, 14 (67 ms), is shorter than a TCG
+	// guest's rxe takes to ACK the first burst of a bandwidth test
+	// (67 ms was seen), so the requester would time out and go back N on
+	// a clean bridge. With 1 s, a retransmission means a packet lost or
+	// ignored, which fails the case.
+	qpTimeout = 18
 )
 
 // role is the part rxe plays in a case; goroce plays the other one.
@@ -73,11 +81,11 @@ func (c interopCase) program() string {
 	return c.Transport + "_pingpong"
 }
 
-// goroceChecks reports whether goroce checks the payload it receives. It
-// does as the client: it sends a pattern, and rxe's examples echo the
-// buffer they received into. As the server it would receive rxe's
-// client's fill byte, not the pattern.
-func (c interopCase) goroceChecks() bool { return c.RxeRole == rxeServer && c.Perftest == "" }
+// goroceChecks reports whether goroce pingpong checks every message it
+// receives (-c): in both roles. As the client it sends its pattern, which
+// rxe's server sends back; as the server it takes rdma-core's client's -c
+// fill (0x7b, a zero at each page start) and sends it back.
+func (c interopCase) goroceChecks() bool { return c.Perftest == "" }
 
 // message sizes per transport and MTU: the lab's own choices at 1024 (one
 // packet each), and at 4096 an RC/UC message of two packets (SEND_FIRST +
@@ -148,6 +156,17 @@ func matrix(p plan) []interopCase {
 	return cs
 }
 
+// ackTimeout is the case's QP local ACK timeout, 4.096 us * 2^timeout:
+// perftest's -u qpTimeout, and the 14 that ibv_rc_pingpong sets on rxe's
+// side (goroce's is qpTimeout, so any repeat of its fails the case).
+func (c interopCase) ackTimeout() time.Duration {
+	t := 14
+	if c.Perftest != "" {
+		t = qpTimeout
+	}
+	return 4096 * time.Nanosecond << t
+}
+
 // goroceAddr is goroce's device address, its GID.
 func (c interopCase) goroceAddr() string {
 	if c.Family == ipv6 {
@@ -161,9 +180,11 @@ func (c interopCase) goroceArgs() []string {
 	if c.Perftest != "" {
 		return c.gorocePerfArgs()
 	}
+	// -u: goroce's RC QP waits 1 s for an ACK, as in the perftest cases
+	// (ibv_rc_pingpong's 14 is fixed on rxe's side).
 	args := []string{"pingpong", "-t", c.Transport,
 		"-m", strconv.Itoa(c.MTU), "-s", strconv.Itoa(c.Size), "-n", strconv.Itoa(c.Iters),
-		"-p", strconv.Itoa(c.Port), "--addr", c.goroceAddr()}
+		"-u", strconv.Itoa(qpTimeout), "-p", strconv.Itoa(c.Port), "--addr", c.goroceAddr()}
 	if c.goroceChecks() {
 		args = append(args, "-c")
 	}
@@ -178,11 +199,11 @@ func (c interopCase) goroceArgs() []string {
 // as the client, perftest's side-channel format.
 func (c interopCase) gorocePerfArgs() []string {
 	args := []string{"perf", c.Perftest, "-d", "rxe0", "-x", "1", "-F", "-m", strconv.Itoa(c.MTU),
-		"-n", strconv.Itoa(c.Iters)}
+		"-n", strconv.Itoa(c.Iters), "-u", strconv.Itoa(qpTimeout)}
 	if c.Perftest != "atomic_bw" {
 		args = append(args, "-s", strconv.Itoa(c.Size))
 	}
-	args = append(args, "-p", strconv.Itoa(c.Port), "--addr", c.goroceAddr())
+	args = append(args, "-p", strconv.Itoa(c.Port), "--addr", c.goroceAddr(), "--data-report")
 	if c.RxeRole == rxeServer {
 		args = append(args, "--exchange", "perftest", guestIPv4) // the side channel is IPv4 only
 	}
@@ -202,13 +223,16 @@ func (c interopCase) rxeCommand() string {
 		if c.Perftest != "atomic_bw" {
 			cmd += fmt.Sprintf(" -s %d", c.Size)
 		}
-		cmd += fmt.Sprintf(" -F -m %d -p %d", c.MTU, c.Port)
+		cmd += fmt.Sprintf(" -F -m %d -u %d -p %d", c.MTU, qpTimeout, c.Port)
 		if c.RxeRole == rxeClient {
 			cmd += " " + goroceIPv4
 		}
 		return cmd
 	}
-	cmd := fmt.Sprintf("ibv_%s_pingpong -d rxe0 -g %s -n %d -s %d", c.Transport, gid, c.Iters, c.Size)
+	// -c: rxe's client writes a zero at the start of each page of what it
+	// sends; rxe's server checks those bytes of what it received last and
+	// prints "invalid data in page N" for each that is not zero.
+	cmd := fmt.Sprintf("ibv_%s_pingpong -d rxe0 -g %s -n %d -s %d -c", c.Transport, gid, c.Iters, c.Size)
 	if c.Transport != "ud" {
 		cmd += fmt.Sprintf(" -m %d", c.MTU)
 	}

@@ -44,20 +44,20 @@ func TestMessageSizeFitsTheMTU(t *testing.T) {
 
 func TestCommandLines(t *testing.T) {
 	c := interopCase{Transport: "rc", RxeRole: rxeServer, Family: ipv6, MTU: 4096, Size: 8192, Iters: 5, Port: 18612}
-	if got, want := c.rxeCommand(), "ibv_rc_pingpong -d rxe0 -g $G6 -n 5 -s 8192 -m 4096 -p 18612"; got != want {
+	if got, want := c.rxeCommand(), "ibv_rc_pingpong -d rxe0 -g $G6 -n 5 -s 8192 -c -m 4096 -p 18612"; got != want {
 		t.Errorf("rxe server command\n got %s\nwant %s", got, want)
 	}
-	want := []string{"pingpong", "-t", "rc", "-m", "4096", "-s", "8192", "-n", "5", "-p", "18612",
+	want := []string{"pingpong", "-t", "rc", "-m", "4096", "-s", "8192", "-n", "5", "-u", "18", "-p", "18612",
 		"--addr", "fd00:99::254", "-c", "10.99.0.1"}
 	if got := c.goroceArgs(); !slices.Equal(got, want) {
 		t.Errorf("goroce client args\n got %q\nwant %q", got, want)
 	}
 
 	c = interopCase{Transport: "ud", RxeRole: rxeClient, Family: ipv4, MTU: 1024, Size: 512, Iters: 5, Port: 18605}
-	if got, want := c.rxeCommand(), "ibv_ud_pingpong -d rxe0 -g $G4 -n 5 -s 512 -p 18605 10.99.0.254"; got != want {
+	if got, want := c.rxeCommand(), "ibv_ud_pingpong -d rxe0 -g $G4 -n 5 -s 512 -c -p 18605 10.99.0.254"; got != want {
 		t.Errorf("rxe client command\n got %s\nwant %s", got, want)
 	}
-	want = []string{"pingpong", "-t", "ud", "-m", "1024", "-s", "512", "-n", "5", "-p", "18605", "--addr", "10.99.0.254"}
+	want = []string{"pingpong", "-t", "ud", "-m", "1024", "-s", "512", "-n", "5", "-u", "18", "-p", "18605", "--addr", "10.99.0.254", "-c"}
 	if got := c.goroceArgs(); !slices.Equal(got, want) {
 		t.Errorf("goroce server args\n got %q\nwant %q", got, want)
 	}
@@ -107,20 +107,20 @@ func TestPerftestCases(t *testing.T) {
 	if c.Line() != "ib_write_bw rxe-server ipv4 mtu=1024" || c.Name() != "ib_write_bw-server-ipv4-mtu1024" || c.goroceChecks() {
 		t.Errorf("case %q named %q", c.Line(), c.Name())
 	}
-	if got, want := c.rxeCommand(), "ib_write_bw -d rxe0 -x $G4 -n 20 -s 4096 -F -m 1024 -p 18601"; got != want {
+	if got, want := c.rxeCommand(), "ib_write_bw -d rxe0 -x $G4 -n 20 -s 4096 -F -m 1024 -u 18 -p 18601"; got != want {
 		t.Errorf("rxe server command\n got %s\nwant %s", got, want)
 	}
-	want := []string{"perf", "write_bw", "-d", "rxe0", "-x", "1", "-F", "-m", "1024", "-n", "20", "-s", "4096",
-		"-p", "18601", "--addr", "10.99.0.254", "--exchange", "perftest", "10.99.0.1"}
+	want := []string{"perf", "write_bw", "-d", "rxe0", "-x", "1", "-F", "-m", "1024", "-n", "20", "-u", "18", "-s", "4096",
+		"-p", "18601", "--addr", "10.99.0.254", "--data-report", "--exchange", "perftest", "10.99.0.1"}
 	if got := c.goroceArgs(); !slices.Equal(got, want) {
 		t.Errorf("goroce client args\n got %q\nwant %q", got, want)
 	}
 	c = interopCase{Transport: "rc", Perftest: "atomic_bw", RxeRole: rxeClient, Family: ipv6, MTU: 4096, Size: 8, Iters: 20, Port: 18650}
-	if got, want := c.rxeCommand(), "ib_atomic_bw -d rxe0 -x $G6 -n 20 -F -m 4096 -p 18650 10.99.0.254"; got != want {
+	if got, want := c.rxeCommand(), "ib_atomic_bw -d rxe0 -x $G6 -n 20 -F -m 4096 -u 18 -p 18650 10.99.0.254"; got != want {
 		t.Errorf("rxe client command\n got %s\nwant %s", got, want)
 	}
 	want = []string{"perf", "atomic_bw", "-d", "rxe0", "-x", "1", "-F", "-m", "4096", "-n", "20",
-		"-p", "18650", "--addr", "fd00:99::254"}
+		"-u", "18", "-p", "18650", "--addr", "fd00:99::254", "--data-report"}
 	if got := c.goroceArgs(); !slices.Equal(got, want) {
 		t.Errorf("goroce server args\n got %q\nwant %q", got, want)
 	}

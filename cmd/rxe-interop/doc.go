@@ -30,14 +30,33 @@
 // capture of the bridge holds RoCEv2 packets in both directions, every one
 // with an ICRC that verifies against the captured IP and UDP headers
 // (checked with `goroce pcap`, which sees the IPv4 Identification field
-// that a UDP socket hides). When goroce is a ping-pong client it also
-// checks the payload (-c): rxe's examples send back the buffer they
-// received into.
+// that a UDP socket hides), and when the data and the packets are what
+// they should be:
+//
+//   - ping-pong: both sides run with -c. rxe's server checks what goroce's
+//     client sent (rdma-core's -c: a zero at each page start; it prints
+//     "invalid data in page N", which fails the case); goroce checks every
+//     message it receives in both roles, in a receive area poisoned before
+//     each receive, and must report all -iters of them checked.
+//   - perftest: perftest sends rand() bytes, so the capture is the oracle:
+//     every payload goroce sent is its pattern, the atomic original values
+//     it returned are what its memory held, and its buffers hold the last
+//     READ response, atomic value, SEND or WRITE rxe sent (goroce perf
+//     --data-report prints their CRC).
+//   - the wire: exactly the request, READ response and atomic ACK packets
+//     the case calls for from each side, ACKs within bounds, and no NAK,
+//     no retransmission and no duplicate from goroce (see wantWire and
+//     maxRxeDuplicates). perftest runs with a 1 s QP timeout (-u 18): a
+//     TCG guest can take longer than the default 67 ms to ACK.
 //
 // Output, one line per case and a summary:
 //
-//	interop: rc_pingpong rxe-server ipv4 mtu=1024 PASS (5 x 1024 B, payload checked, 20 packets, ICRC ok)
-//	interop: ib_write_bw rxe-client ipv4 mtu=1024 PASS (20 x 4096 B, 86 packets, ICRC ok)
+//	interop: rc_pingpong rxe-server ipv4 mtu=1024 PASS (5 x 1024 B, data checked by goroce (5 messages,
+//	    goroce's -c pattern) and rxe (-c); wire: goroce 10 pkts 5120 B, 5 acks 0 naks 0 retx;
+//	    rxe 10 pkts 5120 B, 5 acks 0 naks 0 retx; ICRC ok on 20)
+//	interop: ib_write_bw rxe-client ipv4 mtu=1024 PASS (20 x 4096 B, data checked: the last 4096 B
+//	    goroce received (crc32 0x53422de9); wire: goroce 6 pkts 0 B, 6 acks 0 naks 0 retx;
+//	    rxe 80 pkts 81920 B, 0 acks 0 naks 0 retx; ICRC ok on 86)
 //	summary: interop passed=N failed=N skipped=N
 //
 // A failed case is followed by indented lines: goroce's last words, the
@@ -54,7 +73,8 @@
 //
 // Exit status: 0 when every case passed, 1 when one failed, 2 on bad flags,
 // 77 when the lab cannot run on this machine (not root, no /dev/net/tun,
-// network namespaces refused): then every case is reported as skipped.
+// network namespaces refused): then every case is reported as skipped,
+// which .ci/interop turns into a failure under GOROCE_CI_STRICT=1.
 //
 // Where it sits: outside the stack, next to cmd/goroce, whose binary it
 // builds (or takes with -goroce) and drives as a black box.

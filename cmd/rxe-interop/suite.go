@@ -100,6 +100,10 @@ func (s *suite) runCase(ctx context.Context, log *serialLog, c interopCase) resu
 	o.rxeEnded = log.waitFor(ctx, s.caseTimeout+10*time.Second, rxeEnded)
 	o.rxeRC = log.ended[name]
 	o.rxeTail = log.lastLines(name, 4)
+	o.rxeOut = log.output[name]
+	if b, err := os.ReadFile(base + ".goroce.log"); err == nil {
+		o.goroceOut = string(b)
+	}
 	o.activeMTU = log.mtu[ethMTU(c.MTU)]
 	if c.MTU <= 1024 {
 		o.activeMTU = c.MTU // the boot MTU; only a raised one is reported
@@ -108,8 +112,12 @@ func (s *suite) runCase(ctx context.Context, log *serialLog, c interopCase) resu
 	if capErr != nil {
 		o.pcapErr = capErr
 	} else {
-		capt.stop()
+		incomplete := capt.stop()
 		o.pcap, o.pcapErr = decodePcap(ctx, s.goroce, capt.path, c.goroceAddr())
+		if o.pcapErr == nil {
+			o.pcapErr = incomplete
+		}
+		o.wire, o.wireErr = countWire(capt.path, c.goroceAddr(), c.ackTimeout())
 	}
 	return judge(c, o)
 }

@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"regexp"
+	"strconv"
 	"strings"
 )
 
@@ -38,7 +40,14 @@ type observed struct {
 	pcapErr   error // no capture or no decode
 	activeMTU int   // rxe's active_mtu after the guest set its eth0 MTU; 0 if not reported
 	files     string
+	rxeOut    []string  // everything rxe's side printed for the case
+	goroceOut string    // goroce's output for the case (its log)
+	wire      wireCount // the capture, parsed packet by packet
+	wireErr   error
 }
+
+// reChecked finds goroce pingpong's report of its -c check.
+var reChecked = regexp.MustCompile(`(\d+) received messages checked: (.*)`)
 
 // maxEvidencePackets bounds the decoded packets shown under a failure:
 // enough to see the first exchange go wrong.
@@ -64,6 +73,24 @@ func judge(c interopCase, o observed) result {
 	case o.rxeRC != 0:
 		problems = append(problems, fmt.Sprintf("rxe rc=%d", o.rxeRC))
 	}
+	for _, l := range o.rxeOut {
+		if strings.Contains(l, "invalid data in page") {
+			problems = append(problems, "rxe -c: "+strings.TrimSpace(l))
+			break
+		}
+	}
+	checked := ""
+	if c.goroceChecks() {
+		m := reChecked.FindStringSubmatch(o.goroceOut)
+		switch {
+		case m == nil:
+			problems = append(problems, "goroce did not report its -c check")
+		case m[1] != strconv.Itoa(c.Iters):
+			problems = append(problems, fmt.Sprintf("goroce checked %s of %d messages", m[1], c.Iters))
+		default:
+			checked = fmt.Sprintf(", data checked by goroce (%s messages, %s) and rxe (-c)", m[1], m[2])
+		}
+	}
 	if c.MTU > 1024 && o.activeMTU != c.MTU {
 		problems = append(problems, fmt.Sprintf("rxe's active_mtu is %d, want %d", o.activeMTU, c.MTU))
 	}
@@ -83,13 +110,19 @@ func judge(c interopCase, o observed) result {
 		}
 	}
 
-	if len(problems) == 0 {
-		checked := ""
-		if c.goroceChecks() {
-			checked = ", payload checked"
+	if o.wireErr != nil {
+		problems = append(problems, "capture not parsed: "+o.wireErr.Error())
+	} else if o.pcapErr == nil {
+		problems = append(problems, wireProblems(c, o.wire)...)
+		if c.Perftest != "" {
+			ps, what := dataProblems(c, o.wire, o.goroceOut)
+			problems = append(problems, ps...)
+			checked = ", data checked: " + what
 		}
-		return result{c: c, verdict: pass, detail: fmt.Sprintf("%d x %d B%s, %d packets, ICRC ok",
-			c.Iters, c.Size, checked, p.Packets)}
+	}
+	if len(problems) == 0 {
+		return result{c: c, verdict: pass, detail: fmt.Sprintf("%d x %d B%s; wire: goroce %v; rxe %v; ICRC ok on %d",
+			c.Iters, c.Size, checked, o.wire.goroce, o.wire.rxe, p.ICRCOK)}
 	}
 	r := result{c: c, verdict: fail, detail: strings.Join(problems, "; ")}
 	for _, l := range o.rxeTail {

@@ -27,10 +27,17 @@ func TestParsePcapReport(t *testing.T) {
 
 func TestJudge(t *testing.T) {
 	c := interopCase{Transport: "rc", RxeRole: rxeServer, Family: ipv4, MTU: 1024, Size: 1024, Iters: 5}
+	// What a clean RC ping-pong of 5 x 1024 B shows: 5 SENDs and 5 ACKs
+	// each way.
+	side := flow{Packets: 10, Bytes: 5120, Requests: 5, ACKs: 5}
 	good := observed{rxeEnded: true, activeMTU: 1024,
-		pcap: pcapReport{Packets: 20, ICRCOK: 20, FromGoroce: 10, FromRxe: 10}}
-	if r := judge(c, good); r.verdict != pass || r.detail != "5 x 1024 B, payload checked, 20 packets, ICRC ok" {
-		t.Errorf("good run: %v", r)
+		pcap:      pcapReport{Packets: 20, ICRCOK: 20, FromGoroce: 10, FromRxe: 10},
+		goroceOut: "5 iters in 0.01 seconds = 2000.00 usec/iter\n5 received messages checked: goroce's -c pattern\n",
+		wire:      wireCount{goroce: side, rxe: side}}
+	want := "5 x 1024 B, data checked by goroce (5 messages, goroce's -c pattern) and rxe (-c); " +
+		"wire: goroce 10 pkts 5120 B, 5 acks 0 naks 0 retx; rxe 10 pkts 5120 B, 5 acks 0 naks 0 retx; ICRC ok on 20"
+	if r := judge(c, good); r.verdict != pass || r.detail != want {
+		t.Errorf("good run:\n got %v\nwant %s", r, want)
 	}
 
 	for _, tc := range []struct {
@@ -46,6 +53,15 @@ func TestJudge(t *testing.T) {
 		{"bad ICRC", func(o *observed) { o.pcap.ICRCBad = 2 }, "2 of 20 packets with a bad ICRC"},
 		{"one-sided wire", func(o *observed) { o.pcap.FromGoroce = 0 }, "packets on the wire: 0 from goroce, 10 from rxe"},
 		{"no capture", func(o *observed) { o.pcapErr = errors.New("tcpdump did not start") }, "wire not checked: tcpdump did not start"},
+		{"rxe -c found bad data", func(o *observed) { o.rxeOut = []string{"invalid data in page 0"} }, "rxe -c: invalid data in page 0"},
+		{"goroce checked too few", func(o *observed) {
+			o.goroceOut = "4 received messages checked: goroce's -c pattern\n"
+		}, "goroce checked 4 of 5 messages"},
+		{"goroce did not check", func(o *observed) { o.goroceOut = "" }, "goroce did not report its -c check"},
+		{"a NAK", func(o *observed) { o.wire.rxe.NAKs = 1 }, "rxe sent 1 NAKs and 0 retransmissions"},
+		{"a retransmission", func(o *observed) { o.wire.goroce.Retransmits = 1 }, "goroce sent 0 NAKs and 1 retransmissions"},
+		{"a SEND missing", func(o *observed) { o.wire.goroce.Requests = 4 }, "goroce sent 4 requests, 0 read responses, 0 atomic ACKs; want 5, 0, 0"},
+		{"ACKs missing", func(o *observed) { o.wire.rxe.ACKs = 3 }, "rxe sent 3 ACKs, want 5..5"},
 	} {
 		o := good
 		tc.edit(&o)
@@ -68,5 +84,22 @@ func TestResultLine(t *testing.T) {
 	r := result{c: interopCase{Transport: "uc", RxeRole: rxeClient, Family: ipv6, MTU: 4096}, verdict: skip, detail: "why"}
 	if got, want := r.String(), "interop: uc_pingpong rxe-client ipv6 mtu=4096 SKIP (why)"; got != want {
 		t.Errorf("got %q, want %q", got, want)
+	}
+}
+
+// TestCaptureComplete reads tcpdump's closing counts as it prints them.
+func TestCaptureComplete(t *testing.T) {
+	whole := []string{"listening on br0, link-type EN10MB (Ethernet), snapshot length 262144 bytes",
+		"20 packets captured", "20 packets received by filter", "0 packets dropped by kernel"}
+	if err := captureComplete(whole); err != nil {
+		t.Errorf("a whole capture: %v", err)
+	}
+	for _, bad := range [][]string{
+		{"3 packets captured", "10 packets received by filter", "0 packets dropped by kernel"},
+		{"10 packets captured", "10 packets received by filter", "2 packets dropped by kernel"},
+	} {
+		if err := captureComplete(bad); err == nil || !strings.Contains(err.Error(), "capture incomplete") {
+			t.Errorf("%q: got %v, want capture incomplete", bad, err)
+		}
 	}
 }

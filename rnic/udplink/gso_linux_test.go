@@ -13,6 +13,7 @@ import (
 
 	"github.com/goroce/goroce/rnic/link"
 	"github.com/goroce/goroce/wire"
+	"github.com/goroce/goroce/wire/testenv"
 )
 
 // turnOffGRO turns UDP GRO off on l's socket and gives it a receiver that
@@ -48,7 +49,7 @@ func gsoOn(l *Link) bool {
 func needGSO(t *testing.T, l *Link) {
 	t.Helper()
 	if !gsoOn(l) || l.rx.(*mmsgReceiver).gro == nil {
-		t.Skipf("kernel without UDP GSO/GRO (features: %v)", l.tx)
+		testenv.SkipOrFailf(t, "kernel without UDP GSO/GRO (features: %v)", l.tx)
 	}
 }
 
@@ -252,7 +253,7 @@ func tunNamespace(t *testing.T, name string, prefix netip.Prefix) *os.File {
 	needRoot(t)
 	runtime.LockOSThread()
 	if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
-		t.Skipf("no network namespace: %v", err)
+		testenv.SkipOrFailf(t, "no network namespace: %v", err)
 	}
 	return openTUN(t, name, prefix)
 }
@@ -263,7 +264,7 @@ func openTUN(t *testing.T, name string, prefix netip.Prefix) *os.File {
 	t.Helper()
 	fd, err := unix.Open("/dev/net/tun", unix.O_RDWR|unix.O_CLOEXEC, 0)
 	if err != nil {
-		t.Skipf("no TUN device: %v", err)
+		testenv.SkipOrFailf(t, "no TUN device: %v", err)
 	}
 	ifr, err := unix.NewIfreq(name)
 	if err != nil {
@@ -272,7 +273,7 @@ func openTUN(t *testing.T, name string, prefix netip.Prefix) *os.File {
 	ifr.SetUint16(unix.IFF_TUN | unix.IFF_NO_PI)
 	if err := unix.IoctlIfreq(fd, unix.TUNSETIFF, ifr); err != nil {
 		unix.Close(fd)
-		t.Skipf("TUNSETIFF: %v", err)
+		testenv.SkipOrFailf(t, "TUNSETIFF: %v", err)
 	}
 	f := os.NewFile(uintptr(fd), "/dev/net/tun")
 
@@ -321,7 +322,7 @@ func TestRoCEv2GSOIPv4ICRCOnTheWire(t *testing.T) {
 	}
 	defer a.Close()
 	if !a.tx.(*mmsgSender).gso.on {
-		t.Skip("the kernel has no UDP GSO")
+		testenv.SkipOrFail(t, "the kernel has no UDP GSO")
 	}
 	dst := netip.MustParseAddrPort("10.89.0.2:4791")
 	const segs, size = 5, 1000

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/goroce/goroce/rnic/link"
+	"github.com/goroce/goroce/wire/testenv"
 )
 
 // These tests look at or forge IP headers with raw sockets, which needs
@@ -19,7 +20,7 @@ import (
 func needRoot(t *testing.T) {
 	t.Helper()
 	if os.Geteuid() != 0 {
-		t.Skip("needs root for a raw socket (CAP_NET_RAW); CI runs as root")
+		testenv.SkipOrFail(t, "needs root for a raw socket (CAP_NET_RAW); CI runs as root")
 	}
 }
 

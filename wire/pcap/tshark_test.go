@@ -12,6 +12,7 @@ import (
 
 	"github.com/goroce/goroce/wire"
 	"github.com/goroce/goroce/wire/pcap"
+	"github.com/goroce/goroce/wire/testenv"
 )
 
 // TestTsharkDecodes writes every test packet (RC, UC, UD, RDMA READ and
@@ -30,7 +31,7 @@ import (
 func TestTsharkDecodes(t *testing.T) {
 	tshark, err := exec.LookPath("tshark")
 	if err != nil {
-		t.Skip("tshark is not installed (apt-get install tshark); skipping the Wireshark cross-check")
+		testenv.SkipOrFail(t, "tshark is not installed (apt-get install tshark); skipping the Wireshark cross-check")
 	}
 	type frame struct {
 		h  wire.Headers

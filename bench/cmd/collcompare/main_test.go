@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/goroce/goroce/bench/cpucoll"
+	"github.com/goroce/goroce/wire/testenv"
 )
 
 // TestCompareTiny runs the whole command at tiny sizes with 2 ranks, in
@@ -20,13 +21,16 @@ func TestCompareTiny(t *testing.T) {
 	only := []string{"goroce"}
 	for _, f := range []cpucoll.Family{cpucoll.OpenMPI, cpucoll.Gloo} {
 		if why := f.Missing(); why != "" {
+			if testenv.Strict() {
+				t.Fatalf("without %s: %s (apt-get install openmpi-bin libopenmpi-dev libgloo-dev; %s=1: a missing library fails)", f, why, testenv.StrictEnv)
+			}
 			t.Logf("without %s: %s", f, why)
 			continue
 		}
 		only = append(only, f.String())
 	}
 	if len(only) == 1 {
-		t.Skip("neither Open MPI nor Gloo is installed: nothing to compare goroce with")
+		testenv.SkipOrFail(t, "neither Open MPI nor Gloo is installed (apt-get install openmpi-bin libopenmpi-dev libgloo-dev): nothing to compare goroce with")
 	}
 	sizes := []int{8, 12, 4096} // 12 B: 3 floats, not a multiple of the ranks
 	var stdout, stderr strings.Builder

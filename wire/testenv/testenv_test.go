@@ -1,0 +1,35 @@
+package testenv
+
+import (
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// TestSkipOrFail runs a helper test in a child process, once with the
+// strict variable and once without, and checks that it skipped, then
+// failed.
+func TestSkipOrFail(t *testing.T) {
+	if os.Getenv("TESTENV_CHILD") == "1" {
+		SkipOrFail(t, "the child lacks the thing")
+		return
+	}
+	for _, tc := range []struct {
+		strict  string
+		wantErr bool
+		want    string
+	}{
+		{"", false, "--- SKIP: TestSkipOrFail"},
+		{"0", false, "--- SKIP: TestSkipOrFail"},
+		{"1", true, "--- FAIL: TestSkipOrFail"},
+	} {
+		cmd := exec.Command(os.Args[0], "-test.run", "^TestSkipOrFail$", "-test.v")
+		cmd.Env = append(os.Environ(), "TESTENV_CHILD=1", StrictEnv+"="+tc.strict)
+		out, err := cmd.CombinedOutput()
+		if (err != nil) != tc.wantErr || !strings.Contains(string(out), tc.want) ||
+			!strings.Contains(string(out), "the child lacks the thing") {
+			t.Errorf("%s=%q: err=%v, want error %v and %q in:\n%s", StrictEnv, tc.strict, err, tc.wantErr, tc.want, out)
+		}
+	}
+}
