@@ -14,25 +14,9 @@ import (
 	"sync"
 	"testing"
 	"time"
-)
 
-// requireTool returns the path of a program the test runs, or skips the
-// test when it is missing, naming the Debian package that has it; with
-// GOROCE_CI_STRICT=1 a missing tool fails the test instead. (It moves to
-// wire/testenv when that package lands.)
-func requireTool(t *testing.T, name, debianPackage string) string {
-	t.Helper()
-	p, err := exec.LookPath(name)
-	if err == nil {
-		return p
-	}
-	msg := fmt.Sprintf("%s not found: apt-get install %s", name, debianPackage)
-	if os.Getenv("GOROCE_CI_STRICT") == "1" {
-		t.Fatal(msg)
-	}
-	t.Skip(msg)
-	return ""
-}
+	"github.com/goroce/goroce/wire/testenv"
+)
 
 // The library, goroce and the C program, built once for all tests.
 var built struct {
@@ -55,7 +39,7 @@ func TestMain(m *testing.M) {
 // directory and returns it.
 func programs(t *testing.T) string {
 	t.Helper()
-	requireTool(t, "gcc", "gcc")
+	testenv.LookPath(t, "gcc", "gcc")
 	built.once.Do(func() {
 		dir, err := os.MkdirTemp("", "goroce-nccl-test")
 		if err != nil {

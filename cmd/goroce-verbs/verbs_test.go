@@ -17,25 +17,9 @@ import (
 	"sync"
 	"testing"
 	"time"
-)
 
-// requireTool returns the path of a program the test runs, or skips the
-// test when it is missing, naming the Debian package that has it; with
-// GOROCE_CI_STRICT=1 a missing tool fails the test instead. (It moves to
-// wire/testenv when that package lands.)
-func requireTool(t *testing.T, name, debianPackage string) string {
-	t.Helper()
-	p, err := exec.LookPath(name)
-	if err == nil {
-		return p
-	}
-	msg := fmt.Sprintf("%s not found: apt-get install %s", name, debianPackage)
-	if os.Getenv("GOROCE_CI_STRICT") == "1" {
-		t.Fatal(msg)
-	}
-	t.Skip(msg)
-	return ""
-}
+	"github.com/goroce/goroce/wire/testenv"
+)
 
 // The two libraries, built once for all tests of the run.
 var built struct {
@@ -50,9 +34,9 @@ var built struct {
 func libs(t *testing.T) string {
 	t.Helper()
 	if _, err := os.Stat("/usr/include/infiniband/verbs.h"); err != nil {
-		requireTool(t, "no-verbs.h", "libibverbs-dev")
+		testenv.LookPath(t, "no-verbs.h", "libibverbs-dev")
 	}
-	requireTool(t, "gcc", "gcc")
+	testenv.LookPath(t, "gcc", "gcc")
 	built.once.Do(func() {
 		dir, err := os.MkdirTemp("", "goroce-verbs-test")
 		if err != nil {
@@ -198,7 +182,7 @@ func addrs() (server, client string) {
 }
 
 func TestDevices(t *testing.T) {
-	bin := requireTool(t, "ibv_devices", "ibverbs-utils")
+	bin := testenv.LookPath(t, "ibv_devices", "ibverbs-utils")
 	lib := libs(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -210,7 +194,7 @@ func TestDevices(t *testing.T) {
 }
 
 func TestDevinfo(t *testing.T) {
-	bin := requireTool(t, "ibv_devinfo", "ibverbs-utils")
+	bin := testenv.LookPath(t, "ibv_devinfo", "ibverbs-utils")
 	lib := libs(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -240,7 +224,7 @@ func TestDevinfo(t *testing.T) {
 // have exited 0.
 func preloadedPair(t *testing.T, tool, debianPackage, portFlag string, serverEnv []string, args ...string) (server, client *proc, sa, ca string) {
 	t.Helper()
-	bin := requireTool(t, tool, debianPackage)
+	bin := testenv.LookPath(t, tool, debianPackage)
 	lib := libs(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -300,7 +284,7 @@ func TestPingpongs(t *testing.T) {
 // Go API's version of the example), in both roles: the two speak the same
 // side-channel format and the same RoCEv2.
 func TestMixed(t *testing.T) {
-	bin := requireTool(t, "ibv_rc_pingpong", "ibverbs-utils")
+	bin := testenv.LookPath(t, "ibv_rc_pingpong", "ibverbs-utils")
 	lib := libs(t)
 	goroce := filepath.Join(built.dir, "goroce")
 	for _, preloadedServer := range []bool{true, false} {

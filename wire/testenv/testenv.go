@@ -3,6 +3,7 @@ package testenv
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"testing"
 )
 
@@ -30,4 +31,16 @@ func SkipOrFail(t testing.TB, why string) {
 func SkipOrFailf(t testing.TB, format string, args ...any) {
 	t.Helper()
 	SkipOrFail(t, fmt.Sprintf(format, args...))
+}
+
+// LookPath returns the path of a program a test runs. When it is missing
+// the test skips, or fails under GOROCE_CI_STRICT=1, with a message naming
+// the Debian package that has it.
+func LookPath(t testing.TB, name, debianPackage string) string {
+	t.Helper()
+	p, err := exec.LookPath(name)
+	if err != nil {
+		SkipOrFailf(t, "%s not found: apt-get install %s", name, debianPackage)
+	}
+	return p
 }

@@ -11,21 +11,16 @@ import (
 
 	"github.com/goroce/goroce/bench/dcqcn"
 	cc "github.com/goroce/goroce/dcqcn"
+	"github.com/goroce/goroce/wire/testenv"
 )
 
 // requireNetns skips the test unless this machine can run the experiment
 // (root, ip, tc), with a message saying what is missing; under
-// GOROCE_CI_STRICT=1 it fails instead, so that CI cannot pass by skipping.
-//
-// It moves to wire/testenv, beside the other environment checks, when that
-// helper lands.
+// GOROCE_CI_STRICT=1 it fails instead (testenv).
 func requireNetns(t *testing.T) {
 	t.Helper()
 	if err := preflight(t.Context()); err != nil {
-		if os.Getenv("GOROCE_CI_STRICT") == "1" {
-			t.Fatalf("GOROCE_CI_STRICT=1 and this machine cannot run the netns experiment: %v", err)
-		}
-		t.Skipf("skipping the netns experiment: %v", err)
+		testenv.SkipOrFailf(t, "this machine cannot run the netns experiment: %v", err)
 	}
 }
 
