@@ -80,6 +80,9 @@ func (f *Flow) Run(ctx context.Context, start time.Time) error {
 		}
 		f.wr.WRID++
 		if err := f.qp.PostSend(&f.wr); err != nil {
+			if ctx.Err() != nil {
+				return nil // stopped: whoever ended ctx may close the device next
+			}
 			return fmt.Errorf("PostSend wr_id %d: %w", f.wr.WRID, err)
 		}
 		inFlight++
