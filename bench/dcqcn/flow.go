@@ -65,6 +65,9 @@ func (f *Flow) Run(ctx context.Context, start time.Time) error {
 		n := f.cq.Poll(wcs)
 		for _, wc := range wcs[:n] {
 			if wc.Status != qp.WCSuccess {
+				if ctx.Err() != nil {
+					return nil // flushed by the device's close after the stop
+				}
 				return fmt.Errorf("WRITE wr_id %d completed with %v", wc.WRID, wc.Status)
 			}
 		}
