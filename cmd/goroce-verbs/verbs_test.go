@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/goroce/goroce/cmd/goroce-verbs/build"
 	"github.com/goroce/goroce/wire/testenv"
 )
 
@@ -28,13 +29,13 @@ var built struct {
 	err  error
 }
 
-// libs builds the core (go build -buildmode=c-shared) and the shim (gcc
-// against the system's verbs.h) into a temporary directory and returns the
-// shim's path, the one to preload.
+// libs builds the core and the shim into a temporary directory, as goroce
+// exec does (package build), with the goroce binary beside them, and
+// returns the shim's path, the one to preload.
 func libs(t *testing.T) string {
 	t.Helper()
-	if _, err := os.Stat("/usr/include/infiniband/verbs.h"); err != nil {
-		testenv.LookPath(t, "no-verbs.h", "libibverbs-dev")
+	if _, err := os.Stat(build.VerbsHeader); err != nil {
+		testenv.SkipOrFailf(t, "%s is missing: apt-get install libibverbs-dev", build.VerbsHeader)
 	}
 	testenv.LookPath(t, "gcc", "gcc")
 	built.once.Do(func() {
@@ -46,23 +47,17 @@ func libs(t *testing.T) string {
 		built.dir = dir
 		ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 		defer cancel()
-		for _, args := range [][]string{
-			{"go", "build", "-buildmode=c-shared", "-o", filepath.Join(dir, "libgoroce-verbs-core.so"), "."},
-			{"gcc", "-O2", "-Wall", "-Werror", "-shared", "-fPIC", "-o", filepath.Join(dir, "libgoroce-verbs.so"),
-				"shim/verbs.c", "-ldl", "-lpthread"},
-			{"go", "build", "-o", filepath.Join(dir, "goroce"), "../goroce"},
-		} {
-			out, err := exec.CommandContext(ctx, args[0], args[1:]...).CombinedOutput()
-			if err != nil {
-				built.err = fmt.Errorf("%s: %v\n%s", strings.Join(args, " "), err, out)
-				return
-			}
+		if built.err = build.Build(ctx, "../..", dir, ""); built.err != nil {
+			return
+		}
+		if out, err := exec.CommandContext(ctx, "go", "build", "-o", filepath.Join(dir, "goroce"), "../goroce").CombinedOutput(); err != nil {
+			built.err = fmt.Errorf("go build ../goroce: %v\n%s", err, out)
 		}
 	})
 	if built.err != nil {
 		t.Fatal(built.err)
 	}
-	return filepath.Join(built.dir, "libgoroce-verbs.so")
+	return filepath.Join(built.dir, build.Shim)
 }
 
 func TestMain(m *testing.M) {

@@ -1,0 +1,181 @@
+// Package build builds the two libraries of the preloadable libibverbs
+// (see cmd/goroce-verbs): the Go core, with go build -buildmode=c-shared,
+// and the C shim, with gcc against the system's <infiniband/verbs.h>.
+// goroce exec and the goroce-verbs tests both build them with it. It needs
+// no cgo itself: it runs go and gcc.
+package build
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+)
+
+// The libraries' file names. The shim is the one to preload; it loads the
+// core from its own directory.
+const (
+	Shim = "libgoroce-verbs.so"
+	Core = "libgoroce-verbs-core.so"
+)
+
+// Module is the module path the source directory must hold.
+const Module = "github.com/goroce/goroce"
+
+// VerbsHeader is the header the shim is compiled against.
+const VerbsHeader = "/usr/include/infiniband/verbs.h"
+
+// stamp is the file, beside the libraries, that holds the hash of the
+// source they were built from.
+const stamp = "goroce-verbs.stamp"
+
+// A MissingError says that something the build needs is not there, and
+// what to install or set to get it.
+type MissingError struct {
+	What string // "gcc", "go", "libibverbs-dev", "the goroce source"
+	Fix  string // e.g. "apt-get install gcc"
+}
+
+func (e *MissingError) Error() string { return e.What + " is missing: " + e.Fix }
+
+// Check reports, as a *MissingError, the first thing a build from the module
+// source in src lacks: the go and gcc commands, Debian's libibverbs-dev, or
+// the source itself.
+func Check(src string) error {
+	if err := CheckSource(src); err != nil {
+		return err
+	}
+	if _, err := exec.LookPath("go"); err != nil {
+		return &MissingError{"go", "install Go (https://go.dev/dl/, or apt-get install golang-go) and put it on PATH"}
+	}
+	if _, err := exec.LookPath("gcc"); err != nil {
+		return &MissingError{"gcc", "apt-get install gcc"}
+	}
+	if _, err := os.Stat(VerbsHeader); err != nil {
+		return &MissingError{"libibverbs-dev", "apt-get install libibverbs-dev (for " + VerbsHeader + ")"}
+	}
+	return nil
+}
+
+// CheckSource reports, as a *MissingError, whether src is not the root of a
+// goroce source tree with cmd/goroce-verbs in it.
+func CheckSource(src string) error {
+	missing := &MissingError{"the goroce source", fmt.Sprintf("%q is not a goroce checkout; pass --src DIR or set GOROCE_SRC to one (git clone https://%s)", src, Module)}
+	if src == "" {
+		missing.Fix = "pass --src DIR or set GOROCE_SRC to a goroce checkout (git clone https://" + Module + ")"
+		return missing
+	}
+	mod, err := os.ReadFile(filepath.Join(src, "go.mod"))
+	if err != nil || !strings.HasPrefix(string(mod), "module "+Module+"\n") {
+		return missing
+	}
+	if _, err := os.Stat(filepath.Join(src, "cmd", "goroce-verbs", "shim", "verbs.c")); err != nil {
+		return missing
+	}
+	return nil
+}
+
+// SourceHash returns a hash of what the libraries are built from: every
+// .go (but tests), .c and .h file of the module in src, with go.mod and
+// go.sum.
+func SourceHash(src string) (string, error) {
+	h := sha256.New()
+	err := filepath.WalkDir(src, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		name := d.Name()
+		if d.IsDir() {
+			if path != src && (strings.HasPrefix(name, ".") || name == "testdata") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		switch {
+		case strings.HasSuffix(name, "_test.go"):
+			return nil
+		case strings.HasSuffix(name, ".go"), strings.HasSuffix(name, ".c"), strings.HasSuffix(name, ".h"),
+			name == "go.mod", name == "go.sum":
+		default:
+			return nil
+		}
+		f, err := os.Open(path)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		rel, _ := filepath.Rel(src, path)
+		fmt.Fprintf(h, "%s\x00", filepath.ToSlash(rel))
+		n, err := io.Copy(h, f)
+		fmt.Fprintf(h, "\x00%d\x00", n)
+		return err
+	})
+	if err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// UpToDate reports whether dir holds both libraries, built from the source
+// whose SourceHash is hash.
+func UpToDate(dir, hash string) bool {
+	for _, name := range []string{Shim, Core} {
+		if _, err := os.Stat(filepath.Join(dir, name)); err != nil {
+			return false
+		}
+	}
+	b, err := os.ReadFile(filepath.Join(dir, stamp))
+	return err == nil && strings.TrimSpace(string(b)) == hash
+}
+
+// Build builds both libraries from the module source in src into dir,
+// creating it, and records hash (src's SourceHash, or "" for none) beside
+// them for UpToDate. The libraries are built under temporary names and
+// renamed into place, so that concurrent builds into one dir, and programs
+// already running with the old ones, never see a half-written file. The
+// shim is built with -Wall -Werror.
+func Build(ctx context.Context, src, dir, hash string) error {
+	if err := Check(src); err != nil {
+		return err
+	}
+	src, err := filepath.Abs(src)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	tmp, err := os.MkdirTemp(dir, ".build-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	for _, args := range [][]string{
+		{"go", "build", "-buildmode=c-shared", "-o", filepath.Join(tmp, Core), "./cmd/goroce-verbs"},
+		{"gcc", "-O2", "-Wall", "-Werror", "-shared", "-fPIC", "-o", filepath.Join(tmp, Shim),
+			filepath.Join("cmd", "goroce-verbs", "shim", "verbs.c"), "-ldl", "-lpthread"},
+	} {
+		cmd := exec.CommandContext(ctx, args[0], args[1:]...)
+		cmd.Dir = src
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=1")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("%s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+	// The stamp goes last: a build interrupted before it is stale.
+	if err := os.WriteFile(filepath.Join(tmp, stamp), []byte(hash+"\n"), 0o644); err != nil {
+		return err
+	}
+	var errs []error
+	for _, name := range []string{Core, Shim, stamp} {
+		errs = append(errs, os.Rename(filepath.Join(tmp, name), filepath.Join(dir, name)))
+	}
+	return errors.Join(errs...)
+}
