@@ -33,6 +33,7 @@ var commands = []command{
 	{"soak", "a long mixed RC/UC/UD workload under loss: WRs all accounted for, RSS and goroutines flat", runSoak},
 	{"run", "start N ranks of a command on loopback, each with its own RNIC (torchrun-style)", runRun},
 	{"lesson", "the course's scripted scenarios (a SEND, a lost packet, an RNR NAK, ...) with their packet trace", runLesson},
+	{"exec", "run an unmodified libibverbs program (ibv_rc_pingpong, ib_write_bw, ...) on a goroce device", runExec},
 	{"stat", "print the counters and QPs of a running device started with --metrics-addr (rdma statistic, rdma res)", runStat},
 }
 
