@@ -43,9 +43,9 @@ func execRequire(t *testing.T, name, debianPackage string) string {
 
 // goroceExec runs `goroce exec args...` from bin with the cache in cache
 // and the extra environment env, and returns its stdout, stderr and exit
-// status (-1 if a signal ended it).
-func goroceExec(ctx context.Context, t *testing.T, bin, cache string, env []string, args ...string) (stdout, stderr string, code int) {
-	t.Helper()
+// status (-1 if a signal ended it, -2 if it could not run, with the error
+// in stderr).
+func goroceExec(ctx context.Context, bin, cache string, env []string, args ...string) (stdout, stderr string, code int) {
 	cmd := exec.CommandContext(ctx, bin, append([]string{"exec"}, args...)...)
 	cmd.Env = append(os.Environ(), append([]string{"XDG_CACHE_HOME=" + cache}, env...)...)
 	var o, e bytes.Buffer
@@ -57,7 +57,8 @@ func goroceExec(ctx context.Context, t *testing.T, bin, cache string, env []stri
 	case errors.As(err, &ee):
 		code = ee.ExitCode()
 	default:
-		t.Fatalf("goroce exec %s: %v", strings.Join(args, " "), err)
+		e.WriteString(err.Error())
+		code = -2
 	}
 	return o.String(), e.String(), code
 }
@@ -91,7 +92,7 @@ func TestExec(t *testing.T) {
 			{[]string{"--nosuch", "--", "sh", "-c", "echo ran"}, "flag provided but not defined: -nosuch"},
 			{[]string{"--addr", "127.0.0.2"}, "no PROGRAM to run"},
 		} {
-			out, errOut, code := goroceExec(ctx, t, bin, cache, nil, tc.args...)
+			out, errOut, code := goroceExec(ctx, bin, cache, nil, tc.args...)
 			lines := strings.Split(strings.TrimSpace(errOut), "\n")
 			if code != exitUsage || out != "" || !strings.Contains(lines[len(lines)-1], tc.want) {
 				t.Errorf("goroce exec %s: exit %d, stdout %q, last line of stderr %q; want exit 2, nothing run, %q",
@@ -100,9 +101,27 @@ func TestExec(t *testing.T) {
 		}
 	})
 
+	t.Run("missing", func(t *testing.T) {
+		goDir := filepath.Dir(execRequire(t, "go", "golang-go"))
+		for _, tc := range []struct {
+			env  []string
+			args []string
+			want string
+		}{
+			{nil, []string{"--src", t.TempDir(), "--", "true"}, "the goroce source is missing: "},
+			{[]string{"GOROCE_SRC=/nonexistent"}, []string{"--", "true"}, "pass --src DIR or set GOROCE_SRC"},
+			{[]string{"PATH=" + goDir}, []string{"--", "true"}, "gcc is missing: apt-get install gcc"},
+		} {
+			_, errOut, code := goroceExec(ctx, bin, t.TempDir(), tc.env, tc.args...)
+			if code != exitFail || !strings.Contains(errOut, tc.want) {
+				t.Errorf("goroce exec %s with %q: exit %d, stderr %q; want exit 1 and %q", strings.Join(tc.args, " "), tc.env, code, errOut, tc.want)
+			}
+		}
+	})
+
 	t.Run("print-env", func(t *testing.T) {
 		needLibs(t)
-		out, errOut, code := goroceExec(ctx, t, bin, cache, []string{"LD_PRELOAD=/opt/x/libother.so", "GOROCE_MTU=2048"},
+		out, errOut, code := goroceExec(ctx, bin, cache, []string{"LD_PRELOAD=/opt/x/libother.so", "GOROCE_MTU=2048"},
 			"--print-env", "--addr", "::1", "--mtu", "1024", "--pcap", "/tmp/c.pcap")
 		if code != 0 {
 			t.Fatalf("exit %d\n%s", code, errOut)
@@ -128,13 +147,13 @@ func TestExec(t *testing.T) {
 		// The shell checks its own mappings: the shim is preloaded, the Go
 		// core (which only the first verb loads) is not.
 		script := fmt.Sprintf("grep -q %s /proc/$$/maps || exit 3; grep -q %s /proc/$$/maps && exit 4; exit 7", build.Shim, build.Core)
-		if _, errOut, code := goroceExec(ctx, t, bin, cache, nil, "--", "sh", "-c", script); code != 7 {
+		if _, errOut, code := goroceExec(ctx, bin, cache, nil, "--", "sh", "-c", script); code != 7 {
 			t.Errorf("goroce exec -- sh -c '%s': exit %d, want 7 (3: no shim, 4: core loaded)\n%s", script, code, errOut)
 		}
-		if _, errOut, code := goroceExec(ctx, t, bin, cache, nil, "--", "sh", "-c", "kill -TERM $$"); code != -1 {
+		if _, errOut, code := goroceExec(ctx, bin, cache, nil, "--", "sh", "-c", "kill -TERM $$"); code != -1 {
 			t.Errorf("a program killed by SIGTERM: exit %d, want death by the signal\n%s", code, errOut)
 		}
-		if _, errOut, code := goroceExec(ctx, t, bin, cache, nil, "--", "goroce-no-such-program"); code != 127 {
+		if _, errOut, code := goroceExec(ctx, bin, cache, nil, "--", "goroce-no-such-program"); code != 127 {
 			t.Errorf("a missing program: exit %d, want 127\n%s", code, errOut)
 		}
 	})
@@ -143,7 +162,7 @@ func TestExec(t *testing.T) {
 		execRequire(t, "ibv_devinfo", "ibverbs-utils")
 		needLibs(t)
 		// The flag overrides the environment's MTU.
-		out, errOut, code := goroceExec(ctx, t, bin, cache, []string{"GOROCE_MTU=2048"}, "--addr", "127.22.200.1", "--mtu", "1024", "--", "ibv_devinfo")
+		out, errOut, code := goroceExec(ctx, bin, cache, []string{"GOROCE_MTU=2048"}, "--addr", "127.22.200.1", "--mtu", "1024", "--", "ibv_devinfo")
 		if code != 0 {
 			t.Fatalf("exit %d\n%s%s", code, out, errOut)
 		}
@@ -166,14 +185,14 @@ func TestExec(t *testing.T) {
 		}
 		srv := make(chan result, 1)
 		go func() {
-			o, e, c := goroceExec(ctx, t, bin, cache, nil, append([]string{"--addr", sa}, argv...)...)
+			o, e, c := goroceExec(ctx, bin, cache, nil, append([]string{"--addr", sa}, argv...)...)
 			srv <- result{o, e, c}
 		}()
 		if !execWaitListening(ctx, port) {
 			r := <-srv
 			t.Fatalf("the server never listened: exit %d\n%s%s", r.code, r.out, r.errOut)
 		}
-		cout, cerr, ccode := goroceExec(ctx, t, bin, cache, nil, append(append([]string{"--addr", ca}, argv...), "127.0.0.1")...)
+		cout, cerr, ccode := goroceExec(ctx, bin, cache, nil, append(append([]string{"--addr", ca}, argv...), "127.0.0.1")...)
 		s := <-srv
 		for _, r := range []struct {
 			who, out, errOut string
