@@ -3,11 +3,9 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -100,37 +98,17 @@ func (p *proc) wait(t *testing.T) string {
 	return p.stdout.String()
 }
 
-// freePort returns a TCP port nobody listens on, for a side channel.
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 // waitListening waits, in a bounded loop, until some socket listens on TCP
-// port (from /proc/net/tcp and tcp6) while p runs: the pingpong servers
+// port (testenv.Listening) while p runs: the pingpong servers
 // listen without saying so, and their clients do not retry a refused
 // connect.
 func waitListening(t *testing.T, p *proc, port int) {
 	t.Helper()
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
-	want := fmt.Sprintf(":%04X ", port)
 	for i := 0; i < 3000; i++ { // 60 s
-		for _, f := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
-			b, _ := os.ReadFile(f)
-			sc := bufio.NewScanner(bytes.NewReader(b))
-			for sc.Scan() {
-				fields := strings.Fields(sc.Text())
-				// local_address rem_address st: 0A is LISTEN
-				if len(fields) > 3 && strings.HasSuffix(fields[1]+" ", want) && fields[3] == "0A" {
-					return
-				}
-			}
+		if testenv.Listening(port) {
+			return
 		}
 		select {
 		case err := <-p.done:
@@ -224,7 +202,7 @@ func preloadedPair(t *testing.T, tool, debianPackage, portFlag string, serverEnv
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	sa, ca = addrs()
-	port := freePort(t)
+	port := testenv.FreeTCPPort(t)
 	argv := append([]string{bin, portFlag, strconv.Itoa(port)}, args...)
 	server, client = runPair(ctx, t, port, side{lib, sa, serverEnv, argv}, side{lib, ca, nil, argv})
 	return server, client, sa, ca
@@ -287,7 +265,7 @@ func TestMixed(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
 			sa, ca := addrs()
-			port := freePort(t)
+			port := testenv.FreeTCPPort(t)
 			args := []string{"-g", "0", "-p", strconv.Itoa(port), "-s", "8000", "-n", "100"}
 			verbs := func(addr string) side { return side{lib, addr, nil, append([]string{bin}, args...)} }
 			native := func(addr string) side {

@@ -3,12 +3,10 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,26 +17,17 @@ import (
 	"time"
 
 	"github.com/goroce/goroce/cmd/goroce-verbs/build"
+	"github.com/goroce/goroce/wire/testenv"
 )
 
-// execRequire returns the path of a program the test needs, or skips the
-// test naming the Debian package that has it; with GOROCE_CI_STRICT=1 a
-// missing program fails the test instead. (It moves to wire/testenv when
-// that package lands.)
+// execRequire returns the path of a program (or header) the test needs,
+// or skips the test naming the Debian package that has it (testenv).
 func execRequire(t *testing.T, name, debianPackage string) string {
 	t.Helper()
-	p, err := exec.LookPath(name)
-	if err != nil {
-		if _, e := os.Stat(name); e == nil { // a header, not a program
-			return name
-		}
-		msg := fmt.Sprintf("%s not found: apt-get install %s", name, debianPackage)
-		if os.Getenv("GOROCE_CI_STRICT") == "1" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
+	if _, err := os.Stat(name); err == nil && filepath.IsAbs(name) { // a header, not a program
+		return name
 	}
-	return p
+	return testenv.LookPath(t, name, debianPackage)
 }
 
 // goroceExec runs `goroce exec args...` from bin with the cache in cache
@@ -176,7 +165,7 @@ func TestExec(t *testing.T) {
 	t.Run("ibv_rc_pingpong", func(t *testing.T) {
 		pingpong := execRequire(t, "ibv_rc_pingpong", "ibverbs-utils")
 		needLibs(t)
-		port := strconv.Itoa(execFreePort(t))
+		port := strconv.Itoa(testenv.FreeTCPPort(t))
 		sa, ca := "127.22.201.1", "127.22.201.2"
 		argv := []string{"--", pingpong, "-g", "0", "-c", "-s", "4096", "-p", port}
 		type result struct {
@@ -217,36 +206,16 @@ func TestExec(t *testing.T) {
 	})
 }
 
-// execFreePort returns a TCP port nobody listens on, for the pingpong's
-// side channel.
-func execFreePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 // execWaitListening waits, in a bounded loop, until a socket listens on TCP
-// port, as /proc/net/tcp{,6} show: ibv_rc_pingpong's server does not say
-// when it listens, its client does not retry, and a probe connection would
-// take the server's only accept. It reports false after 2 minutes.
+// port (testenv.Listening): ibv_rc_pingpong's server does not say when it
+// listens and its client does not retry. It reports false after 2 minutes.
 func execWaitListening(ctx context.Context, port string) bool {
 	p, _ := strconv.Atoi(port)
-	suffix := fmt.Sprintf(":%04X", p)
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	for range 6000 {
-		for _, f := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
-			b, _ := os.ReadFile(f)
-			for sc := bufio.NewScanner(bytes.NewReader(b)); sc.Scan(); {
-				// sl local_address rem_address st ...; st 0A is LISTEN
-				if f := strings.Fields(sc.Text()); len(f) > 3 && strings.HasSuffix(f[1], suffix) && f[3] == "0A" {
-					return true
-				}
-			}
+		if testenv.Listening(p) {
+			return true
 		}
 		select {
 		case <-ctx.Done():

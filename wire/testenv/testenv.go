@@ -1,9 +1,13 @@
 package testenv
 
 import (
+	"bufio"
+	"bytes"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
+	"strings"
 	"testing"
 )
 
@@ -43,4 +47,34 @@ func LookPath(t testing.TB, name, debianPackage string) string {
 		SkipOrFailf(t, "%s not found: apt-get install %s", name, debianPackage)
 	}
 	return p
+}
+
+// FreeTCPPort returns a TCP port on 127.0.0.1 that nobody listens on now,
+// for a side channel a test's programs will open.
+func FreeTCPPort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// Listening reports whether some socket listens on TCP port, as Linux's
+// /proc/net/tcp and tcp6 show: a probe that takes no connection from the
+// listener (the ibv_*_pingpong servers accept one and do not say when
+// they listen).
+func Listening(port int) bool {
+	suffix := fmt.Sprintf(":%04X", port)
+	for _, f := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+		b, _ := os.ReadFile(f)
+		for sc := bufio.NewScanner(bytes.NewReader(b)); sc.Scan(); {
+			// sl local_address rem_address st ...; st 0A is LISTEN
+			if fs := strings.Fields(sc.Text()); len(fs) > 3 && strings.HasSuffix(fs[1], suffix) && fs[3] == "0A" {
+				return true
+			}
+		}
+	}
+	return false
 }
