@@ -1,9 +1,6 @@
 package rnic
 
 import (
-	"errors"
-	"io"
-	"os"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -51,28 +48,17 @@ func fieldsOf(t *testing.T, b []byte) headerFields {
 // goldenPackets returns the RoCEv2 datagrams of a capture in wire/testdata.
 func goldenPackets(t *testing.T, name string) [][]byte {
 	t.Helper()
-	f, err := os.Open("../wire/testdata/" + name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	r, err := pcap.Open(f)
+	recs, err := pcap.ReadFile("../wire/testdata/" + name)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var pkts [][]byte
-	for {
-		rec, err := r.Next()
-		if errors.Is(err, io.EOF) {
-			return pkts
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
+	for _, rec := range recs {
 		if d, ok := rec.RoCEv2(); ok {
-			pkts = append(pkts, append([]byte(nil), d.Payload...))
+			pkts = append(pkts, d.Payload)
 		}
 	}
+	return pkts
 }
 
 // capture records a copy of every datagram crossing the simulated switch.

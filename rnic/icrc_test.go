@@ -3,10 +3,7 @@ package rnic
 import (
 	"bytes"
 	"encoding/binary"
-	"errors"
-	"io"
 	"net/netip"
-	"os"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -137,28 +134,17 @@ func (r *recordingTap) Tap(_ time.Time, src, dst netip.AddrPort, ipID uint16, _ 
 // wire/testdata with the IPv4 Identification its header carries.
 func firstRxeIPv4Datagram(t *testing.T, name string) (wire.Datagram, uint16) {
 	t.Helper()
-	f, err := os.Open("../wire/testdata/" + name)
+	recs, err := pcap.ReadFile("../wire/testdata/" + name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	r, err := pcap.Open(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		rec, err := r.Next()
-		if errors.Is(err, io.EOF) {
-			t.Fatalf("%s holds no RoCEv2 datagram over IPv4", name)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
+	for _, rec := range recs {
 		if d, ok := rec.RoCEv2(); ok && d.Src.Addr().Is4() {
-			d.Payload = bytes.Clone(d.Payload)
 			return d, binary.BigEndian.Uint16(rec.IP[4:6])
 		}
 	}
+	t.Fatalf("%s holds no RoCEv2 datagram over IPv4", name)
+	return wire.Datagram{}, 0
 }
 
 // TestRxeIPv4PacketDefaultAndStrictICRC gives the first packet Linux rxe

@@ -3,9 +3,7 @@ package wire_test
 import (
 	"bufio"
 	"encoding/binary"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -184,24 +182,12 @@ func checkAnalysis(t *testing.T, name string, rows map[int]analysisRow) map[stri
 // as tcpdump and the analysis files number them.
 func forRecords(t testing.TB, name string, fn func(no int, rec *pcap.Record)) {
 	t.Helper()
-	f, err := os.Open(name)
+	recs, err := pcap.ReadFile(name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	r, err := pcap.Open(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for no := 1; ; no++ {
-		rec, err := r.Next()
-		if errors.Is(err, io.EOF) {
-			return
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		fn(no, &rec)
+	for i := range recs {
+		fn(i+1, &recs[i])
 	}
 }
 

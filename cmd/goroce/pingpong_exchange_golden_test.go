@@ -4,12 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/netip"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -101,24 +99,12 @@ func readGoldenCapture(t testing.TB, name string) *goldenCapture {
 // eachRecord calls fn on every record of the capture in file name.
 func eachRecord(t testing.TB, name string, fn func(rec *pcap.Record)) {
 	t.Helper()
-	f, err := os.Open(name)
+	recs, err := pcap.ReadFile(name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	r, err := pcap.Open(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		rec, err := r.Next()
-		if errors.Is(err, io.EOF) {
-			return
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		fn(&rec)
+	for i := range recs {
+		fn(&recs[i])
 	}
 }
 

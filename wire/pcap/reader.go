@@ -2,11 +2,13 @@ package pcap
 
 import (
 	"bufio"
+	"bytes"
 	"compress/gzip"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"time"
 
 	"github.com/gopacket/gopacket"
@@ -160,4 +162,31 @@ func ngLinkType(ci gopacket.CaptureInfo) LinkType {
 		}
 	}
 	return linkTypeUnknown
+}
+
+// ReadFile returns every record of the capture file name, in order, each
+// with a copy of its bytes (Next's records share one buffer).
+func ReadFile(name string) ([]Record, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	r, err := Open(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	var recs []Record
+	for {
+		rec, err := r.Next()
+		if err == io.EOF {
+			return recs, nil
+		}
+		if err != nil {
+			return recs, fmt.Errorf("%s: %w", name, err)
+		}
+		rec.Frame = bytes.Clone(rec.Frame)
+		rec.IP = ipPacket(rec.LinkType, rec.Frame)
+		recs = append(recs, rec)
+	}
 }
