@@ -446,3 +446,11 @@ func (s in) withRETH(va uint64, rkey, dmaLen uint32) in {
 	s.h.RETH = wire.RETHFields{VA: va, RKey: rkey, DMALen: dmaLen}
 	return s
 }
+
+// moveTo modifies the QP to a state, as a program's ibv_modify_qp does.
+type moveTo qp.State
+
+func (s moveTo) run(r *rig) {
+	r.t.Helper()
+	r.modify(&qp.Attr{State: qp.State(s)}, qp.AttrState)
+}

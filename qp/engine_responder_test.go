@@ -152,6 +152,15 @@ func TestResponder(t *testing.T) {
 			memIs{0, fill(R+3, 10)},
 			counter{"uc_dropped_msgs", func(c *qp.Counters) uint64 { return c.UCDroppedMessages.Load() }, 1},
 		}},
+		{"UC: a SEND cut short by the move to ERR flushes the receive it took", uc, []step{
+			recvWR{1, 0, 1024},
+			recvWR{2, 1024, 1024},
+			req(wire.UCSendFirst, R, false, 256),
+			wcs(nil),
+			moveTo(qp.StateErr),
+			out(nil),
+			wcs{{1, qp.WCWRFlushErr, qp.WCRecv, 0}, {2, qp.WCWRFlushErr, qp.WCRecv, 0}},
+		}},
 		{"UC: no receive posted drops the SEND silently", uc, []step{
 			req(wire.UCSendOnly, R, false, 10),
 			out(nil),

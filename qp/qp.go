@@ -433,6 +433,12 @@ func (q *QP) flush(now time.Time) {
 		w := &q.sq[i%uint64(len(q.sq))]
 		q.complete(now, w, WCWRFlushErr)
 	}
+	if q.resp.haveWQE {
+		// The receive a message in progress took (a multi-packet SEND cut
+		// short by the move to ERR) was taken first, so it is flushed
+		// first, from the SRQ as from the QP's own queue.
+		q.resp.completeRecv(now, WCWRFlushErr, 0, netip.AddrPort{}, false)
+	}
 	if q.srq == nil {
 		q.rq.drain(func(id uint64) {
 			q.pushWC(now, q.recvCQ, &WC{WRID: id, Status: WCWRFlushErr, Opcode: WCRecv, QPNum: q.qpn}, false)
