@@ -35,10 +35,12 @@ func testOptions() *options {
 }
 
 // TestIncast runs the 2- and 4-flow incasts with DCQCN on and off through
-// the kernel's bottleneck and checks the verdicts: on, the kernel marks,
-// goroce answers with CNPs, nothing is dropped, the flows share the link
-// fairly and fill it; off, the queue overflows and go-back-N resends.
-// Every run must leave no namespace behind.
+// the kernel's bottleneck and checks the mechanism: on, the kernel marks
+// and goroce answers with CNPs; off, the queue overflows and go-back-N
+// resends. Every run must leave no namespace behind. The performance
+// verdicts (no drop, Jain, utilisation) are real-time results that other
+// packages' tests running beside this one would change: the command
+// checks them, run alone (.ci/run), and the test only logs them.
 func TestIncast(t *testing.T) {
 	requireNetns(t)
 	if testing.Short() {
@@ -58,9 +60,9 @@ func TestIncast(t *testing.T) {
 					t.Fatal(err)
 				}
 				var log strings.Builder
-				bad := report(&log, out, t.TempDir())
+				report(&log, out, t.TempDir())
 				t.Log("\n" + log.String())
-				for _, miss := range bad {
+				for _, miss := range mechanism(out) {
 					t.Error(miss)
 				}
 				if left := ours(t); len(left) > 0 {

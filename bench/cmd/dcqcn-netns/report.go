@@ -47,13 +47,18 @@ func goodput(r *dcqcn.Result) cc.Rate {
 }
 
 // verdict checks a run against the criteria and returns what it
-// missed. Always: CE marks the kernel set reached the receiver's
-// notification point, and no packet failed its ICRC. DCQCN on: the kernel marked, the receiver sent CNPs, the queue
-// never overflowed, and over the second half the flows shared the
-// bottleneck fairly (Jain ≥ 0.95) and filled it (utilisation ≥ 0.9).
+// missed: the mechanism's (mechanism) and the performance's (performance).
+func verdict(o *outcome, sum dcqcn.Summary) []string {
+	return append(mechanism(o), performance(o, sum)...)
+}
+
+// mechanism returns what a run missed of the loop itself, which a loaded
+// machine does not change. Always: every flow ran to the end, CE marks the
+// kernel set reached the receiver's notification point, and no packet
+// failed its ICRC. DCQCN on: the kernel marked and the receiver sent CNPs.
 // DCQCN off: the queue rose past Kmax and packets were dropped or sent
 // again (go-back-N).
-func verdict(o *outcome, sum dcqcn.Summary) []string {
+func mechanism(o *outcome) []string {
 	r := o.res
 	t := &r.Totals
 	var bad []string
@@ -76,15 +81,6 @@ func verdict(o *outcome, sum dcqcn.Summary) []string {
 		if t.CNPsSent == 0 {
 			miss("no CNPs")
 		}
-		if t.TailDrops != 0 {
-			miss("%d drops at the bottleneck", t.TailDrops)
-		}
-		if sum.Jain < minJain {
-			miss("jain %.4f < %v", sum.Jain, minJain)
-		}
-		if sum.Utilization < minUtilization {
-			miss("utilization %.4f < %v", sum.Utilization, minUtilization)
-		}
 		return bad
 	}
 	if t.QueueMaxBytes <= r.Scenario.RED.Kmax {
@@ -92,6 +88,30 @@ func verdict(o *outcome, sum dcqcn.Summary) []string {
 	}
 	if t.TailDrops == 0 && t.Retransmitted == 0 {
 		miss("no drops and no retransmissions")
+	}
+	return bad
+}
+
+// performance returns what a DCQCN run missed of the targets: the
+// queue never overflowed, and over the second half the flows shared the
+// bottleneck fairly (Jain ≥ 0.95) and filled it (utilisation ≥ 0.9).
+// These are real-time results: the command checks them (-verdict), run
+// alone, as .ci/run does; a machine whose CPUs are busy with other work
+// wakes the senders late and can miss them.
+func performance(o *outcome, sum dcqcn.Summary) []string {
+	r := o.res
+	if r.Scenario.DisableDCQCN {
+		return nil
+	}
+	var bad []string
+	if d := r.Totals.TailDrops; d != 0 {
+		bad = append(bad, fmt.Sprintf("%d drops at the bottleneck", d))
+	}
+	if sum.Jain < minJain {
+		bad = append(bad, fmt.Sprintf("jain %.4f < %v", sum.Jain, minJain))
+	}
+	if sum.Utilization < minUtilization {
+		bad = append(bad, fmt.Sprintf("utilization %.4f < %v", sum.Utilization, minUtilization))
 	}
 	return bad
 }
