@@ -49,8 +49,8 @@ func (e *Engine) Receive(now time.Time, p wire.Packet, src netip.AddrPort) {
 	}
 	if p.Info().Request {
 		if st < StateRTR || st == StateErr {
-			q.env.Counters.DroppedBadState.Add(1)
 			q.trace(now, "psn %v arrived in state %v: drop", p.BTH().PSN(), st)
+			q.env.Counters.DroppedBadState.Add(1) // after the trace: a watcher of the count sees the line written
 			return
 		}
 		q.env.Counters.RcvdPkts.Add(1)

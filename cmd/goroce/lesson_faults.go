@@ -169,6 +169,7 @@ var accessErrorLesson = lesson{
 		if err != nil {
 			return err
 		}
+		sent := a.dev.Counter("sent_pkts")
 		bad := b.mr.RKey() ^ 0x5a // the right index, the wrong key byte
 		l.out.say("== B's rkey is %#08x; A WRITEs 64 bytes with rkey %#08x (wr_id 1), then posts a SEND (wr_id 2)", b.mr.RKey(), bad)
 		if err := a.post(qa, &qp.SendWR{WRID: 1, Opcode: qp.WRRDMAWrite, Flags: qp.SendSignaled, SGL: a.sge(0, 64),
@@ -178,11 +179,15 @@ var accessErrorLesson = lesson{
 		if err := a.post(qa, &qp.SendWR{WRID: 2, Opcode: qp.WRSend, Flags: qp.SendSignaled, SGL: a.sge(0, 64)}); err != nil {
 			return err
 		}
-		if _, err := l.wait(ctx, a, qp.WCRemAccessErr); err != nil {
+		if err := l.waitAll(ctx, a, qp.WCRemAccessErr, qp.WCWRFlushErr); err != nil {
 			return err
 		}
-		if _, err := l.wait(ctx, a, qp.WCWRFlushErr); err != nil {
-			return err
+		// If A's SEND went out before the NAK came back, let B drop it
+		// before going on, so that its lines come before the ones below.
+		if a.dev.Counter("sent_pkts")-sent >= 2 {
+			if err := b.waitCounter(ctx, "drop_bad_state", 1); err != nil {
+				return err
+			}
 		}
 		ev, err := b.qpEvent(ctx)
 		if err != nil {

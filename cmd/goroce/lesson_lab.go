@@ -298,6 +298,33 @@ func (l *lab) wait(ctx context.Context, h *host, want qp.WCStatus) (qp.WC, error
 	return wc, nil
 }
 
+// waitAll polls one completion per status in wants, in order, and only
+// then prints them: the trace of the last one is written before its
+// completion reaches the CQ, so the transcript shows the device's lines
+// first and the program's after, however the goroutines are scheduled.
+func (l *lab) waitAll(ctx context.Context, h *host, wants ...qp.WCStatus) error {
+	ctx, cancel := context.WithTimeout(ctx, completionWait)
+	defer cancel()
+	got := make([]qp.WC, 0, len(wants))
+	wcs := make([]qp.WC, 1)
+	for len(got) < len(wants) {
+		if h.cq.Poll(wcs) == 0 {
+			if err := h.cq.Wait(ctx); err != nil {
+				return fmt.Errorf("host %s: %w after %v (%d of %d completions)", h.name, errNoCompletion, completionWait, len(got), len(wants))
+			}
+			continue
+		}
+		got = append(got, wcs[0])
+	}
+	for i, wc := range got {
+		l.out.say("-> %s: completion wr_id=%d %v %q, %d bytes", h.name, wc.WRID, wc.Opcode, wc.Status.String(), wc.ByteLen)
+		if wc.Status != wants[i] {
+			return fmt.Errorf("host %s: wr_id %d completed with %q, want %q", h.name, wc.WRID, wc.Status.String(), wants[i].String())
+		}
+	}
+	return nil
+}
+
 // expectNoCompletion checks that h's CQ is empty, after giving anything
 // in flight the time of a few round trips on the switch.
 func (l *lab) expectNoCompletion(ctx context.Context, h *host, why string) error {
