@@ -39,6 +39,7 @@ func (e *Engine) Receive(now time.Time, p wire.Packet, src netip.AddrPort) {
 	q := e.q
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	defer q.syncShare()
 	st := q.State()
 	// A connected QP takes packets only from its peer's IP address. The UDP
 	// source port is not the peer's identity: RoCEv2 uses it for flow
@@ -81,6 +82,7 @@ func (e *Engine) Transmit(now time.Time, out *Outbox, budget int) int {
 	q := e.q
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	defer q.syncShare()
 	if q.needsFlush() {
 		q.flush(now)
 	}
@@ -100,6 +102,7 @@ func (e *Engine) Advance(now time.Time) {
 	q := e.q
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	defer q.syncShare()
 	if q.sending() {
 		q.comp.advance(now)
 	}

@@ -52,6 +52,7 @@ type rigOpts struct {
 	mrAccess mr.Access // the region's access (LocalWrite is always added)
 	srq      bool
 	sqPSN    wire.PSN // 0 means rigSQPSN
+	share    *qp.WindowShare
 }
 
 // rig is a QP in RTS with its Engine, CQ and a registered region.
@@ -101,7 +102,7 @@ func newRig(t *testing.T, o rigOpts) *rig {
 	}
 	ctr := new(qp.Counters)
 	env := &qp.Env{Mem: tab, Counters: ctr, Limits: qp.Limits{MaxMTU: qp.MTU4096, MaxRdAtomic: 16,
-		MaxSendWR: 64, MaxSGE: 4, MaxInline: 64, MaxMsgSize: 1 << 20, IPv4: true}}
+		MaxSendWR: 64, MaxSGE: 4, MaxInline: 64, MaxMsgSize: 1 << 20, IPv4: true}, Share: o.share}
 	ia := &qp.InitAttr{Type: o.typ, SendCQ: cq, RecvCQ: cq,
 		Cap: qp.Cap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 2, MaxRecvSGE: 2}}
 	if o.srq {
@@ -403,6 +404,15 @@ type engineCase struct {
 	name  string
 	opts  rigOpts
 	steps []step
+}
+
+// run runs steps on the rig, numbering them on from the last.
+func (r *rig) run(steps ...step) {
+	r.t.Helper()
+	for _, s := range steps {
+		r.step++
+		s.run(r)
+	}
 }
 
 func runEngineCases(t *testing.T, cases []engineCase) {

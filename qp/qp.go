@@ -45,6 +45,9 @@ type Env struct {
 	Tracer Tracer
 	// Local is the device's IP address (for the GRH of UD receives).
 	Local netip.Addr
+	// Share, if set, divides the device's bytes in flight among its RC
+	// QPs (see WindowShare).
+	Share *WindowShare
 }
 
 // Tracer receives a QP's protocol events for a human-readable trace. Calls
@@ -92,6 +95,9 @@ type QP struct {
 	// errPending is set on entering ERR until the first flush; WRs posted
 	// later are flushed as they arrive (see needsFlush).
 	errPending bool
+	// inFlight says the QP counts in env.Share; detached, that
+	// the device destroyed it (see syncShare).
+	inFlight, detached bool
 }
 
 // newQP creates a QP in the RESET state (see NewEngine).
@@ -173,6 +179,7 @@ func (q *QP) Modify(attr *Attr, mask AttrMask, now time.Time) error {
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	defer q.syncShare()
 	cur := q.State()
 	next, err := checkModify(q.typ, cur, attr, mask, &q.env.Limits)
 	if err != nil {

@@ -51,10 +51,11 @@ const (
 
 // window is the QP's RC window in PSNs (Limits.MaxUnackedPSNs).
 func (q *QP) window() int {
-	if w := q.env.Limits.MaxUnackedPSNs; w > 0 {
-		return w
+	w := DefaultMaxUnackedPSNs
+	if l := q.env.Limits.MaxUnackedPSNs; l > 0 {
+		w = l
 	}
-	return DefaultMaxUnackedPSNs
+	return q.shareWindow(w)
 }
 
 func (r *requester) start(q *QP, psn wire.PSN) {
@@ -81,8 +82,13 @@ func (r *requester) transmit(now time.Time, out *Outbox, budget int) int {
 			r.cur++
 			continue
 		}
-		if q.typ == RC && int(r.psn.Diff(q.comp.psn)) >= q.window() {
-			break // window full: wait for ACKs
+		limit := budget - sent
+		if q.typ == RC {
+			room := q.window() - int(r.psn.Diff(q.comp.psn))
+			if room <= 0 {
+				break // window full: wait for ACKs
+			}
+			limit = min(limit, room) // per packet, as rxe checks it, not per message
 		}
 		if r.off == 0 && r.isNew(w) {
 			if w.wr.Flags&SendFence != 0 && r.rdAtomic > 0 {
@@ -98,7 +104,7 @@ func (r *requester) transmit(now time.Time, out *Outbox, budget int) int {
 			}
 			r.begin(w)
 		}
-		n := r.emit(now, w, out, budget-sent)
+		n := r.emit(now, w, out, limit)
 		sent += n
 		if r.off < w.length || (w.length == 0 && n == 0) {
 			if n == 0 {
@@ -216,7 +222,10 @@ func (r *requester) emit(now time.Time, w *sendWQE, out *Outbox, limit int) int 
 		// and ud_pingpong).
 		if q.typ == RC {
 			r.noAck++
-			h.BTH.AckReq = last || r.noAck >= maxPktsPerAck
+			// Ask often enough that ACKs reopen the window before it
+			// closes: a window shared down to a few packets needs an ACK
+			// per half window.
+			h.BTH.AckReq = last || r.noAck >= min(maxPktsPerAck, max(q.window()/2, 1))
 			if h.BTH.AckReq {
 				r.noAck = 0
 			}

@@ -60,6 +60,16 @@ type Config struct {
 	// Go-back-N resends the whole window after a loss, so a larger one
 	// suits paths that do not drop, such as loopback.
 	MaxUnackedPSNs int
+	// InflightBytes is the device's budget of request bytes in flight,
+	// shared among its RC QPs that may send (qp.WindowShare): with many
+	// such QPs each window shrinks to its share, so that together they do
+	// not overrun a peer's receive buffer on a link that drops what does
+	// not fit. 0 means a quarter of the link's receive buffer
+	// (link.Caps.ReadBuffer; a quarter, because the kernel charges a
+	// datagram's buffers, not its payload, and a budget of half the buffer
+	// still saw drops with 1,024 QPs on loopback); no budget on a link that
+	// does not say, such as simlink. -1 means no budget.
+	InflightBytes int
 	// DCQCN configures congestion control; on by default.
 	DCQCN DCQCNConfig
 	// PeerMemory allows registering device (simulated GPU) memory, as
@@ -127,6 +137,8 @@ type Device struct {
 	srqs map[*qp.SRQ]*mr.PD // SRQs and the PDs they hold
 
 	wg sync.WaitGroup // the workers and the receive goroutine
+
+	share qp.WindowShare // the RC QPs' shares of Config.InflightBytes
 }
 
 // DeviceCounters are counted by the device below the QPs.
@@ -196,6 +208,10 @@ func Open(cfg Config) (*Device, error) {
 		return nil, fmt.Errorf("%w: MaxUnackedPSNs %d (want 1 to %d, or 0 for %d)", ErrInvalidArg,
 			cfg.MaxUnackedPSNs, qp.MaxWindowPSNs, qp.DefaultMaxUnackedPSNs)
 	}
+	if cfg.InflightBytes < -1 {
+		return nil, fmt.Errorf("%w: InflightBytes %d (want a byte count, 0 for half the link's receive buffer or -1 for no budget)",
+			ErrInvalidArg, cfg.InflightBytes)
+	}
 	if cfg.DCQCN.Params == (dcqcn.Params{}) {
 		cfg.DCQCN.Params = dcqcn.PresetMLX5()
 	}
@@ -233,6 +249,12 @@ func Open(cfg Config) (*Device, error) {
 	}
 	d.limits = qp.Limits{MaxMTU: mtu, MaxRdAtomic: MaxRdAtomic, MaxSendWR: MaxQPWR, MaxSGE: MaxSGE,
 		MaxInline: MaxInline, MaxMsgSize: MaxMsgSize, IPv4: d.local.Addr().Unmap().Is4(), MaxUnackedPSNs: cfg.MaxUnackedPSNs}
+	switch {
+	case cfg.InflightBytes > 0:
+		d.share.Bytes = cfg.InflightBytes
+	case cfg.InflightBytes == 0:
+		d.share.Bytes = d.caps.ReadBuffer / 4
+	}
 	if cfg.Trace != nil {
 		d.tracer = newTracer(cfg.Trace, d.local)
 	}
@@ -468,7 +490,7 @@ func (d *Device) CreateQP(pd *mr.PD, ia *qp.InitAttr) (*QP, error) {
 	q.timer = time.AfterFunc(time.Hour, q.fired)
 	q.timer.Stop()
 	q.env = qp.Env{Mem: d.mem, Counters: &d.counters, Limits: d.limits, Local: d.local.Addr().Unmap(),
-		Doorbell: func(*qp.QP) { q.w.ring(q) }, Post: func(*qp.QP) { d.post(q) }, Event: d.event}
+		Doorbell: func(*qp.QP) { q.w.ring(q) }, Post: func(*qp.QP) { d.post(q) }, Event: d.event, Share: &d.share}
 	if d.tracer != nil {
 		q.env.Tracer = d.tracer
 	}
@@ -559,6 +581,7 @@ func (q *QP) Destroy() error {
 	d.publish()
 	d.mu.Unlock()
 	q.w.remove(q)
+	q.eng.Detach()
 	return q.PD().Release()
 }
 

@@ -58,8 +58,9 @@
 //	                       else the receive goroutine owns rxPath alone         delivery and answer
 //	Device.sendMu          the link's WriteBatch and the order of packets:      every sender, across
 //	                       one sender builds and sends at a time, so a          Transmit, ICRC and
-//	                       QP's packets reach the link in the order they        sendmmsg
-//	                       were built
+//	                       QP's packets reach the link in the order they        sendmmsg; a sender lets
+//	                       were built                                           go and takes it again
+//	                                                                            after each full outbox
 //	Device.mu              qps, srqs; view is republished under it (the         CreateQP, Destroy, Close,
 //	                       receive path reads view without it)                  CreateSRQ, DestroySRQ
 //	worker.mu              ready, qps, and each of its QPs' ready flag          ring, add, remove, serve
@@ -80,7 +81,17 @@
 //
 // Not locks but owned: a worker's batch and sender belong to its
 // goroutine; a pooled sender to the goroutine that took it; the device's
-// counters are atomic.
+// counters are atomic, and so is the count of RC QPs sharing the budget of
+// bytes in flight (Config.InflightBytes, qp.WindowShare), which each QP
+// keeps under its own lock.
+//
+// A sender lets go of sendMu after each full outbox it flushes (nothing it
+// built is then waiting to be sent, so no QP's packets can be reordered):
+// a worker whose batch holds a thousand QPs with full windows would
+// otherwise keep the receive path's answers, and with them the ACKs the
+// windows wait for, behind its whole batch. Go's mutex hands the lock to a
+// goroutine that has waited 1 ms, so another sender waits at most about
+// that long, plus one outbox.
 //
 // # Lock order
 //

@@ -182,6 +182,13 @@ func (s *sender) transmit(now time.Time, q *QP) {
 			return
 		}
 		s.flush(now)
+		// The outbox is empty: nothing built waits to be sent, so another
+		// sender may go first without reordering any QP's packets. Let it,
+		// so that a worker with a long batch (a thousand QPs with full
+		// windows) does not hold the receive path's answers and ACK
+		// processing behind it for longer than one outbox (issue 25 #3).
+		s.d.sendMu.Unlock()
+		s.d.sendMu.Lock()
 	}
 }
 

@@ -75,6 +75,10 @@ type Caps struct {
 	IPv4ID uint16
 	// MaxDatagram is the largest UDP payload the link carries.
 	MaxDatagram int
+	// ReadBuffer is how many bytes of datagrams the link's receive side
+	// holds before it drops what arrives (a socket's SO_RCVBUF); 0 means
+	// unknown or unbounded.
+	ReadBuffer int
 }
 
 // Link moves batches of datagrams. ReadBatch is called by one goroutine at a

@@ -125,7 +125,7 @@ func Open(cfg Config) (*Link, error) {
 	// The kernel reports an IPv4 local address of a udp4 socket as IPv4;
 	// keep the zone the caller gave (the kernel reports none).
 	l.local = netip.AddrPortFrom(l.local.Addr().Unmap().WithZone(cfg.Local.Addr().Zone()), l.local.Port())
-	l.caps = link.Caps{TOS: st.recvTOS, IPv4ID: 0, MaxDatagram: maxDatagram4}
+	l.caps = link.Caps{TOS: st.recvTOS, IPv4ID: 0, MaxDatagram: maxDatagram4, ReadBuffer: st.buffers.Read}
 	if st.is6 {
 		l.caps.MaxDatagram = maxDatagram6
 	}
