@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/goroce/goroce/dcqcn"
+	"github.com/goroce/goroce/qp"
 	"github.com/goroce/goroce/wire/testenv"
 )
 
@@ -425,4 +426,159 @@ func countColours(img image.Image) int {
 		}
 	}
 	return len(seen)
+}
+
+var textRE = regexp.MustCompile(`<text ([^>]*)>([^<]*)</text>`)
+
+// TestBrowserDCQCNChartEdges loads the page for a run whose flows are far
+// below the line rate (16 flows sharing 10 Gb/s links, as `goroce dcqcn
+// incast --flows 16` runs) after the run has ended, next to a device with a
+// UD QP, and checks what the rendered charts show (issue 25 item 11): the
+// rate axis scaled to the flows, not the links (the flows' lines in the
+// upper half); RED's Kmin and Kmax across the queue chart at their depths;
+// every flow told apart (a dash pattern once the colours come round); no
+// label outside the chart (the last time label used to run off its right
+// edge); the status saying the run finished; and "off" as the DCQCN rate of
+// a QP that has no DCQCN.
+func TestBrowserDCQCNChartEdges(t *testing.T) {
+	chromiumPath(t)
+	const flows, samples = 16, 200
+	const lineRate, buffer, duration = 10 * dcqcn.Gbps, 1_000_000, 200 * time.Millisecond
+	const kmin, kmax = 5_000, 200_000
+	a, _ := connectedPair(t, 1, 0)
+	pd, err := a.dev.AllocPD()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ud, err := a.dev.CreateQP(pd, &qp.InitAttr{Type: qp.UD, SendCQ: a.cq, RecvCQ: a.cq,
+		Cap: qp.Cap{MaxSendWR: 4, MaxRecvWR: 4, MaxSendSGE: 1, MaxRecvSGE: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := New(Options{})
+	if err := srv.AddDevice("goroce_a/1", a.dev); err != nil {
+		t.Fatal(err)
+	}
+	srv.StartDCQCN(DCQCNRun{Name: "incast", Flows: flows, LineRate: lineRate, Duration: duration,
+		Buffer: buffer, Preset: "paper", Kmin: kmin, Kmax: kmax})
+	// Every flow near its fair share, 0.625 Gb/s, from start to end; the
+	// queue around Kmax.
+	for i := range samples {
+		x := float64(i+1) / samples
+		s := DCQCNSample{At: time.Duration(x * float64(duration)), QueueBytes: int(kmax * (0.5 + 0.4*math.Sin(9*x)))}
+		for f := range flows {
+			r := dcqcn.Rate(float64(lineRate) / flows * (1 + 0.05*math.Sin(7*x+float64(f))))
+			s.Rate, s.Throughput = append(s.Rate, r), append(s.Throughput, r)
+		}
+		s.QueueMax = s.QueueBytes
+		srv.PushDCQCN(s)
+	}
+	srv.EndDCQCN()
+	url := startServer(t, srv)
+	dom := string(headless(t, url, "--dump-dom"))
+
+	if !strings.Contains(dom, `class="status done"`) {
+		t.Errorf("the page does not say the run finished")
+	}
+	// The rate chart is the first <svg>, the queue chart the second.
+	rateSVG, queueSVG, ok := strings.Cut(dom[strings.Index(dom, `id="rate-chart"`):], `id="queue-chart"`)
+	if !ok {
+		t.Fatal("no queue chart")
+	}
+	// Plot area: y 10 (top) ... 224 (zero), as in TestBrowserDCQCNChart.
+	const yTop, yZero = 10.0, 224.0
+	for _, m := range polylineRE.FindAllStringSubmatch(rateSVG, -1) {
+		at := attrs(m[1])
+		pts := strings.Fields(at["points"])
+		if len(pts) == 0 {
+			t.Fatalf("flow %s: no points", at["data-flow"])
+		}
+		_, ys, _ := strings.Cut(pts[len(pts)-1], ",")
+		y, _ := strconv.ParseFloat(ys, 64)
+		if y > (yTop+yZero)/2 {
+			t.Errorf("flow %s ends at y %v, in the lower half of the chart: the rate axis is not scaled to the flows", at["data-flow"], y)
+		}
+		f, _ := strconv.Atoi(at["data-flow"])
+		if dashed := at["stroke-dasharray"] != ""; dashed != (f >= 7) {
+			t.Errorf("flow %d: dash pattern %q, want one exactly for flows 7 and up", f, at["stroke-dasharray"])
+		}
+	}
+	if n := strings.Count(rateSVG, `class="flow-line"`); n != flows {
+		t.Errorf("%d flow lines, want %d", n, flows)
+	}
+	// Kmin and Kmax: y = yZero - (yZero-yTop)·K/top, top being the queue
+	// axis's top label.
+	var queueTopBytes float64
+	for _, m := range textRE.FindAllStringSubmatch(queueSVG, -1) {
+		if v, ok := parseBytes(m[2]); ok && !strings.Contains(m[1], "line-label") {
+			queueTopBytes = max(queueTopBytes, v)
+		}
+	}
+	for _, k := range []struct {
+		cls   string
+		bytes float64
+	}{{"kmin-line", kmin}, {"kmax-line", kmax}} {
+		m := regexp.MustCompile(`<line class="` + k.cls + `" [^>]*>`).FindString(queueSVG)
+		if m == "" {
+			t.Errorf("no %s on the queue chart", k.cls)
+			continue
+		}
+		y, _ := strconv.ParseFloat(attrs(m)["y1"], 64)
+		want := yZero - (yZero-yTop)*k.bytes/queueTopBytes
+		if math.Abs(y-want) > 0.6 {
+			t.Errorf("%s at y %v, want %v (%v bytes on an axis to %v)", k.cls, y, want, k.bytes, queueTopBytes)
+		}
+	}
+	// Labels inside the 560-wide view box, 10px text being at most about
+	// 6 units a character wide.
+	for _, m := range textRE.FindAllStringSubmatch(dom, -1) {
+		at := attrs(m[1])
+		x, err := strconv.ParseFloat(at["x"], 64)
+		if err != nil {
+			continue
+		}
+		w := 6 * float64(len([]rune(m[2])))
+		lo, hi := x, x+w
+		switch at["text-anchor"] {
+		case "end":
+			lo, hi = x-w, x
+		case "middle":
+			lo, hi = x-w/2, x+w/2
+		}
+		if lo < 0 || hi > 560 {
+			t.Errorf("label %q spans x %.0f ... %.0f, outside the chart's 0 ... 560", m[2], lo, hi)
+		}
+	}
+	// The UD QP has no DCQCN; the RC QP has.
+	card := deviceSection(t, dom, "goroce_a/1")
+	for _, row := range qpRowRE.FindAllStringSubmatch(card, -1) {
+		cells := cellRE.FindAllStringSubmatch(row[3], -1)
+		rate := cells[len(cells)-1][1]
+		want := "10 Gb/s"
+		if row[1] == strconv.FormatUint(uint64(ud.QPN()), 10) {
+			want = "off"
+		}
+		if rate != want && !(want != "off" && strings.HasSuffix(rate, "Gb/s")) {
+			t.Errorf("QP %s: DCQCN rate %q, want %q", row[1], rate, want)
+		}
+	}
+}
+
+// parseBytes reads a label the page's bytes() wrote: "200 kB", "1 MB",
+// "500 B".
+func parseBytes(s string) (float64, bool) {
+	num, unit, ok := strings.Cut(strings.TrimSpace(s), " ")
+	v, err := strconv.ParseFloat(num, 64)
+	if !ok || err != nil {
+		return 0, false
+	}
+	switch unit {
+	case "B":
+		return v, true
+	case "kB":
+		return v * 1e3, true
+	case "MB":
+		return v * 1e6, true
+	}
+	return 0, false
 }

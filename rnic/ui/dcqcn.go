@@ -25,6 +25,9 @@ type DCQCNRun struct {
 	Buffer int
 	// Preset names the DCQCN parameters, or "off" when DCQCN is disabled.
 	Preset string
+	// Kmin and Kmax are the congestion point's RED thresholds in bytes,
+	// drawn across the queue chart (0: not drawn).
+	Kmin, Kmax int
 }
 
 // DCQCNSample is the state of a DCQCN experiment at one instant, as
@@ -50,6 +53,12 @@ func (s *Server) StartDCQCN(run DCQCNRun) {
 	s.chart.start(run)
 }
 
+// EndDCQCN says the run is over: pages stop calling it live and say it
+// finished, keeping its data on screen.
+func (s *Server) EndDCQCN() {
+	s.chart.end()
+}
+
 // PushDCQCN adds a sample to the chart. It copies what it keeps, so the
 // caller may reuse the sample's slices, and it never blocks for long: it
 // is meant to be called from an experiment's sampling loop. Samples pushed
@@ -66,6 +75,7 @@ type chart struct {
 	mu      sync.Mutex // guards the fields below
 	runID   uint64     // bumped by every start
 	run     *runJSON
+	ended   bool         // EndDCQCN was called for this run
 	samples []sampleJSON // oldest first; at most 2·limit
 	next    uint64       // the number the next sample gets
 }
@@ -78,6 +88,8 @@ type runJSON struct {
 	DurationMS float64 `json:"duration_ms"`
 	Buffer     int     `json:"buffer_bytes"`
 	Preset     string  `json:"preset"`
+	Kmin       int     `json:"kmin_bytes"`
+	Kmax       int     `json:"kmax_bytes"`
 }
 
 // sampleJSON is DCQCNSample on the wire.
@@ -98,7 +110,8 @@ type sampleJSON struct {
 type dcqcnJSON struct {
 	RunID   uint64       `json:"run_id"`
 	Run     *runJSON     `json:"run"`
-	Next    uint64       `json:"next"` // pass as ?after= next time
+	Ended   bool         `json:"ended"` // the run is over (EndDCQCN)
+	Next    uint64       `json:"next"`  // pass as ?after= next time
 	Samples []sampleJSON `json:"samples"`
 }
 
@@ -108,9 +121,16 @@ func (c *chart) start(run DCQCNRun) {
 	c.runID++
 	c.run = &runJSON{
 		Name: run.Name, Flows: run.Flows, LineRate: bps(run.LineRate),
-		DurationMS: ms(run.Duration), Buffer: run.Buffer, Preset: run.Preset,
+		DurationMS: ms(run.Duration), Buffer: run.Buffer, Preset: run.Preset, Kmin: run.Kmin, Kmax: run.Kmax,
 	}
 	c.samples = nil
+	c.ended = false
+}
+
+func (c *chart) end() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.ended = true
 }
 
 func (c *chart) push(s DCQCNSample) {
@@ -143,6 +163,7 @@ func (c *chart) since(seq uint64) dcqcnJSON {
 	return dcqcnJSON{
 		RunID:   c.runID,
 		Run:     c.run,
+		Ended:   c.ended,
 		Next:    c.next,
 		Samples: append([]sampleJSON{}, c.samples[first:]...),
 	}

@@ -37,6 +37,7 @@ type qpJSON struct {
 	RecvWRs  int     `json:"recv_wrs"`  // receives posted (0 with an SRQ)
 	MTU      int     `json:"mtu"`       // path MTU in bytes
 	Rate     float64 `json:"rate_bps"`  // DCQCN rate, bits per second
+	DCQCN    bool    `json:"dcqcn"`     // false: no reaction point (UD, or DCQCN off)
 }
 
 // counterJSON is one device counter, under rxe's name.
@@ -52,7 +53,7 @@ func viewDevice(name string, dev *rnic.Device) deviceJSON {
 		d.QPs = append(d.QPs, qpJSON{
 			QPN: r.QPN, Type: r.Type.String(), State: r.State.String(), DestQPN: r.DestQPN,
 			SendPSN: uint32(r.SendPSN), AckedPSN: uint32(r.AckedPSN), RecvPSN: uint32(r.RecvPSN),
-			SendWRs: r.SendWRs, RecvWRs: r.RecvWRs, MTU: r.PathMTU.Bytes(), Rate: bps(r.Rate),
+			SendWRs: r.SendWRs, RecvWRs: r.RecvWRs, MTU: r.PathMTU.Bytes(), Rate: bps(r.Rate), DCQCN: r.DCQCN,
 		})
 	}
 	for _, c := range dev.Counters() {

@@ -3,8 +3,19 @@
 // (textContent, never innerHTML, so a name cannot inject markup).
 "use strict";
 
-// Okabe–Ito colours, one per flow (yellow left out: too pale on white).
+// Okabe–Ito colours, one per flow (yellow left out: too pale on white);
+// past seven flows the colours come round again with a dash pattern, so
+// that no two of the first 21 flows look alike.
 const FLOW_COLOURS = ["#0072b2", "#e69f00", "#009e73", "#cc79a7", "#56b4e9", "#d55e00", "#000000"];
+const FLOW_DASHES = ["", "6 3", "2 2"];
+
+// flowStyle is flow f's colour and dash pattern.
+function flowStyle(f) {
+  return {
+    colour: FLOW_COLOURS[f % FLOW_COLOURS.length],
+    dash: FLOW_DASHES[Math.floor(f / FLOW_COLOURS.length) % FLOW_DASHES.length],
+  };
+}
 const SVG_NS = "http://www.w3.org/2000/svg";
 
 const view = {
@@ -31,7 +42,11 @@ async function refresh() {
     document.getElementById("title").textContent = devs.title;
     renderDevices(devs.devices || [], performance.now());
     if (updateChart(dc)) renderChart();
-    setStatus("live", "live · updated " + new Date().toLocaleTimeString());
+    if (dc.ended) {
+      setStatus("done", "run finished · showing its data · checked " + new Date().toLocaleTimeString());
+    } else {
+      setStatus("live", "live · updated " + new Date().toLocaleTimeString());
+    }
     setTimeout(refresh, view.pollMs);
   } catch (err) {
     setStatus("stopped", "no answer from goroce (the process may have exited): showing the last data");
@@ -126,7 +141,8 @@ function qpTable(qps) {
     el("td", { class: "send-wrs" }, num(q.send_wrs)),
     el("td", { class: "recv-wrs" }, num(q.recv_wrs)),
     el("td", {}, String(q.mtu)),
-    el("td", { class: "rate" }, rate(q.rate_bps))));
+    el("td", { class: "rate", title: q.dcqcn ? "the reaction point's current rate" : "no DCQCN on this QP" },
+      q.dcqcn ? rate(q.rate_bps) : "off")));
   if (rows.length === 0) {
     rows.push(el("tr", {}, el("td", { class: "none", colspan: QP_COLUMNS.length }, "no QPs")));
   }
@@ -185,8 +201,11 @@ function renderChart() {
     run.line_rate_bps ? rate(run.line_rate_bps) + " links" : "", run.preset ? "preset " + run.preset : ""]
     .filter(Boolean).join(" · ");
 
-  // Time from 0 to the run's length; rates from 0 to the line rate (no
-  // reaction point goes above it); the queue from 0 to its deepest.
+  // Time from 0 to the run's length; rates from 0 to a round value above
+  // the fastest flow (at most the line rate, which no reaction point
+  // passes), so that sixteen flows at 0.6 Gb/s on 10 Gb/s links are not
+  // squashed into the bottom of the chart; the queue from 0 to its
+  // deepest or to Kmax, whichever is more.
   const xMax = Math.max(run.duration_ms, last ? last.at_ms : 0, 1);
   let rateMax = 0;
   let queueMax = 0;
@@ -194,32 +213,40 @@ function renderChart() {
     for (const r of s.rate_bps) rateMax = Math.max(rateMax, r);
     queueMax = Math.max(queueMax, s.queue_max_bytes, s.queue_bytes);
   }
-  const bufferShown = run.buffer_bytes > 0 && run.buffer_bytes <= 1.5 * queueMax;
+  const queueTop = Math.max(queueMax, run.kmax_bytes || 0);
+  const bufferShown = run.buffer_bytes > 0 && run.buffer_bytes <= 1.5 * queueTop;
 
   // Rates: one line per flow.
   const rateSeries = [];
   for (let f = 0; f < flows; f++) {
+    const st = flowStyle(f);
     rateSeries.push({
-      cls: "flow-line", flow: f, colour: FLOW_COLOURS[f % FLOW_COLOURS.length],
+      cls: "flow-line", flow: f, colour: st.colour, dash: st.dash,
       points: c.samples.filter((s) => f < s.rate_bps.length).map((s) => [s.at_ms, s.rate_bps[f]]),
     });
   }
   drawChart(document.getElementById("rate-chart"), {
-    xMax, yTop: run.line_rate_bps || niceCeil(rateMax), yFormat: rate, series: rateSeries,
+    xMax, yTop: run.line_rate_bps ? Math.min(niceCeil(rateMax), niceCeil(run.line_rate_bps)) : niceCeil(rateMax),
+    yFormat: rate, series: rateSeries,
   });
 
   // Queue: the depth at each sample, filled, and the buffer if it matters.
+  // Kmin and Kmax, where RED starts and stops marking, and the buffer.
   const queuePoints = c.samples.map((s) => [s.at_ms, s.queue_bytes]);
+  const hlines = [];
+  if (run.kmin_bytes > 0) hlines.push({ cls: "kmin-line", y: run.kmin_bytes, label: "Kmin " + bytes(run.kmin_bytes) });
+  if (run.kmax_bytes > 0) hlines.push({ cls: "kmax-line", y: run.kmax_bytes, label: "Kmax " + bytes(run.kmax_bytes) });
+  if (bufferShown) hlines.push({ cls: "buffer-line", y: run.buffer_bytes, label: "buffer " + bytes(run.buffer_bytes) });
   drawChart(document.getElementById("queue-chart"), {
-    xMax, yTop: niceCeil(Math.max(queueMax, bufferShown ? run.buffer_bytes : 0, 1000)), yFormat: bytes,
+    xMax, yTop: niceCeil(Math.max(queueTop, bufferShown ? run.buffer_bytes : 0, 1000)), yFormat: bytes,
     series: [{ cls: "queue-line", points: queuePoints, area: true }],
-    hline: bufferShown ? { y: run.buffer_bytes, label: "buffer " + bytes(run.buffer_bytes) } : null,
+    hlines,
   });
 
   // Legend with each flow's latest rate, and the running totals.
   document.getElementById("legend").replaceChildren(...rateSeries.map((s) =>
     el("li", { "data-flow": s.flow },
-      swatch(s.colour),
+      swatch(s.colour, s.dash),
       "flow " + s.flow + (last && s.flow < last.rate_bps.length ? " · " + rate(last.rate_bps[s.flow]) +
         " (delivering " + rate(last.throughput_bps[s.flow] || 0) + ")" : ""))));
   const totals = last ? [["time", (last.at_ms / 1000).toFixed(3) + " s"], ["queue", bytes(last.queue_bytes)],
@@ -231,9 +258,11 @@ function renderChart() {
 
 // swatch is a legend's colour sample. The colour goes through the CSSOM:
 // the page's Content-Security-Policy refuses inline style attributes.
-function swatch(colour) {
-  const e = el("span", { class: "swatch" });
+// A dashed flow's swatch is striped the same way.
+function swatch(colour, dash) {
+  const e = el("span", { class: "swatch" + (dash ? " dashed" : "") });
   e.style.background = colour;
+  if (dash) e.style.borderColor = colour;
   return e;
 }
 
@@ -243,7 +272,7 @@ const BOX = { w: 560, h: 250, left: 62, right: 12, top: 10, bottom: 26 };
 // drawChart redraws an SVG chart: grid, axes with labels, and each series
 // as a polyline (time in ms on x, from 0 to xMax; y from 0 to yTop, higher
 // values drawn at the top).
-function drawChart(root, { xMax, yTop, yFormat, series, hline }) {
+function drawChart(root, { xMax, yTop, yFormat, series, hlines }) {
   const pw = BOX.w - BOX.left - BOX.right;
   const ph = BOX.h - BOX.top - BOX.bottom;
   const x = (v) => (BOX.left + (v / xMax) * pw).toFixed(1);
@@ -258,7 +287,10 @@ function drawChart(root, { xMax, yTop, yFormat, series, hline }) {
   }
   for (const v of ticks(niceCeil(xMax))) {
     if (v > xMax) break;
-    const label = svg("text", { x: x(v), y: BOX.h - 8, "text-anchor": "middle" });
+    // A label too near the right edge for its middle to sit under its
+    // tick ends there instead: centred, "200 ms" would run off the chart.
+    const anchor = BOX.w - Number(x(v)) < 24 ? "end" : "middle";
+    const label = svg("text", { x: anchor === "end" ? BOX.w - 2 : x(v), y: BOX.h - 8, "text-anchor": anchor });
     label.textContent = v >= 1000 || xMax >= 2000 ? (v / 1000) + " s" : v + " ms";
     parts.push(label);
   }
@@ -275,13 +307,14 @@ function drawChart(root, { xMax, yTop, yFormat, series, hline }) {
     }
     const attrs = { class: s.cls, points: pts.join(" "), "data-points": pts.length };
     if (s.colour) attrs.stroke = s.colour;
+    if (s.dash) attrs["stroke-dasharray"] = s.dash;
     if (s.flow !== undefined) attrs["data-flow"] = s.flow;
     parts.push(svg("polyline", attrs));
   }
-  if (hline) {
-    parts.push(svg("line", { class: "buffer-line", x1: BOX.left, x2: BOX.w - BOX.right, y1: y(hline.y), y2: y(hline.y) }));
-    const label = svg("text", { x: BOX.w - BOX.right - 4, y: Number(y(hline.y)) - 4, "text-anchor": "end" });
-    label.textContent = hline.label;
+  for (const h of hlines || []) {
+    parts.push(svg("line", { class: h.cls, x1: BOX.left, x2: BOX.w - BOX.right, y1: y(h.y), y2: y(h.y), "data-y": h.y }));
+    const label = svg("text", { class: h.cls + "-label", x: BOX.w - BOX.right - 4, y: Number(y(h.y)) - 4, "text-anchor": "end" });
+    label.textContent = h.label;
     parts.push(label);
   }
   root.replaceChildren(...parts);
