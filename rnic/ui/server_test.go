@@ -98,7 +98,7 @@ func TestDevicesEndpoint(t *testing.T) {
 		}
 		want := qpJSON{QPN: tc.n.qp.QPN(), Type: "RC", State: "RTS", DestQPN: tc.peer.qp.QPN(),
 			SendPSN: tc.sqPSN, AckedPSN: tc.sqPSN, RecvPSN: tc.rqPSN, SendWRs: tc.sendWRs, RecvWRs: tc.recvWRs,
-			MTU: 1024, Rate: float64(tc.n.qp.Rate())}
+			MTU: 1024, Rate: float64(tc.n.qp.Rate()), DCQCN: true}
 		if d.QPs[0] != want {
 			t.Errorf("%s: QP\n got %+v\nwant %+v", tc.name, d.QPs[0], want)
 		}
