@@ -49,7 +49,8 @@ type Options struct {
 	// Used by CommInitRank only.
 
 	// Addr is this rank's RNIC address (GOROCE_ADDR); default
-	// 127.0.0.(10+rank).
+	// 127.0.0.(10+rank) on one host, this host's address on the route to
+	// the bootstrap root across hosts (see GOROCE_ADDR in the package doc).
 	Addr string
 	// BootstrapTimeout bounds the rendezvous. Default 30 s.
 	BootstrapTimeout time.Duration

@@ -56,7 +56,9 @@
 //	NCCL_IB_TIMEOUT      the QPs' local ACK timeout code, 1 to 31 (default 14, 67 ms)
 //	NCCL_IB_RETRY_CNT    the QPs' retry count, 1 to 7 (default 7)
 //	NCCL_NET_GDR_LEVEL   LOC, PIX, PXB, PHB or SYS: how far GPUDirect RDMA reaches
-//	GOROCE_ADDR          this rank's RNIC address (default 127.0.0.(10+rank):4791)
+//	GOROCE_ADDR          this rank's RNIC address (default: 127.0.0.(10+rank):4791 when the
+//	                     bootstrap root is on loopback; else this host's address on the route
+//	                     to the root, port 4791 + the local rank)
 //	GOROCE_TRACE         any value: the RNIC prints its packet trace to stderr
 //	GOROCE_PCAP          PATH: the RNIC captures to PATH.rankN.pcap
 //	GOROCE_PEER_MEMORY   1: the RNIC may register GPU memory (nvidia_peermem loaded)

@@ -60,18 +60,36 @@ func setEnv(t *testing.T, env map[string]string) {
 
 func TestDeviceAddr(t *testing.T) {
 	setEnv(t, nil)
-	if a, err := deviceAddr("", 3); err != nil || a.String() != "127.0.0.13:4791" {
+	const root = "127.0.0.1:29500"
+	if a, err := deviceAddr("", 3, root); err != nil || a.String() != "127.0.0.13:4791" {
 		t.Errorf("default for rank 3: %v %v", a, err)
 	}
-	if a, err := deviceAddr("127.9.9.9", 0); err != nil || a.String() != "127.9.9.9:4791" {
+	// A root named by a loopback name is a job on one host too.
+	if a, err := deviceAddr("", 3, "localhost:29500"); err != nil || a.String() != "127.0.0.13:4791" {
+		t.Errorf("default for rank 3, root localhost: %v %v", a, err)
+	}
+	if a, err := deviceAddr("127.9.9.9", 0, root); err != nil || a.String() != "127.9.9.9:4791" {
 		t.Errorf("explicit: %v %v", a, err)
 	}
 	setEnv(t, map[string]string{"GOROCE_ADDR": "127.1.2.3:5000"})
-	if a, err := deviceAddr("", 0); err != nil || a.String() != "127.1.2.3:5000" {
+	if a, err := deviceAddr("", 0, root); err != nil || a.String() != "127.1.2.3:5000" {
 		t.Errorf("GOROCE_ADDR: %v %v", a, err)
 	}
-	if _, err := deviceAddr("nonsense", 0); !errors.Is(err, ErrInvalidArgument) {
+	if _, err := deviceAddr("nonsense", 0, root); !errors.Is(err, ErrInvalidArgument) {
 		t.Errorf("bad address: %v", err)
+	}
+	// Across hosts (a root that is not on loopback), the address comes from
+	// the route to the root: TestMultiHostNetns checks it between network
+	// namespaces. The port follows the launcher's local rank.
+	for env, want := range map[string]int{"LOCAL_RANK": 3, "OMPI_COMM_WORLD_LOCAL_RANK": 2, "SLURM_LOCALID": 1} {
+		setEnv(t, map[string]string{env: strconv.Itoa(want)})
+		if got := localRank(7); got != want {
+			t.Errorf("%s=%d: local rank %d", env, want, got)
+		}
+	}
+	setEnv(t, nil)
+	if got := localRank(7); got != 7 {
+		t.Errorf("no launcher's local rank: %d, want the rank, 7", got)
 	}
 }
 

@@ -82,13 +82,18 @@ func (id UniqueID) String() string {
 // CommInitRank in the same process (so the port cannot be lost to a race).
 var listeners sync.Map // magic → net.Listener
 
-// GetUniqueID opens the bootstrap root's listening socket (at NCCL_COMM_ID,
-// host:port, if set; otherwise an ephemeral port on 127.0.0.1) and returns
-// the ID naming it (ncclGetUniqueId). Call it in the process of rank 0.
+// GetUniqueID opens the bootstrap root's listening socket and returns the
+// ID naming it (ncclGetUniqueId). Call it in the process of rank 0. The
+// socket is at NCCL_COMM_ID (host:port) if set; otherwise an ephemeral
+// port on an address the other ranks can reach: GOROCE_ADDR's, else, in a
+// job whose launcher names a root on another address than loopback
+// (MASTER_ADDR), this host's address on the route to it (a communicator
+// split from that job's has its ranks where that job's are), else
+// 127.0.0.1.
 func GetUniqueID() (UniqueID, error) {
 	addr := getenv("NCCL_COMM_ID")
 	if addr == "" {
-		addr = "127.0.0.1:0"
+		addr = net.JoinHostPort(bootstrapHost(), "0")
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -172,9 +177,16 @@ func CommInitRank(ctx context.Context, nranks int, id UniqueID, rank int, opts O
 	}
 	var obsClose func() error
 	if dev == nil {
-		addr, err := deviceAddr(opts.Addr, rank)
+		addr, err := deviceAddr(opts.Addr, rank, rootAddr)
 		if err != nil {
 			return fail(err)
+		}
+		if opts.MTU == 0 && !addr.Addr().IsLoopback() {
+			// On a real interface the path MTU must fit its frames, as
+			// rxe takes its active MTU from the netdev's.
+			if m := interfaceMTU(addr.Addr()); m > 0 {
+				opts.MTU, ic.MTU = m, m
+			}
 		}
 		peerMemory := getenv("GOROCE_PEER_MEMORY") == "1" || (opts.GPU != nil && opts.GPU.PeerMemory)
 		busy, err := busyPoll(opts.BusyPoll, addr.Addr(), nranks)
@@ -196,6 +208,14 @@ func CommInitRank(ctx context.Context, nranks int, id UniqueID, rank int, opts O
 		obsClose = closeObs
 	}
 	ic.Device = dev
+	if ic.MTU == 0 {
+		// A device given (CommSplit's parent's, or the caller's) may be
+		// on an interface whose frames hold less than 4096: take its
+		// active MTU, as a verbs program reads it from ibv_query_port.
+		if pa, err := dev.QueryPort(1); err == nil {
+			ic.MTU = pa.ActiveMTU.Bytes()
+		}
+	}
 	if gr != nil {
 		ic.SlotMemory = gr.slotMemory
 	}
@@ -299,27 +319,125 @@ func busyPoll(opt time.Duration, addr netip.Addr, nranks int) (time.Duration, er
 	return DefaultBusyPoll, nil
 }
 
-// deviceAddr picks the RNIC address: explicit, GOROCE_ADDR, or
-// 127.0.0.(10+rank), port 4791 unless given.
-func deviceAddr(explicit string, rank int) (netip.AddrPort, error) {
+// deviceAddr picks the RNIC address: explicit, else GOROCE_ADDR, else a
+// default that follows the bootstrap root, as NCCL picks the interface for
+// its sockets. A root on a loopback address is a job on one host: rank r
+// gets 127.0.0.(10+r), port 4791. Any other root means ranks may be on
+// several hosts: the rank takes this host's address on the interface that
+// reaches the root (the source address the kernel's route to the root
+// gives), so that ranks started by mpirun -H, srun or torchrun --nnodes
+// find each other, with port 4791 + its local rank (LOCAL_RANK,
+// OMPI_COMM_WORLD_LOCAL_RANK or SLURM_LOCALID, else its rank) so that the
+// ranks of one host do not collide. The port is 4791 unless given.
+func deviceAddr(explicit string, rank int, root string) (netip.AddrPort, error) {
 	s := explicit
 	if s == "" {
 		s = getenv("GOROCE_ADDR")
 	}
 	if s == "" {
-		if rank > 245 {
-			return netip.AddrPort{}, fmt.Errorf("%w: no default loopback address for rank %d; set GOROCE_ADDR", ErrInvalidArgument, rank)
-		}
-		return netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 0, 0, byte(10 + rank)}), 4791), nil
+		return defaultDeviceAddr(rank, root)
 	}
 	if ap, err := netip.ParseAddrPort(s); err == nil {
 		return ap, nil
 	}
 	a, err := netip.ParseAddr(s)
 	if err != nil {
-		return netip.AddrPort{}, fmt.Errorf("%w: RNIC address %q", ErrInvalidArgument, s)
+		return netip.AddrPort{}, fmt.Errorf("%w: RNIC address %q (GOROCE_ADDR or Options.Addr: want an IP address, or IP:port)", ErrInvalidArgument, s)
 	}
 	return netip.AddrPortFrom(a, 4791), nil
+}
+
+// defaultDeviceAddr is deviceAddr's choice when nothing names an address.
+func defaultDeviceAddr(rank int, root string) (netip.AddrPort, error) {
+	rootIP := netip.MustParseAddr("127.0.0.1")
+	if host, _, err := net.SplitHostPort(root); err == nil {
+		if ip, err := netip.ParseAddr(host); err == nil {
+			rootIP = ip.Unmap()
+		} else if ips, err := net.LookupIP(host); err == nil && len(ips) > 0 {
+			rootIP, _ = netip.AddrFromSlice(ips[0])
+			rootIP = rootIP.Unmap()
+		}
+	}
+	if rootIP.IsLoopback() {
+		if rank > 245 {
+			return netip.AddrPort{}, fmt.Errorf("%w: no default loopback address for rank %d; set GOROCE_ADDR", ErrInvalidArgument, rank)
+		}
+		return netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 0, 0, byte(10 + rank)}), 4791), nil
+	}
+	// A UDP "connect" sends nothing: it only asks the kernel for the route.
+	c, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(netip.AddrPortFrom(rootIP, 4791)))
+	if err != nil {
+		return netip.AddrPort{}, fmt.Errorf("%w: no route to the bootstrap root %s to take this host's address from (%v); set GOROCE_ADDR", ErrInvalidArgument, root, err)
+	}
+	local := c.LocalAddr().(*net.UDPAddr).AddrPort().Addr().Unmap()
+	c.Close()
+	port := 4791 + localRank(rank)
+	if port > 65535 {
+		return netip.AddrPort{}, fmt.Errorf("%w: no default port for local rank %d; set GOROCE_ADDR", ErrInvalidArgument, port-4791)
+	}
+	return netip.AddrPortFrom(local, uint16(port)), nil
+}
+
+// interfaceMTU returns the largest RoCE path MTU (256 ... 4096) whose
+// packets fit the MTU of the interface that holds ip, headers included
+// (IPv6 40, UDP 8, BTH 12, the largest extended header 28, ICRC 4; 100
+// bytes in all, rounded up); 0 if no interface holds ip.
+func interfaceMTU(ip netip.Addr) int {
+	ifs, err := net.Interfaces()
+	if err != nil {
+		return 0
+	}
+	for _, ifc := range ifs {
+		addrs, err := ifc.Addrs()
+		if err != nil {
+			continue
+		}
+		for _, a := range addrs {
+			n, ok := a.(*net.IPNet)
+			if !ok {
+				continue
+			}
+			if got, ok := netip.AddrFromSlice(n.IP); ok && got.Unmap() == ip {
+				for _, m := range []int{4096, 2048, 1024, 512, 256} {
+					if m+100 <= ifc.MTU {
+						return m
+					}
+				}
+				return 0
+			}
+		}
+	}
+	return 0
+}
+
+// bootstrapHost is where GetUniqueID listens without NCCL_COMM_ID.
+func bootstrapHost() string {
+	if v := getenv("GOROCE_ADDR"); v != "" {
+		if ap, err := netip.ParseAddrPort(v); err == nil {
+			return ap.Addr().String()
+		}
+		if a, err := netip.ParseAddr(v); err == nil {
+			return a.String()
+		}
+	}
+	if e, err := ReadEnv(); err == nil {
+		if a, err := defaultDeviceAddr(e.Rank, e.Root); err == nil && !a.Addr().IsLoopback() {
+			return a.Addr().String()
+		}
+	}
+	return "127.0.0.1"
+}
+
+// localRank is the rank's index among the ranks of its host, as the
+// launcher says (LOCAL_RANK, OMPI_COMM_WORLD_LOCAL_RANK, SLURM_LOCALID),
+// or rank when it says nothing.
+func localRank(rank int) int {
+	for _, v := range []string{"LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID"} {
+		if n, err := strconv.Atoi(getenv(v)); err == nil && n >= 0 {
+			return n
+		}
+	}
+	return rank
 }
 
 // Env is what CommInitFromEnv read from the launcher's environment.
