@@ -247,6 +247,30 @@ func TestZeroAllocs(t *testing.T) {
 	}
 }
 
+// TestPollingMode checks that goroce0 is in polling mode by default, as
+// goroce perf is unless -e: the thread that calls ibv_poll_cq on an empty
+// CQ receives the packets itself (rnic's polled_pkts), so that a program
+// spinning on its CQ gets them without a goroutine to wake;
+// GOROCE_BUSY_POLL=0 leaves them all to the device's receive goroutine.
+func TestPollingMode(t *testing.T) {
+	for _, c := range []struct {
+		env    string
+		polled bool
+	}{{"", true}, {"0", false}} {
+		t.Run("GOROCE_BUSY_POLL="+c.env, func(t *testing.T) {
+			t.Setenv("GOROCE_BUSY_POLL", c.env)
+			p := newVerbsPair(t, "127.22.252.1")
+			for range 200 {
+				p.writeOnce(t)
+			}
+			polled := device().Counter("polled_pkts")
+			if polled > 0 != c.polled {
+				t.Errorf("polled_pkts = %d after 200 RDMA WRITEs, want it positive: %v", polled, c.polled)
+			}
+		})
+	}
+}
+
 // BenchmarkPostSend measures a posted work request from the shim's entry
 // points to its completion, and reports allocs/op: in steady state the Go
 // side should allocate nothing per work request (issue 22's target, 0).
