@@ -14,7 +14,11 @@
 // A ```sh block whose lines all start with "$ " is checked. Each line is
 // one goroce command, optionally preceded by VAR=value settings and
 // followed by " &" to run it in the background (it must still end, with
-// status 0, before the block is checked). The "<!-- expect: REGEXP -->"
+// status 0, before the block is checked), or a gcc command that builds a
+// chapter's C program from docs/course/c (the chapter's directory has
+// docs/ in it, as a clone does); such a chapter, and one that runs
+// "goroce exec", needs gcc and libibverbs-dev, and skips without them
+// (fails under GOROCE_CI_STRICT=1, see wire/testenv). The "<!-- expect: REGEXP -->"
 // comments right after the block are Go regular expressions (multi-line
 // mode: ^ and $ match at line ends) that must each match the block's
 // output, stdout and stderr together. A checked block needs at least one.
@@ -40,6 +44,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/goroce/goroce/cmd/goroce-verbs/build"
+	"github.com/goroce/goroce/wire/testenv"
 )
 
 // blockTimeout bounds the commands of one block together. It is a guard
@@ -63,8 +70,9 @@ type checkedBlock struct {
 type courseCommand struct {
 	line       int
 	text       string   // as written, after "$ "
-	env        []string // VAR=value settings before "goroce"
-	args       []string // after "goroce"
+	program    string   // "goroce" or "gcc"
+	env        []string // VAR=value settings before the program
+	args       []string // after the program
 	background bool     // ended with " &"
 }
 
@@ -92,9 +100,23 @@ func TestCourse(t *testing.T) {
 	}
 	bin := buildGoroce(t)
 	env := cleanEnv(os.Environ())
+	docs, err := filepath.Abs(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	verbsBuilt := false
 	for _, ch := range chapters {
 		t.Run(strings.TrimSuffix(filepath.Base(ch), ".md"), func(t *testing.T) {
+			if needsVerbs(parsed[ch]) && !verbsBuilt {
+				buildVerbsLibs(t, filepath.Dir(bin))
+				verbsBuilt = true
+			}
 			dir := t.TempDir()
+			// The chapter's commands run where a reader runs them, at the
+			// top of a clone: its C sources are under docs/.
+			if err := os.Symlink(docs, filepath.Join(dir, "docs")); err != nil {
+				t.Fatal(err)
+			}
 			// The output the next shown block is compared with: that of
 			// the blocks run since the last shown block, or that block's.
 			var pending, current strings.Builder
@@ -140,7 +162,10 @@ func TestParseChapter(t *testing.T) {
 		{"no expectation", "```sh\n$ goroce lesson send\n```\n\nText.\n", "no <!-- expect", 0, 0},
 		{"orphan expectation", "Text.\n<!-- expect: A -->\n", "not right after a checked block", 0, 0},
 		{"mixed block", "```sh\n$ goroce lesson send\ngoroce lesson read\n```\n<!-- expect: A -->\n", "every line", 0, 0},
-		{"not goroce", "```sh\n$ rm -rf /\n```\n<!-- expect: A -->\n", "only goroce commands", 0, 0},
+		{"gcc", "```sh\n$ gcc -O2 -o p docs/course/c/p.c -libverbs\n$ goroce exec -- ./p &\n```\n<!-- expect: x -->\n", "", 1, 1},
+		{"not goroce", "```sh\n$ rm -rf /\n```\n<!-- expect: A -->\n", "only goroce and gcc commands", 0, 0},
+		{"gcc in the background", "```sh\n$ gcc -o p p.c &\n```\n<!-- expect: A -->\n", "in the background", 0, 0},
+		{"gcc substitution", "```sh\n$ gcc -o p $(echo p.c)\n```\n<!-- expect: A -->\n", "no pipes", 0, 0},
 		{"bad regexp", "```sh\n$ goroce help\n```\n<!-- expect: ( -->\n", "expect", 0, 0},
 		{"unclosed", "```sh\n$ goroce help\n", "not closed", 0, 0},
 		{"nested fences", "````markdown\n```sh\n$ goroce help\n```\n<!-- expect: x -->\n````\n", "", 0, 0},
@@ -296,8 +321,9 @@ func closesFence(line string, n int) bool {
 // envRE is a VAR=value setting before a command.
 var envRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*=`)
 
-// parseCommand reads one command line: [VAR=value ...] goroce ARGS [&].
-// Arguments split at spaces; single or double quotes keep spaces in one.
+// parseCommand reads one command line: [VAR=value ...] goroce ARGS [&],
+// or [VAR=value ...] gcc ARGS. Arguments split at spaces; single or double
+// quotes keep spaces in one.
 func parseCommand(text string) (courseCommand, error) {
 	c := courseCommand{text: text}
 	if s, ok := strings.CutSuffix(strings.TrimSpace(text), " &"); ok {
@@ -310,10 +336,13 @@ func parseCommand(text string) (courseCommand, error) {
 	for len(words) > 0 && envRE.MatchString(words[0]) {
 		c.env, words = append(c.env, words[0]), words[1:]
 	}
-	if len(words) == 0 || words[0] != "goroce" {
-		return c, fmt.Errorf("%q: a checked block runs only goroce commands", text)
+	if len(words) == 0 || words[0] != "goroce" && words[0] != "gcc" {
+		return c, fmt.Errorf("%q: a checked block runs only goroce and gcc commands", text)
 	}
-	c.args = words[1:]
+	c.program, c.args = words[0], words[1:]
+	if c.program == "gcc" && c.background {
+		return c, fmt.Errorf("%q: gcc does not run in the background: the next command needs what it builds", text)
+	}
 	for _, w := range c.args {
 		if strings.ContainsAny(w, "|;<>`$") {
 			return c, fmt.Errorf("%q: no pipes, redirections or substitutions in a checked command", text)
@@ -365,6 +394,36 @@ func buildGoroce(t *testing.T) string {
 	return bin
 }
 
+// needsVerbs reports whether a chapter's blocks build or run a libibverbs
+// program: a gcc command, or goroce exec.
+func needsVerbs(blocks []checkedBlock) bool {
+	for _, b := range blocks {
+		for _, c := range b.commands {
+			if c.program == "gcc" || len(c.args) > 0 && c.args[0] == "exec" {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// buildVerbsLibs builds the preloadable libibverbs (cmd/goroce-verbs) into
+// dir, beside the goroce binary, where goroce exec looks for it first, so
+// that the test neither writes into the user's cache nor prints a build
+// message into a chapter's output. Without gcc or libibverbs-dev the test
+// skips, or fails under GOROCE_CI_STRICT=1.
+func buildVerbsLibs(t *testing.T, dir string) {
+	t.Helper()
+	if err := build.Check(".."); err != nil {
+		testenv.SkipOrFail(t, err.Error())
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), blockTimeout)
+	defer cancel()
+	if err := build.Build(ctx, "..", dir, ""); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // cleanEnv drops the variables that would change what the commands do:
 // goroce's own (GOROCE_TRACE, ...), NCCL's, and a launcher's, which would
 // make nccl-perf join a job instead of starting its ranks.
@@ -400,7 +459,11 @@ func runBlock(t *testing.T, chapter string, b checkedBlock, bin, dir string, env
 	failed := false
 	for _, c := range b.commands {
 		buf := new(bytes.Buffer)
-		cmd := exec.CommandContext(ctx, bin, c.args...)
+		path := bin
+		if c.program == "gcc" {
+			path = "gcc"
+		}
+		cmd := exec.CommandContext(ctx, path, c.args...)
 		cmd.Dir, cmd.Env = dir, append(append([]string(nil), env...), c.env...)
 		cmd.Stdout, cmd.Stderr = buf, buf
 		if c.background {

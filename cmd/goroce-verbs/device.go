@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"sync"
 	"syscall"
+	"time"
 	"unsafe"
 
 	"github.com/goroce/goroce/mr"
@@ -48,9 +49,13 @@ var (
 	chs  handles[*eventQueue[uintptr]]
 )
 
+// defaultBusyPoll is the device's polling budget (rnic.Config.BusyPoll)
+// unless GOROCE_BUSY_POLL says otherwise: goroce perf's.
+const defaultBusyPoll = 200 * time.Microsecond
+
 // config returns the device's configuration from the environment:
 // GOROCE_ADDR (an IP address, or address:port; default 127.0.0.1),
-// GOROCE_MTU, GOROCE_TRACE and GOROCE_PCAP.
+// GOROCE_MTU, GOROCE_BUSY_POLL, GOROCE_TRACE and GOROCE_PCAP.
 func config() (rnic.Config, func() error, error) {
 	cfg := rnic.Config{}
 	addr, err := deviceAddr()
@@ -61,6 +66,18 @@ func config() (rnic.Config, func() error, error) {
 	if s := os.Getenv("GOROCE_MTU"); s != "" {
 		if cfg.MTU, err = strconv.Atoi(s); err != nil {
 			return cfg, nil, fmt.Errorf("GOROCE_MTU=%q: %w", s, err)
+		}
+	}
+	// Polling mode, as goroce perf has it unless -e: the thread that
+	// calls ibv_poll_cq on an empty CQ runs the receive path itself, so a
+	// program spinning on its CQ (perftest, the pingpongs without -e)
+	// gets its packets without a goroutine to wake. A program that sleeps
+	// on a completion channel instead never polls an empty CQ, and the
+	// device's receive goroutine takes its packets as usual.
+	cfg.BusyPoll = defaultBusyPoll
+	if s := os.Getenv("GOROCE_BUSY_POLL"); s != "" {
+		if cfg.BusyPoll, err = time.ParseDuration(s); err != nil || cfg.BusyPoll < 0 {
+			return cfg, nil, fmt.Errorf("GOROCE_BUSY_POLL=%q: want a duration such as 200us, or 0 for off", s)
 		}
 	}
 	if t := os.Getenv("GOROCE_TRACE"); t != "" && t != "0" {

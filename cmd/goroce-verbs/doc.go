@@ -51,6 +51,8 @@
 //
 //	GOROCE_ADDR        the device's IP address, or address:port (default 127.0.0.1, port 4791)
 //	GOROCE_MTU         the port's active MTU in bytes (default 4096)
+//	GOROCE_BUSY_POLL   how long a CQ wait spins driving the receive path (default 200us; 0: off);
+//	                   while on, ibv_poll_cq on an empty CQ reads the socket itself, in the caller's thread
 //	GOROCE_TRACE=1     print the packet trace on stderr, as goroce --trace does
 //	GOROCE_PCAP=FILE   write every packet to a pcap file, as goroce --pcap does
 //	GOROCE_DEBUG=1     say on stderr why a verb failed, and once per verb what is unsupported

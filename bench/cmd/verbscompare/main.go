@@ -1,0 +1,327 @@
+// Command verbscompare measures what running an unmodified C verbs
+// program on goroce costs, against goroce's own Go tool doing the same:
+// Debian's perftest binaries, preloaded with goroce's libibverbs
+// (cmd/goroce-verbs, through `goroce exec`), beside `goroce perf` with the
+// same flags, both over loopback, in one run:
+//
+//	go run ./bench/cmd/verbscompare               # 3 rounds
+//	go run ./bench/cmd/verbscompare -rounds 5 -n 10000
+//
+// The pairs, and issue 22's targets (ratios of medians):
+//
+//	preloaded ib_write_bw -s 65536   vs  goroce perf write_bw -s 65536   BW average, ≥ 0.9×
+//	preloaded ib_send_lat -s 8       vs  goroce perf send_lat -s 8       t_typical,  ≤ 1.2×
+//
+// Every run is a server on 127.0.0.1 and a client on 127.0.0.2, with the
+// same -n and -u, pinned to CPUs 1 and 0 where taskset(1) and two CPUs are there
+// (as bench/cmd/compare pins goroce perf); the client's figures count.
+// Each round runs every pair once, the preloaded side first in odd rounds
+// and second in even ones, so that a slow spell of a shared machine does
+// not always fall on the same side. It prints every figure, then a table
+// of min/median/max per side with the ratio and whether the target is
+// met. Absolute numbers on a shared machine swing between runs; the ratios
+// of one run are what to compare. Exit status 1 when a run failed, 2 on
+// bad flags, 0 otherwise (a missed target is a finding, not a failure).
+//
+// It needs, besides go: gcc and libibverbs-dev (to build the preloadable
+// library), and perftest (apt-get install perftest). Run it from the top
+// of a goroce clone.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/goroce/goroce/cmd/goroce-verbs/build"
+	"github.com/goroce/goroce/wire/testenv"
+)
+
+// Exit statuses.
+const (
+	exitOK    = 0
+	exitFail  = 1
+	exitUsage = 2
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// A pair is one comparison: a perftest tool and the goroce perf test that
+// does the same, with their common flags, and how to read and judge the
+// figure.
+type pair struct {
+	name    string   // in the table
+	tool    string   // perftest's binary
+	test    string   // goroce perf's TEST
+	args    []string // both sides' flags but -n
+	unit    string
+	column  int     // of the data line: BW average or t_typical
+	target  float64 // the ratio preloaded/native must reach
+	atLeast bool    // the ratio must be ≥ target (bandwidth), else ≤ (latency)
+}
+
+// pairs are issue 22's two comparisons.
+var pairs = []pair{
+	{name: "write_bw 64 KiB", tool: "ib_write_bw", test: "write_bw", args: []string{"-s", "65536"},
+		unit: "MiB/s", column: 3, target: 0.9, atLeast: true},
+	{name: "send_lat 8 B", tool: "ib_send_lat", test: "send_lat", args: []string{"-s", "8"},
+		unit: "usec", column: 4, target: 1.2, atLeast: false},
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("verbscompare", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	rounds := fs.Int("rounds", 3, "rounds; each runs every pair once on each side")
+	iters := fs.Int("n", 5000, "operations per run (-n of both tools)")
+	goroce := fs.String("goroce", "", "goroce `binary` with the verbs libraries beside it (default: build both from the source in -src)")
+	src := fs.String("src", ".", "the goroce source `dir` to build from")
+	if err := fs.Parse(args); err != nil {
+		return exitUsage
+	}
+	if *rounds < 1 || *iters < 1 || fs.NArg() > 0 {
+		fmt.Fprintln(stderr, "verbscompare: -rounds and -n must be positive, and there are no arguments")
+		return exitUsage
+	}
+	fail := func(err error) int {
+		fmt.Fprintln(stderr, "verbscompare:", err)
+		return exitFail
+	}
+	for _, p := range pairs {
+		if _, err := exec.LookPath(p.tool); err != nil {
+			return fail(fmt.Errorf("%s not found: apt-get install perftest", p.tool))
+		}
+	}
+	bin := *goroce
+	if bin == "" {
+		dir, err := os.MkdirTemp("", "verbscompare")
+		if err != nil {
+			return fail(err)
+		}
+		defer os.RemoveAll(dir)
+		if bin, err = buildAll(ctx, *src, dir, stderr); err != nil {
+			return fail(err)
+		}
+	}
+	fmt.Fprintf(stdout, "verbscompare: %d rounds, -n %d, server 127.0.0.1, client 127.0.0.2%s\n\n",
+		*rounds, *iters, pinNote())
+	res := make([]result, len(pairs))
+	for r := 1; r <= *rounds; r++ {
+		for i, p := range pairs {
+			sides := []bool{true, false} // preloaded first in odd rounds
+			if r%2 == 0 {
+				sides = []bool{false, true}
+			}
+			for _, preloaded := range sides {
+				v, err := measure(ctx, bin, p, preloaded, *iters)
+				if err != nil {
+					return fail(err)
+				}
+				fmt.Fprintf(stdout, "round %d  %-16s %-22s %10.2f %s\n", r, p.name, sideName(p, preloaded), v, p.unit)
+				if preloaded {
+					res[i].preloaded = append(res[i].preloaded, v)
+				} else {
+					res[i].native = append(res[i].native, v)
+				}
+			}
+		}
+	}
+	fmt.Fprintln(stdout)
+	printTable(stdout, res, *iters)
+	return exitOK
+}
+
+// result holds one pair's figures, one per round on each side.
+type result struct {
+	preloaded, native []float64
+}
+
+// sideName says what ran on one side of a pair.
+func sideName(p pair, preloaded bool) string {
+	if preloaded {
+		return "preloaded " + p.tool
+	}
+	return "goroce perf " + p.test
+}
+
+// buildAll builds goroce and the verbs libraries from src into dir, side by
+// side, where goroce exec finds the libraries, and returns goroce's path.
+func buildAll(ctx context.Context, src, dir string, stderr io.Writer) (string, error) {
+	if err := build.Check(src); err != nil {
+		return "", err
+	}
+	fmt.Fprintf(stderr, "verbscompare: building goroce and the verbs libraries from %s\n", src)
+	bin := filepath.Join(dir, "goroce")
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/goroce")
+	cmd.Dir = src
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build ./cmd/goroce: %v\n%s", err, out)
+	}
+	return bin, build.Build(ctx, src, dir, "")
+}
+
+// measure runs one side of a pair once and returns the client's figure.
+func measure(ctx context.Context, bin string, p pair, preloaded bool, iters int) (float64, error) {
+	port, err := freePort()
+	if err != nil {
+		return 0, err
+	}
+	// -u 18: an ACK timeout of 1 s instead of 67 ms, the same on both
+	// sides, so that a process kept off its CPU by the machine's other
+	// work slows the run down instead of failing it.
+	common := append(slices.Clone(p.args), "-n", strconv.Itoa(iters), "-u", "18", "-p", strconv.Itoa(port))
+	argv := func(addr string) []string {
+		if preloaded { // -x 0: goroce0's one GID; -F: no CPU frequency check
+			return append([]string{"exec", "--addr", addr, "--", p.tool, "-x", "0", "-F"}, common...)
+		}
+		return append([]string{"perf", p.test, "--addr", addr}, common...)
+	}
+	out, err := runPair(ctx, bin, port, argv("127.0.0.1"), append(argv("127.0.0.2"), "127.0.0.1"))
+	if err != nil {
+		return 0, fmt.Errorf("%s: %v", sideName(p, preloaded), err)
+	}
+	v, err := figure(out, p.column)
+	if err != nil {
+		return 0, fmt.Errorf("%s: %v\n%s", sideName(p, preloaded), err, out)
+	}
+	return v, nil
+}
+
+// runPair runs bin with the server's arguments, waits until it listens on
+// TCP port, runs the client and returns its output once both have exited
+// 0. Each run has 3 minutes.
+func runPair(ctx context.Context, bin string, port int, server, client []string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	defer cancel()
+	var srvOut strings.Builder
+	srv := pinned(ctx, 1, bin, server...)
+	srv.Stdout, srv.Stderr = &srvOut, &srvOut
+	if err := srv.Start(); err != nil {
+		return "", err
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- srv.Wait() }()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for !testenv.Listening(port) {
+		select {
+		case err := <-exited:
+			return "", fmt.Errorf("the server exited before it listened: %v\n%s", err, &srvOut)
+		case <-ctx.Done(): // the server is killed
+			<-exited
+			return "", fmt.Errorf("the server never listened on port %d\n%s", port, &srvOut)
+		case <-tick.C:
+		}
+	}
+	out, err := pinned(ctx, 0, bin, client...).CombinedOutput()
+	if err != nil {
+		cancel()
+		<-exited
+		return "", fmt.Errorf("the client: %v\n%s\nthe server:\n%s", err, out, &srvOut)
+	}
+	if err := <-exited; err != nil {
+		return "", fmt.Errorf("the server: %v\n%s", err, &srvOut)
+	}
+	return string(out), nil
+}
+
+// pinned is the command bin args on CPU cpu alone, where the machine has
+// two CPUs or more and taskset(1) is installed.
+func pinned(ctx context.Context, cpu int, bin string, args ...string) *exec.Cmd {
+	if ts, err := exec.LookPath("taskset"); err == nil && runtime.NumCPU() >= 2 {
+		return exec.CommandContext(ctx, ts, append([]string{"-c", strconv.Itoa(cpu), bin}, args...)...)
+	}
+	return exec.CommandContext(ctx, bin, args...)
+}
+
+// pinNote says how the runs are pinned, for the heading.
+func pinNote() string {
+	if _, err := exec.LookPath("taskset"); err == nil && runtime.NumCPU() >= 2 {
+		return ", pinned to CPUs 1 and 0"
+	}
+	return ", not pinned"
+}
+
+// freePort returns a TCP port on loopback that nobody listens on now.
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// figure returns field column of the data line under the " #bytes"
+// header that perftest and goroce perf both print.
+func figure(out string, column int) (float64, error) {
+	lines := strings.Split(out, "\n")
+	for i, l := range lines {
+		if !strings.HasPrefix(strings.TrimSpace(l), "#bytes") || i+1 == len(lines) {
+			continue
+		}
+		f := strings.Fields(lines[i+1])
+		if len(f) <= column {
+			return 0, fmt.Errorf("the data line %q has no field %d", lines[i+1], column)
+		}
+		return strconv.ParseFloat(f[column], 64)
+	}
+	return 0, errors.New("no #bytes header in the output")
+}
+
+// median returns the median of v, the lower middle one for an even count.
+func median(v []float64) float64 {
+	s := slices.Clone(v)
+	slices.Sort(s)
+	return s[(len(s)-1)/2]
+}
+
+// verdict returns the ratio of the medians, preloaded over native, and
+// whether it meets the pair's target.
+func verdict(p pair, r result) (ratio float64, met bool) {
+	ratio = median(r.preloaded) / median(r.native)
+	if p.atLeast {
+		return ratio, ratio >= p.target
+	}
+	return ratio, ratio <= p.target
+}
+
+func printTable(w io.Writer, res []result, iters int) {
+	fmt.Fprintf(w, "%-16s %-6s %-28s %-28s %7s  %-8s %s\n", "case", "unit",
+		"preloaded min/median/max", "goroce perf min/median/max", "ratio", "target", "met")
+	for i, p := range pairs {
+		r := res[i]
+		ratio, met := verdict(p, r)
+		op := "≤"
+		if p.atLeast {
+			op = "≥"
+		}
+		yes := "no"
+		if met {
+			yes = "yes"
+		}
+		fmt.Fprintf(w, "%-16s %-6s %-28s %-28s %6.2fx  %s %.1fx   %s\n", p.name, p.unit,
+			spread(r.preloaded), spread(r.native), ratio, op, p.target, yes)
+	}
+	fmt.Fprintf(w, "\n(-n %d; ratio = preloaded median / goroce perf median)\n", iters)
+}
+
+// spread formats min/median/max.
+func spread(v []float64) string {
+	return fmt.Sprintf("%.2f / %.2f / %.2f", slices.Min(v), median(v), slices.Max(v))
+}

@@ -1,0 +1,59 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// TestFigure reads the figure of each pair from what the tools print:
+// perftest's own output (Debian's ib_write_bw and ib_send_lat, preloaded
+// on goroce) and goroce perf's, captured in testdata, with the values read
+// off by eye.
+func TestFigure(t *testing.T) {
+	for _, c := range []struct {
+		file   string
+		column int
+		want   float64
+	}{
+		{"ib_write_bw.txt", pairs[0].column, 125.00},
+		{"goroce_write_bw.txt", pairs[0].column, 55.10},
+		{"ib_send_lat.txt", pairs[1].column, 84.78},
+		{"goroce_send_lat.txt", pairs[1].column, 11.15},
+	} {
+		out, err := os.ReadFile(filepath.Join("testdata", c.file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, err := figure(string(out), c.column); err != nil || got != c.want {
+			t.Errorf("%s: figure = %v, %v; want %v", c.file, got, err, c.want)
+		}
+	}
+	if _, err := figure("Couldn't connect to 127.0.0.1:18515\n", 3); err == nil {
+		t.Error("figure found a number in output without a table")
+	}
+}
+
+// TestVerdict checks the ratios and the targets' directions at their
+// edges: bandwidth must reach 0.9 of goroce perf's, latency stay within
+// 1.2 of it.
+func TestVerdict(t *testing.T) {
+	bw, lat := pairs[0], pairs[1]
+	for _, c := range []struct {
+		p        pair
+		pre, nat []float64
+		ratio    float64
+		wantMet  bool
+	}{
+		{bw, []float64{90, 95, 80}, []float64{100, 200, 50}, 0.9, true},
+		{bw, []float64{89, 95, 80}, []float64{100, 200, 50}, 0.89, false},
+		{lat, []float64{12, 30, 11}, []float64{10, 9, 11}, 1.2, true},
+		{lat, []float64{12.1, 30, 11}, []float64{10, 9, 11}, 1.21, false},
+		{bw, []float64{1, 4}, []float64{2, 8}, 0.5, false}, // even count: the lower middle
+	} {
+		ratio, met := verdict(c.p, result{preloaded: c.pre, native: c.nat})
+		if ratio < c.ratio-1e-9 || ratio > c.ratio+1e-9 || met != c.wantMet {
+			t.Errorf("%s %v vs %v: ratio %v met %v, want %v %v", c.p.name, c.pre, c.nat, ratio, met, c.ratio, c.wantMet)
+		}
+	}
+}

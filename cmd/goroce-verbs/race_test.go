@@ -1,0 +1,6 @@
+//go:build race
+
+package main
+
+// raceEnabled: the race detector allocates, so allocation counts mean nothing.
+const raceEnabled = true
