@@ -183,9 +183,13 @@ func matrix(p plan) []interopCase {
 					})
 				}
 				for _, t := range p.preloadPerftests {
+					iters := p.perfIters
+					if t == "atomic_bw" {
+						iters = max(iters, 2*atomicSlots) // see preloadDataProblems
+					}
 					cs = append(cs, interopCase{
 						Transport: "rc", Perftest: t, Preload: true, RxeRole: r, Family: f, MTU: mtu,
-						Size: perftestSize(t, mtu), Iters: p.perfIters,
+						Size: perftestSize(t, mtu), Iters: iters,
 						Port: firstPort + len(cs),
 					})
 				}

@@ -249,20 +249,24 @@ const maxRxeDuplicates = 2
 // examples give their RC QPs: a message is sent at most 1 + 7 times.
 const exampleRetries = 7
 
-// timedOutRetransmits is how many of goroce's retransmissions case c
-// allows: in a preloaded ping-pong, those after a timeout, when neither
-// side sent a NAK, up to exampleRetries per message; else none.
-// rdma-core's examples fix their QPs' ACK timeout at 14 (67 ms; not a
-// flag), and a TCG guest on a loaded host now and then stalls longer than
-// that (220 ms seen: preload-srq_pingpong-client-ipv6-mtu1024), so
-// goroce's side, run as the unmodified example, rightly goes back N. The
-// goroce pingpong cases run with -u 18 (1 s) instead and allow none.
-func timedOutRetransmits(c interopCase, w wireCount) int {
+// timedOutRetransmits is how many retransmissions of goroce's and of
+// rxe's case c allows: in a preloaded ping-pong, those after a timeout,
+// when neither side sent a NAK, up to exampleRetries per message; else
+// none. rdma-core's examples fix their QPs' ACK timeout at 14 (67 ms; not
+// a flag), and on a loaded host either side now and then stalls longer
+// than that: the TCG guest (220 ms: goroce's copies in
+// preload-srq_pingpong-client-ipv6-mtu1024), the preloaded program
+// (140 ms: rxe's in preload-rc_pingpong-client-ipv6-mtu1024), and rxe
+// against rxe itself (testdata/chk_srq_pingpong.pcap), so the sender
+// rightly goes back N. The goroce pingpong cases run goroce with -u 18
+// (1 s) and allow none.
+func timedOutRetransmits(c interopCase, w wireCount) (goroce, rxe int) {
 	if !c.Preload || c.Perftest != "" || w.goroce.NAKs > 0 || w.rxe.NAKs > 0 {
-		return 0
+		return 0, 0
 	}
 	wg, _ := wantWire(c)
-	return min(w.goroce.Retransmits, exampleRetries*max(wg.Requests, wg.MaxRequests))
+	limit := exampleRetries * max(wg.Requests, wg.MaxRequests)
+	return min(w.goroce.Retransmits, limit), min(w.rxe.Retransmits, limit)
 }
 
 // wireProblems lists how a capture differs from what case c should send
@@ -283,20 +287,25 @@ func wireProblems(c interopCase, w wireCount) []string {
 		ps = append(ps, fmt.Sprintf("duplicate requests: goroce %d, rxe %d (at most %d of rxe's)",
 			w.goroce.Duplicates, w.rxe.Duplicates, maxRxeDuplicates))
 	}
-	// goroce's go-back-N after a timeout, in a preloaded ping-pong only:
-	// each copy is a request, and rxe ACKs it again.
-	goroceRetx := timedOutRetransmits(c, w)
+	// Go-back-N after a timeout, in a preloaded ping-pong only: each
+	// copy is a request; rxe ACKs each duplicate again, goroce at least
+	// once per run of them it reads together.
+	goroceRetx, rxeRetx := timedOutRetransmits(c, w)
 	wg.Requests += goroceRetx
+	wr.Requests += rxeRetx
 	if wg.MaxRequests > 0 {
 		wg.MaxRequests += goroceRetx
+		wr.MaxRequests += rxeRetx
 	}
+	wr.MinACKs += goroceRetx
 	wr.MaxACKs += goroceRetx
+	wg.MaxACKs += rxeRetx
 	for _, s := range []struct {
 		who    string
 		got    flow
 		want   flowWant
 		okRetx int
-	}{{"goroce", w.goroce, wg, goroceRetx}, {"rxe", w.rxe, wr, 0}} {
+	}{{"goroce", w.goroce, wg, goroceRetx}, {"rxe", w.rxe, wr, rxeRetx}} {
 		g, x := s.got, s.want
 		if g.NAKs > 0 || g.Retransmits > s.okRetx {
 			ps = append(ps, fmt.Sprintf("%s sent %d NAKs and %d retransmissions on a clean bridge", s.who, g.NAKs, g.Retransmits))
