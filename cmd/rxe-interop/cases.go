@@ -26,6 +26,9 @@ const (
 	// a clean bridge. With 1 s, a retransmission means a packet lost or
 	// ignored, which fails the case.
 	qpTimeout = 18
+	// srqQPs is the number of QPs ibv_srq_pingpong shares its SRQ
+	// between (-q) on both sides of a preloaded case.
+	srqQPs = 4
 )
 
 // role is the part rxe plays in a case; goroce plays the other one.
@@ -48,28 +51,44 @@ const (
 // TEST names: rxe runs ib_TEST.
 var perftests = []string{"write_bw", "read_bw", "send_bw", "atomic_bw", "send_lat", "write_lat", "read_lat"}
 
+// preloadPingpongs are the rdma-core examples the suite runs preloaded
+// on goroce (goroce exec) against the same example on rxe.
+var preloadPingpongs = []string{"rc", "uc", "ud", "srq"}
+
 // interopCase is one ping-pong, or one perftest run, between rxe and
 // goroce.
 type interopCase struct {
-	Transport string // rc, uc or ud: which ibv_*_pingpong (rc for perftest)
-	Perftest  string // "" for a ping-pong; else the test: rxe runs ib_<Perftest>, goroce `perf <Perftest>`
-	RxeRole   role
-	Family    family
-	MTU       int // path MTU in bytes: 1024 or 4096
-	Size      int // message size, -s
-	Iters     int // exchanges, -n
-	Port      int // TCP side-channel port, -p
+	Transport string // rc, uc, ud or srq: which ibv_*_pingpong (rc for perftest)
+	// Preload: goroce's side is the same Debian program as rxe's
+	// (rdma-core's example or perftest's tool), run with goroce exec, so
+	// with goroce's libibverbs preloaded; else goroce pingpong or perf.
+	Preload  bool
+	Perftest string // "" for a ping-pong; else the test: rxe runs ib_<Perftest>, goroce `perf <Perftest>`
+	RxeRole  role
+	Family   family
+	MTU      int // path MTU in bytes: 1024 or 4096
+	Size     int // message size, -s
+	Iters    int // exchanges, -n
+	Port     int // TCP side-channel port, -p
 }
 
 // Name identifies the case in the guest's serial log (the lab's
 // "RXELAB-CASE BEGIN name" markers) and names its files.
 func (c interopCase) Name() string {
-	return fmt.Sprintf("%s-%s-%s-mtu%d", c.program(), c.RxeRole, c.Family, c.MTU)
+	name := fmt.Sprintf("%s-%s-%s-mtu%d", c.program(), c.RxeRole, c.Family, c.MTU)
+	if c.Preload {
+		name = "preload-" + name
+	}
+	return name
 }
 
 // Line is the start of the case's result line.
 func (c interopCase) Line() string {
-	return fmt.Sprintf("%s rxe-%s %s mtu=%d", c.program(), c.RxeRole, c.Family, c.MTU)
+	prog := c.program()
+	if c.Preload {
+		prog += " preloaded"
+	}
+	return fmt.Sprintf("%s rxe-%s %s mtu=%d", prog, c.RxeRole, c.Family, c.MTU)
 }
 
 // program is the rxe side's program: ibv_rc_pingpong's "rc_pingpong" or
@@ -85,7 +104,9 @@ func (c interopCase) program() string {
 // receives (-c): in both roles. As the client it sends its pattern, which
 // rxe's server sends back; as the server it takes rdma-core's client's -c
 // fill (0x7b, a zero at each page start) and sends it back.
-func (c interopCase) goroceChecks() bool { return c.Perftest == "" }
+// A preloaded example prints no such count: the capture is the oracle
+// (see fillProblems).
+func (c interopCase) goroceChecks() bool { return c.Perftest == "" && !c.Preload }
 
 // message sizes per transport and MTU: the lab's own choices at 1024 (one
 // packet each), and at 4096 an RC/UC message of two packets (SEND_FIRST +
@@ -124,8 +145,12 @@ type plan struct {
 	roles      []role
 	families   []family
 	mtus       []int
-	iters      int // exchanges per ping-pong case
-	perfIters  int // operations per perftest case (-n)
+	// preloadPingpongs and preloadPerftests are the programs run
+	// preloaded on goroce against the same program on rxe.
+	preloadPingpongs []string
+	preloadPerftests []string
+	iters            int // exchanges per ping-pong case
+	perfIters        int // operations per perftest case (-n)
 }
 
 // matrix lists the cases to run, in the order the guest runs them: all
@@ -147,6 +172,24 @@ func matrix(p plan) []interopCase {
 					cs = append(cs, interopCase{
 						Transport: "rc", Perftest: t, RxeRole: r, Family: f, MTU: mtu,
 						Size: perftestSize(t, mtu), Iters: p.perfIters,
+						Port: firstPort + len(cs),
+					})
+				}
+				for _, t := range p.preloadPingpongs {
+					cs = append(cs, interopCase{
+						Transport: t, Preload: true, RxeRole: r, Family: f, MTU: mtu,
+						Size: messageSize(t, mtu), Iters: p.iters,
+						Port: firstPort + len(cs),
+					})
+				}
+				for _, t := range p.preloadPerftests {
+					iters := p.perfIters
+					if t == "atomic_bw" {
+						iters = max(iters, 2*atomicSlots) // see preloadDataProblems
+					}
+					cs = append(cs, interopCase{
+						Transport: "rc", Perftest: t, Preload: true, RxeRole: r, Family: f, MTU: mtu,
+						Size: perftestSize(t, mtu), Iters: iters,
 						Port: firstPort + len(cs),
 					})
 				}
@@ -177,6 +220,9 @@ func (c interopCase) goroceAddr() string {
 
 // goroceArgs is the goroce command line for the case (without the binary).
 func (c interopCase) goroceArgs() []string {
+	if c.Preload {
+		return c.preloadArgs()
+	}
 	if c.Perftest != "" {
 		return c.gorocePerfArgs()
 	}
@@ -210,37 +256,63 @@ func (c interopCase) gorocePerfArgs() []string {
 	return args
 }
 
+// preloadArgs is goroce exec running the Debian program of the case on
+// goroce0, whose one GID (index 0) is its address, with the path MTU as
+// the port's active MTU.
+func (c interopCase) preloadArgs() []string {
+	server := ""
+	if c.RxeRole == rxeServer {
+		server = guestIPv4 // the side channel is IPv4 only
+	}
+	args := []string{"exec", "--addr", c.goroceAddr(), "--mtu", strconv.Itoa(c.MTU), "--"}
+	return append(args, c.toolArgs("goroce0", "0", server)...)
+}
+
 // rxeCommand is the guest's command line for the case. $G4 and $G6 are
 // the guest script's GID indexes of its IPv4-mapped and IPv6 GIDs.
-// ibv_ud_pingpong has no -m: a datagram's limit is the port's active MTU.
 func (c interopCase) rxeCommand() string {
 	gid := "$G4"
 	if c.Family == ipv6 {
 		gid = "$G6"
 	}
-	if c.Perftest != "" {
-		cmd := fmt.Sprintf("ib_%s -d rxe0 -x %s -n %d", c.Perftest, gid, c.Iters)
-		if c.Perftest != "atomic_bw" {
-			cmd += fmt.Sprintf(" -s %d", c.Size)
-		}
-		cmd += fmt.Sprintf(" -F -m %d -u %d -p %d", c.MTU, qpTimeout, c.Port)
-		if c.RxeRole == rxeClient {
-			cmd += " " + goroceIPv4
-		}
-		return cmd
-	}
-	// -c: rxe's client writes a zero at the start of each page of what it
-	// sends; rxe's server checks those bytes of what it received last and
-	// prints "invalid data in page N" for each that is not zero.
-	cmd := fmt.Sprintf("ibv_%s_pingpong -d rxe0 -g %s -n %d -s %d -c", c.Transport, gid, c.Iters, c.Size)
-	if c.Transport != "ud" {
-		cmd += fmt.Sprintf(" -m %d", c.MTU)
-	}
-	cmd += fmt.Sprintf(" -p %d", c.Port)
+	server := ""
 	if c.RxeRole == rxeClient {
-		cmd += " " + goroceIPv4
+		server = goroceIPv4
 	}
-	return cmd
+	return strings.Join(c.toolArgs("rxe0", gid, server), " ")
+}
+
+// toolArgs is the case's rdma-core example or perftest tool with its
+// arguments, on device dev with GID index gid, as the client of server
+// when server is not "". ibv_ud_pingpong has no -m: a datagram's limit is
+// the port's active MTU.
+func (c interopCase) toolArgs(dev, gid, server string) []string {
+	var args []string
+	if c.Perftest != "" {
+		args = []string{"ib_" + c.Perftest, "-d", dev, "-x", gid, "-n", strconv.Itoa(c.Iters)}
+		if c.Perftest != "atomic_bw" {
+			args = append(args, "-s", strconv.Itoa(c.Size))
+		}
+		args = append(args, "-F", "-m", strconv.Itoa(c.MTU), "-u", strconv.Itoa(qpTimeout), "-p", strconv.Itoa(c.Port))
+	} else {
+		// -c: the client writes a zero at the start of each page of what
+		// it sends; the server checks those bytes of what it received
+		// last and prints "invalid data in page N" for each that is not
+		// zero.
+		args = []string{"ibv_" + c.Transport + "_pingpong", "-d", dev, "-g", gid,
+			"-n", strconv.Itoa(c.Iters), "-s", strconv.Itoa(c.Size), "-c"}
+		if c.Transport == "srq" {
+			args = append(args, "-q", strconv.Itoa(srqQPs))
+		}
+		if c.Transport != "ud" {
+			args = append(args, "-m", strconv.Itoa(c.MTU))
+		}
+		args = append(args, "-p", strconv.Itoa(c.Port))
+	}
+	if server != "" {
+		args = append(args, server)
+	}
+	return args
 }
 
 // ethMTU is the guest eth0 MTU that gives rxe an active MTU of at least

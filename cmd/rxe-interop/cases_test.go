@@ -127,11 +127,52 @@ func TestPerftestCases(t *testing.T) {
 	if perftestSize("write_bw", 4096) != 8192 || perftestSize("send_lat", 4096) != 64 || perftestSize("atomic_bw", 1024) != 8 {
 		t.Error("perftestSize")
 	}
-	if _, err := parseFlags([]string{"-transports", "none", "-perftests", "none"}, &strings.Builder{}); err == nil {
+	if _, err := parseFlags([]string{"-transports", "none", "-perftests", "none", "-preload", "none"}, &strings.Builder{}); err == nil {
 		t.Error("nothing to run: want an error")
 	}
 	cfg, err := parseFlags([]string{"-transports", "none", "-perftests", "ib_send_bw,read_lat"}, &strings.Builder{})
 	if err != nil || !slices.Equal(cfg.plan.perftests, []string{"send_bw", "read_lat"}) || len(cfg.plan.transports) != 0 {
 		t.Errorf("parseFlags: %+v %v", cfg.plan, err)
+	}
+}
+
+func TestPreloadCases(t *testing.T) {
+	cs := matrix(plan{preloadPingpongs: []string{"srq"}, preloadPerftests: []string{"read_lat"},
+		roles: []role{rxeServer, rxeClient}, families: []family{ipv6}, mtus: []int{4096}, iters: 5, perfIters: 20})
+	if len(cs) != 4 {
+		t.Fatalf("got %d cases, want 4", len(cs))
+	}
+	c := cs[0]
+	if c.Line() != "srq_pingpong preloaded rxe-server ipv6 mtu=4096" || c.Name() != "preload-srq_pingpong-server-ipv6-mtu4096" ||
+		c.goroceChecks() || c.Size != 8192 {
+		t.Errorf("case %q named %q, size %d", c.Line(), c.Name(), c.Size)
+	}
+	if got, want := c.rxeCommand(), "ibv_srq_pingpong -d rxe0 -g $G6 -n 5 -s 8192 -c -q 4 -m 4096 -p 18600"; got != want {
+		t.Errorf("rxe server command\n got %s\nwant %s", got, want)
+	}
+	want := []string{"exec", "--addr", "fd00:99::254", "--mtu", "4096", "--",
+		"ibv_srq_pingpong", "-d", "goroce0", "-g", "0", "-n", "5", "-s", "8192", "-c", "-q", "4", "-m", "4096", "-p", "18600", "10.99.0.1"}
+	if got := c.goroceArgs(); !slices.Equal(got, want) {
+		t.Errorf("preloaded client args\n got %q\nwant %q", got, want)
+	}
+	c = cs[3]
+	if c.Line() != "ib_read_lat preloaded rxe-client ipv6 mtu=4096" || c.Size != 64 {
+		t.Errorf("case %q, size %d", c.Line(), c.Size)
+	}
+	if got, want := c.rxeCommand(), "ib_read_lat -d rxe0 -x $G6 -n 20 -s 64 -F -m 4096 -u 18 -p 18603 10.99.0.254"; got != want {
+		t.Errorf("rxe client command\n got %s\nwant %s", got, want)
+	}
+	want = []string{"exec", "--addr", "fd00:99::254", "--mtu", "4096", "--",
+		"ib_read_lat", "-d", "goroce0", "-x", "0", "-n", "20", "-s", "64", "-F", "-m", "4096", "-u", "18", "-p", "18603"}
+	if got := c.goroceArgs(); !slices.Equal(got, want) {
+		t.Errorf("preloaded server args\n got %q\nwant %q", got, want)
+	}
+	cfg, err := parseFlags([]string{"-transports", "none", "-perftests", "none", "-preload", "ud,ib_write_bw,srq"}, &strings.Builder{})
+	if err != nil || !slices.Equal(cfg.plan.preloadPingpongs, []string{"ud", "srq"}) ||
+		!slices.Equal(cfg.plan.preloadPerftests, []string{"write_bw"}) {
+		t.Errorf("parseFlags: %+v %v", cfg.plan, err)
+	}
+	if _, err := parseFlags([]string{"-preload", "xrc"}, &strings.Builder{}); err == nil {
+		t.Error("-preload xrc: want an error")
 	}
 }

@@ -23,7 +23,15 @@
 //	           side channel stays on IPv4, as the examples only listen there
 //	MTU        1024 (guest eth0 MTU 1500) or 4096 (eth0 MTU 9000)
 //
-// runs in one guest boot: the guest runs rxe's side of each case in turn,
+// runs in one guest boot, and so does each preloaded case (-preload): the
+// same, but goroce's side is the unmodified Debian program rxe runs
+// (ibv_rc/uc/ud_pingpong, ibv_srq_pingpong with 4 QPs, and the seven
+// perftest programs), started by `goroce exec` with goroce's libibverbs
+// preloaded, on goroce0 (GID index 0):
+//
+//	interop: rc_pingpong preloaded rxe-server ipv4 mtu=1024 PASS (...)
+//
+// All cases the guest runs rxe's side of each case in turn,
 // each on its own TCP port so that a case that goes wrong cannot spill into
 // the next, and raises eth0's MTU between the 1024 and the 4096 cases (rxe
 // follows the netdev MTU). A case passes when both programs exit 0 and a
@@ -43,6 +51,19 @@
 //     it returned are what its memory held, and its buffers hold the last
 //     READ response, atomic value, SEND or WRITE rxe sent (goroce perf
 //     --data-report prints their CRC).
+//   - preloaded: neither program says what it received, so the capture
+//     is the oracle where the programs' buffers are known: every message
+//     of the ping-pongs (rdma-core's -c fill: 0x7b with a zero at each
+//     page start; srq: zeros) and of ib_write_lat (zeros ending in the
+//     message count), both ways; ib_atomic_bw runs two rounds of its 64
+//     targets, so each second-round original value must be the first
+//     plus its add; ib_read_bw and ib_read_lat return, and ib_write_bw
+//     and ib_send_bw send, the same (rand()) bytes every time. Only
+//     ib_send_lat's data is not checked (it receives into what it sends).
+//     rdma-core's examples fix their QP timeout at 67 ms, which a TCG
+//     guest can outlast: goroce's retransmissions after that timeout,
+//     with no NAK, each ACKed again by rxe, are allowed there (see
+//     timedOutRetransmits).
 //   - the wire: exactly the request, READ response and atomic ACK packets
 //     the case calls for from each side, ACKs within bounds, and no NAK,
 //     no retransmission and no duplicate from goroce (see wantWire and
@@ -68,6 +89,7 @@
 //
 //	go run ./cmd/rxe-interop [-goroce BIN] [-lab PATH] [-out DIR] [-v]
 //	    [-transports rc,uc,ud|none] [-perftests write_bw,...|none]
+//	    [-preload rc,uc,ud,srq,write_bw,...|none]
 //	    [-roles server,client] [-families ipv4,ipv6] [-mtus 1024,4096]
 //	    [-iters 5] [-perf-iters 20]
 //
@@ -77,5 +99,8 @@
 // which .ci/interop turns into a failure under GOROCE_CI_STRICT=1.
 //
 // Where it sits: outside the stack, next to cmd/goroce, whose binary it
-// builds (or takes with -goroce) and drives as a black box.
+// builds (or takes with -goroce) and drives as a black box; for the
+// preloaded cases its `goroce exec` builds the libraries (go, gcc and
+// libibverbs-dev) before the guest boots, and the namespace side needs
+// Debian's ibverbs-utils and perftest.
 package main

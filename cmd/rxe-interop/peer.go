@@ -45,7 +45,9 @@ func runGoroceClient(ctx context.Context, l *lab, goroce string, c interopCase, 
 		r.attempts++
 		r.err = goroceCmd(ctx, l, goroce, c, logf, &stderr).Run()
 		r.lastLine = lastLine(stderr.String())
-		refused := strings.Contains(r.lastLine, "couldn't connect")
+		// goroce says "couldn't connect", rdma-core's examples and
+		// perftest "Couldn't connect" (perftest then prints more).
+		refused := strings.Contains(strings.ToLower(stderr.String()), "couldn't connect")
 		if r.err == nil || !refused || ctx.Err() != nil || rxeEnded() {
 			return r
 		}

@@ -1,12 +1,15 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"syscall"
 	"time"
 )
@@ -33,6 +36,10 @@ func (s *suite) run(ctx context.Context, cases []interopCase) []result {
 		if errors.Is(err, errCannotRun) {
 			return emit(skipAll(cases, err.Error()))
 		}
+		return emit(failAll(cases, err.Error()))
+	}
+
+	if err := s.preparePreload(ctx, cases); err != nil {
 		return emit(failAll(cases, err.Error()))
 	}
 
@@ -120,6 +127,20 @@ func (s *suite) runCase(ctx context.Context, log *serialLog, c interopCase) resu
 		o.wire, o.wireErr = countWire(capt.path, c.goroceAddr(), c.ackTimeout())
 	}
 	return judge(c, o)
+}
+
+// preparePreload has goroce exec build the preloadable libibverbs into
+// its cache now, if a case runs a preloaded program, so that the first
+// such case does not spend its time building.
+func (s *suite) preparePreload(ctx context.Context, cases []interopCase) error {
+	if !slices.ContainsFunc(cases, func(c interopCase) bool { return c.Preload }) {
+		return nil
+	}
+	out, err := exec.CommandContext(ctx, s.goroce, "exec", "--print-env").CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("goroce exec cannot provide its preloadable libibverbs: %v: %s", err, bytes.TrimSpace(out))
+	}
+	return nil
 }
 
 func hasIPv6(cases []interopCase) bool {

@@ -79,6 +79,14 @@ func judge(c interopCase, o observed) result {
 			break
 		}
 	}
+	if c.Preload {
+		for l := range strings.Lines(o.goroceOut) {
+			if strings.Contains(l, "invalid data in page") {
+				problems = append(problems, "goroce's preloaded -c: "+strings.TrimSpace(l))
+				break
+			}
+		}
+	}
 	checked := ""
 	if c.goroceChecks() {
 		m := reChecked.FindStringSubmatch(o.goroceOut)
@@ -114,7 +122,11 @@ func judge(c interopCase, o observed) result {
 		problems = append(problems, "capture not parsed: "+o.wireErr.Error())
 	} else if o.pcapErr == nil {
 		problems = append(problems, wireProblems(c, o.wire)...)
-		if c.Perftest != "" {
+		if c.Preload {
+			ps, what := preloadDataProblems(c, o.wire)
+			problems = append(problems, ps...)
+			checked = ", data checked: " + what
+		} else if c.Perftest != "" {
 			ps, what := dataProblems(c, o.wire, o.goroceOut)
 			problems = append(problems, ps...)
 			checked = ", data checked: " + what

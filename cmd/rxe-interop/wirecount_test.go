@@ -5,6 +5,22 @@ import (
 	"testing"
 )
 
+// rxeRun reads a capture of rxe talking to rxe for case c: a golden
+// capture's name in wire/testdata, or a path ending in .pcap. Guest B
+// (10.99.0.2), the client, stands where goroce stands when rxe is the
+// server.
+func rxeRun(t *testing.T, pcap string, c interopCase) wireCount {
+	t.Helper()
+	if !strings.HasSuffix(pcap, ".pcap") {
+		pcap = "../../wire/testdata/" + pcap + ".pcap"
+	}
+	w, err := countWire(pcap, "10.99.0.2", c.ackTimeout())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
 // TestWantWireMatchesRxe holds the counts a case must show against rxe's
 // own runs: the golden captures of rxe talking to rxe (wire/testdata),
 // where guest B (10.99.0.2), the client, stands where goroce stands when
@@ -18,13 +34,12 @@ func TestWantWireMatchesRxe(t *testing.T) {
 		{"rc_pingpong", interopCase{Transport: "rc", MTU: 1024, Size: 1024, Iters: 5}},
 		{"ib_write_bw", interopCase{Transport: "rc", Perftest: "write_bw", MTU: 1024, Size: 4096, Iters: 20}},
 		{"ib_send_lat", interopCase{Transport: "rc", Perftest: "send_lat", MTU: 1024, Size: 64, Iters: 20}},
+		// ibv_srq_pingpong -q 4 -n 5 (testdata/chk_srq_pingpong.txt).
+		{"testdata/chk_srq_pingpong.pcap", interopCase{Transport: "srq", Preload: true, MTU: 1024, Size: 1024, Iters: 5}},
 	} {
 		t.Run(tc.pcap, func(t *testing.T) {
 			tc.c.RxeRole = rxeServer
-			w, err := countWire("../../wire/testdata/"+tc.pcap+".pcap", "10.99.0.2", tc.c.ackTimeout())
-			if err != nil {
-				t.Fatal(err)
-			}
+			w := rxeRun(t, tc.pcap, tc.c)
 			t.Logf("client %v; server %v", w.goroce, w.rxe)
 			if ps := wireProblems(tc.c, w); len(ps) > 0 {
 				t.Errorf("rxe's own run:\n%s", strings.Join(ps, "\n"))
@@ -33,10 +48,14 @@ func TestWantWireMatchesRxe(t *testing.T) {
 				t.Errorf("no packets: %+v", w)
 			}
 			// One SEND fewer, as a lost packet would leave: the counts
-			// must notice.
-			tc.c.Iters++
+			// must notice (srq: fewer than its least).
+			more := 1
+			if tc.c.Transport == "srq" {
+				more = srqQPs
+			}
+			tc.c.Iters += more
 			if ps := wireProblems(tc.c, w); len(ps) == 0 {
-				t.Errorf("a run of %d operations passes for one of %d", tc.c.Iters-1, tc.c.Iters)
+				t.Errorf("a run of %d operations passes for one of %d", tc.c.Iters-more, tc.c.Iters)
 			}
 		})
 	}
