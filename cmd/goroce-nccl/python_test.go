@@ -129,22 +129,36 @@ func TestTorchUnderGoroceRun(t *testing.T) {
 	torchJob(t, out, fourRanks, 58)
 }
 
-// The same under torchrun (python3 -m torch.distributed.run) with 2 ranks:
-// torch's store carries rank 0's unique ID; torchrun sets no RNIC address,
-// so the script places rank r at GOROCE_TEST_ADDR_BASE + r.
-func TestTorchUnderTorchrun(t *testing.T) {
-	py := python(t, "numpy", "torch")
-	dir := programs(t)
+// torchrun runs script on nproc ranks with python3 -m torch.distributed.run
+// and returns the output. torchrun sets no RNIC address: the scripts put
+// rank r at GOROCE_TEST_ADDR_BASE + r (testdata/checks.py).
+func torchrun(t *testing.T, py, dir string, nproc int, script string) string {
+	t.Helper()
 	port := testenv.FreeTCPPort(t)
 	env := append(pythonEnv(dir), "GOROCE_TEST_ADDR_BASE=127.77.27.70")
 	// --redirects 1 --tee 1: torch 1.13's default of 0 fails on Python
 	// 3.11 (Std.from_str("0") is None there: IntFlag no longer iterates
 	// its zero member); 1 tees the ranks' standard output to ours.
-	out, err := startWithin(torchBound, env, py, "-m", "torch.distributed.run", "--nproc_per_node", "2",
-		"--redirects", "1", "--tee", "1", "--master_addr", "127.0.0.1", "--master_port", strconv.Itoa(port),
-		"testdata/torch_job.py")
+	out, err := startWithin(torchBound, env, py, "-m", "torch.distributed.run", "--nproc_per_node", strconv.Itoa(nproc),
+		"--redirects", "1", "--tee", "1", "--master_addr", "127.0.0.1", "--master_port", strconv.Itoa(port), script)
 	if err != nil {
 		t.Fatal(fmt.Errorf("torchrun: %w", err))
 	}
-	torchJob(t, out, []int{0, 1}, 50)
+	return out
+}
+
+// init_process_group(backend="goroce") under torchrun with 2 ranks:
+// torch's store carries rank 0's unique ID.
+func TestTorchUnderTorchrun(t *testing.T) {
+	py := python(t, "numpy", "torch")
+	dir := programs(t)
+	torchJob(t, torchrun(t, py, dir, 2, "testdata/torch_job.py"), []int{0, 1}, 50)
+}
+
+// Communicator.from_env under torchrun, whose agent holds the store at
+// MASTER_PORT: rank 0's unique ID goes through that store.
+func TestNumpyUnderTorchrun(t *testing.T) {
+	py := python(t, "numpy", "torch")
+	dir := programs(t)
+	passed(t, torchrun(t, py, dir, 2, "testdata/numpy_collectives.py"), []int{0, 1}, 365)
 }

@@ -1,4 +1,17 @@
-"""The tally the Python test programs keep and the Go tests read."""
+"""What the Python test programs share: the tally the Go tests read, and
+the RNIC address of a rank under torchrun."""
+
+import os
+
+
+def place_rank():
+    """Under torchrun, which sets no per-rank RNIC address, puts this rank's
+    at GOROCE_TEST_ADDR_BASE + LOCAL_RANK (the test picks the base); call
+    it before the library loads, which reads GOROCE_ADDR then."""
+    base = os.environ.get("GOROCE_TEST_ADDR_BASE")
+    if base and "GOROCE_ADDR" not in os.environ:
+        net, last = base.rsplit(".", 1)
+        os.environ["GOROCE_ADDR"] = "%s.%d" % (net, int(last) + int(os.environ["LOCAL_RANK"]))
 
 
 class Checks:

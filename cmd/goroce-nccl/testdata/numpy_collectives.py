@@ -1,7 +1,7 @@
 """Every collective of goroce_nccl on numpy arrays of the 10 NCCL data
 types, in place and out of place, against a plain numpy reference.
 
-Run under a launcher (goroce run -n N): each rank makes every rank's input
+Run under a launcher (goroce run -n N, torchrun): each rank makes every rank's input
 from a seed, so it computes the expected result itself with numpy, without
 the library. Prints "rank R: N checks, F failed" at the end (the Go test
 reads it).
@@ -20,7 +20,7 @@ import time
 import numpy as np
 
 import goroce_nccl as gn
-from checks import Checks
+from checks import Checks, place_rank
 
 
 def bf16_of(f32):
@@ -224,6 +224,7 @@ def forked():
               "allgather after the children exited, round %d" % round_)
 
 
+place_rank()
 comm = gn.Communicator.from_env()
 check = Checks(comm.rank)
 args = sys.argv[1:]

@@ -12,7 +12,6 @@ Prints "rank R: N checks, F failed" (the Go test reads it) and the largest
 difference between the two models' parameters.
 """
 
-import os
 import time
 
 import torch
@@ -21,14 +20,10 @@ import torch.nn as nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data import DataLoader, TensorDataset
 
-if os.environ.get("GOROCE_TEST_ADDR_BASE") and "GOROCE_ADDR" not in os.environ:
-    # torchrun sets no per-rank RNIC address: place this rank's from a
-    # base the test picked (before the library loads and reads it).
-    base = os.environ["GOROCE_TEST_ADDR_BASE"].rsplit(".", 1)
-    os.environ["GOROCE_ADDR"] = "%s.%d" % (base[0], int(base[1]) + int(os.environ["LOCAL_RANK"]))
+import goroce_nccl.distributed  # noqa: F401  registers the backend
+from checks import Checks, place_rank
 
-import goroce_nccl.distributed  # noqa: E402,F401  registers the backend
-from checks import Checks  # noqa: E402
+place_rank()
 
 backend = "goroce"
 dist.init_process_group(backend=backend)

@@ -2,7 +2,7 @@
 
 A ctypes binding of libgoroce-nccl.so (cmd/goroce-nccl: NCCL's C API for
 host memory, running on goroce's software RoCE NICs) for numpy arrays, and,
-in goroce_nccl.torch, a torch.distributed backend named "goroce".
+in goroce_nccl.distributed, a torch.distributed backend named "goroce".
 
 Finding the library. The first use loads, in this order: the file named by
 GOROCE_NCCL_LIB; libgoroce-nccl.so next to this file; the system's
@@ -373,18 +373,41 @@ class Communicator:
     @classmethod
     def from_env(cls):
         """This process's communicator from its launcher's environment:
-        goroce run and torchrun (RANK, WORLD_SIZE, MASTER_ADDR,
-        MASTER_PORT), Open MPI (OMPI_COMM_WORLD_RANK/SIZE) or Slurm
-        (SLURM_PROCID, SLURM_NTASKS); rank 0 serves the rendezvous at
-        MASTER_ADDR:MASTER_PORT (or NCCL_COMM_ID). Under torchrun that port
-        is torch's store's: in a torch program use the "goroce" backend
-        (goroce_nccl.torch) instead."""
+        goroce run (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT), Open MPI
+        (OMPI_COMM_WORLD_RANK/SIZE) or Slurm (SLURM_PROCID, SLURM_NTASKS),
+        rank 0 serving the rendezvous at MASTER_ADDR:MASTER_PORT (or
+        NCCL_COMM_ID); or torchrun, whose agent holds a store at
+        MASTER_ADDR:MASTER_PORT itself: there rank 0 makes a new unique ID
+        and hands it to the others through that store (this imports torch,
+        which torchrun has)."""
+        if os.environ.get("TORCHELASTIC_RUN_ID") and os.environ.get("RANK"):
+            return cls._from_torchrun()
         uid = job_unique_id()
         for rank, size in (("RANK", "WORLD_SIZE"), ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"),
                            ("SLURM_PROCID", "SLURM_NTASKS")):
             if os.environ.get(rank):
                 return cls(int(os.environ[size]), uid, int(os.environ[rank]))
         raise InvalidUsage(5, "goroce_nccl: no launcher environment")
+
+    _torchrun_comms = 0  # communicators made from torchrun's store, for their keys
+
+    @classmethod
+    def _from_torchrun(cls):
+        from datetime import timedelta
+
+        import torch.distributed as dist
+
+        env = os.environ
+        rank, size = int(env["RANK"]), int(env["WORLD_SIZE"])
+        store = dist.TCPStore(env.get("MASTER_ADDR", "127.0.0.1"), int(env.get("MASTER_PORT", "29500")),
+                              size, False, timedelta(seconds=60))
+        Communicator._torchrun_comms += 1
+        key = "goroce_nccl/unique_id/%s/%s/%d" % (env.get("TORCHELASTIC_RUN_ID"),
+                                                   env.get("TORCHELASTIC_RESTART_COUNT", "0"),
+                                                   Communicator._torchrun_comms)
+        if rank == 0:
+            store.set(key, unique_id())
+        return cls(size, bytes(store.get(key)), rank)
 
     def __enter__(self):
         return self

@@ -33,9 +33,11 @@ float16, float32, float64 and bfloat16 (and uint32/uint64 where torch has
 them); the reduce ops are SUM, PRODUCT, MIN, MAX and AVG. A non-contiguous
 tensor is copied into a contiguous one and back.
 
-Limits. One process group of this backend per process: each has its own
-RNIC at the process's address, so torch.distributed.new_group(backend=
-"goroce") would ask for the same address twice. Send and receive run in
+Limits. One process group of this backend per process, for the life of
+the process: each has its own RNIC at the process's address, so
+torch.distributed.new_group(backend="goroce"), or a second
+init_process_group after destroy_process_group (which does not free the
+communicator), would ask for the same address twice. Send and receive run in
 the order issued, each completing before the next starts, as blocking
 send/recv do: isend/irecv pairs that need each other must be ordered as
 blocking calls would be (rank 0 sends first, rank 1 receives first), and
@@ -113,10 +115,6 @@ class _View:
                 self.tensor.copy_(self.buf)
 
 
-def _flat(views):
-    return [v.array for v in views]
-
-
 class ProcessGroupGoroce(dist.ProcessGroup):
     """A torch.distributed process group on a goroce_nccl.Communicator;
     torch makes it through the "goroce" backend (init_process_group), from
@@ -139,10 +137,7 @@ class ProcessGroupGoroce(dist.ProcessGroup):
 
     def _run(self):
         while True:
-            item = self._ops.get()
-            if item is None:
-                return
-            fn, fut = item
+            fn, fut = self._ops.get()
             try:
                 result = fn()
             except BaseException as e:  # the future carries it to wait()
@@ -160,13 +155,6 @@ class ProcessGroupGoroce(dist.ProcessGroup):
 
     def _views(self, tensors):
         return [_View(t) for t in tensors]
-
-    def shutdown(self):
-        """Stops the worker and destroys the communicator after the queued
-        operations."""
-        done = self._submit(lambda: self._comm.destroy())
-        self._ops.put(None)
-        done.wait()
 
     # The collectives. Each checks its tensors now (raising at the call)
     # and runs on the worker.
