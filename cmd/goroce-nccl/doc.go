@@ -62,6 +62,17 @@
 // rank and the peer to blame, such as "nccl: AllReduce #3 on rank 1,
 // peer 3: rank 3 dead (reported by the bootstrap root: ...)".
 //
+// Python. python/goroce_nccl is a ctypes binding of this library for
+// numpy arrays (every collective, the 10 data types, errors as exceptions
+// naming the failed rank) and, in goroce_nccl.distributed, a
+// torch.distributed backend named "goroce" (DistributedDataParallel works
+// on it). It loads the library from GOROCE_NCCL_LIB, or libgoroce-nccl.so
+// next to it; its doc string says how to build and use it, and what one
+// Go runtime per process and fork after loading (DataLoader workers) mean
+// for a Python program. The Go tests (python_test.go) build the library
+// into a temporary directory and run testdata/numpy_collectives.py and
+// testdata/torch_job.py under goroce run and torchrun.
+//
 // The package's .go files need cgo, but for main.go and this file, so
 // the package still builds (as an empty command) with CGO_ENABLED=0.
 //

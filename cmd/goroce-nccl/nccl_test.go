@@ -100,7 +100,12 @@ func run(t *testing.T, env []string, name string, args ...string) string {
 // start runs a command as run does and returns its output and an error
 // saying how it failed, if it did.
 func start(env []string, name string, args ...string) (string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	return startWithin(time.Minute, env, name, args...)
+}
+
+// startWithin is start with a bound of its own instead of a minute.
+func startWithin(bound time.Duration, env []string, name string, args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), bound)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.Env = append(cleanEnv(), env...)
