@@ -8,18 +8,18 @@ import (
 	"strings"
 	"time"
 
-	dcqcnbench "github.com/goroce/goroce/bench/dcqcn"
-	"github.com/goroce/goroce/bench/dcqcn/vtime"
 	"github.com/goroce/goroce/dcqcn"
+	"github.com/goroce/goroce/dcqcn/experiment"
+	"github.com/goroce/goroce/dcqcn/experiment/vtime"
 	"github.com/goroce/goroce/rnic"
 )
 
 // runDCQCN is `goroce dcqcn incast|converge`: the DCQCN experiments of
-// bench/dcqcn, with a CSV, a PNG and a summary line.
+// dcqcn/experiment, with a CSV, a PNG and a summary line.
 //
 // The experiments run in virtual time, in a testing/synctest bubble that
-// bench/dcqcn/vtime sets up outside `go test`: the defaults are the
-// scenarios of bench/dcqcn's tests (10 Gb/s, 200 ms), and the command prints
+// dcqcn/experiment/vtime sets up outside `go test`: the defaults are the
+// scenarios of dcqcn/experiment's tests (10 Gb/s, 200 ms), and the command prints
 // the summary the tests check. Only when vtime cannot make a bubble (inside
 // a running test) does it fall back to real time, and says so.
 func runDCQCN(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -36,14 +36,14 @@ Writes DIR/<experiment>-n<N>-<preset|off>.csv and .png and prints
 
 The run is in virtual time (testing/synctest): a 200 ms experiment at 10 Gb/s
 takes about a second of CPU, and the defaults are the scenarios that
-"go test ./bench/dcqcn" checks.`
+"go test ./dcqcn/experiment" checks.`
 	fs := newFlagSet("goroce dcqcn incast|converge [flags]", about)
 	flows := fs.Int("flows", 4, "number of senders (incast)")
 	on := fs.Bool("dcqcn", true, "run DCQCN; --dcqcn=false shows the network without it")
 	preset := fs.String("preset", dcqcn.PresetNamePaper, "DCQCN parameters: "+strings.Join(dcqcn.Presets(), "|"))
-	duration := fs.Duration("duration", dcqcnbench.DefaultDuration, "how long the experiment runs (virtual time)")
-	interval := fs.Duration("interval", dcqcnbench.DefaultInterval, "sampling interval")
-	rateGbps := fs.Float64("rate", float64(dcqcnbench.DefaultLineRate/dcqcn.Gbps), "line rate of every link, in Gb/s")
+	duration := fs.Duration("duration", experiment.DefaultDuration, "how long the experiment runs (virtual time)")
+	interval := fs.Duration("interval", experiment.DefaultInterval, "sampling interval")
+	rateGbps := fs.Float64("rate", float64(experiment.DefaultLineRate/dcqcn.Gbps), "line rate of every link, in Gb/s")
 	out := fs.String("o", "dcqcn-out", "output `directory`")
 	seed := fs.Uint64("seed", 0, "seed of the switch's random marking")
 	uiAddr := fs.String("ui-addr", "", uiDCQCNFlagHelp)
@@ -56,7 +56,7 @@ takes about a second of CPU, and the defaults are the scenarios that
 		fs.Usage()
 		return exitUsage
 	}
-	experiment, args := args[0], args[1:]
+	name, args := args[0], args[1:]
 	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
 		return code
 	}
@@ -64,19 +64,19 @@ takes about a second of CPU, and the defaults are the scenarios that
 		fmt.Fprintf(stderr, "goroce dcqcn: unexpected argument %q\n", fs.Arg(0))
 		return exitUsage
 	}
-	var sc dcqcnbench.Scenario
-	switch experiment {
+	var sc experiment.Scenario
+	switch name {
 	case "incast":
-		sc = dcqcnbench.Scenario{Name: "incast", Flows: *flows}
+		sc = experiment.Scenario{Name: "incast", Flows: *flows}
 	case "converge":
-		sc = dcqcnbench.Scenario{Name: "converge", Flows: 2, Starts: []time.Duration{0, *duration / 4}}
+		sc = experiment.Scenario{Name: "converge", Flows: 2, Starts: []time.Duration{0, *duration / 4}}
 	default:
-		fmt.Fprintf(stderr, "goroce dcqcn: unknown experiment %q (want incast or converge)\n", experiment)
+		fmt.Fprintf(stderr, "goroce dcqcn: unknown experiment %q (want incast or converge)\n", name)
 		return exitUsage
 	}
 	rate := dcqcn.Rate(*rateGbps) * dcqcn.Gbps
 	sc.LineRate = rate
-	sc.Buffer = dcqcnbench.DefaultBuffer(rate)
+	sc.Buffer = experiment.DefaultBuffer(rate)
 	sc.Preset = *preset
 	sc.DisableDCQCN = !*on
 	sc.Duration = *duration
@@ -101,12 +101,12 @@ takes about a second of CPU, and the defaults are the scenarios that
 	}
 
 	fmt.Fprintf(stdout, "goroce dcqcn %s: %d flows at %v for %v in virtual time\n",
-		experiment, sc.Flows, rate, sc.Duration)
-	var res *dcqcnbench.Result
-	verr := vtime.Run(ctx, func(ctx context.Context) { res, err = dcqcnbench.Run(ctx, sc) })
+		name, sc.Flows, rate, sc.Duration)
+	var res *experiment.Result
+	verr := vtime.Run(ctx, func(ctx context.Context) { res, err = experiment.Run(ctx, sc) })
 	if errors.Is(verr, vtime.ErrInTest) {
 		fmt.Fprintln(stdout, "(inside a running test there is no bubble to spare: running in REAL time)")
-		res, err = dcqcnbench.Run(ctx, sc)
+		res, err = experiment.Run(ctx, sc)
 	} else if verr != nil {
 		fmt.Fprintf(stderr, "goroce dcqcn: %v\n", verr)
 		return exitFail
@@ -126,13 +126,13 @@ takes about a second of CPU, and the defaults are the scenarios that
 	t := res.Totals
 	fmt.Fprintf(stdout, "marked=%d cnps=%d rate_reductions=%d retransmitted=%d timeouts=%d queue_max_bytes=%d\n",
 		t.Marked, t.CNPsSent, t.RateReductions, t.Retransmitted, t.Timeouts, t.QueueMaxBytes)
-	csvPath, pngPath, werr := dcqcnbench.WriteFiles(*out, res)
+	csvPath, pngPath, werr := experiment.WriteFiles(*out, res)
 	if werr != nil {
 		fmt.Fprintf(stderr, "goroce dcqcn: %v\n", werr)
 		return exitFail
 	}
 	fmt.Fprintf(stdout, "wrote %s and %s\n", csvPath, pngPath)
-	fmt.Fprintln(stdout, dcqcnbench.Summarize(res))
+	fmt.Fprintln(stdout, experiment.Summarize(res))
 	if *uiAddr != "" && ctx.Err() == nil {
 		// The run takes a second of real time: keep the page up to read.
 		fmt.Fprintln(stderr, "ui: the run is over; the page keeps its chart until goroce is interrupted (Ctrl-C)")

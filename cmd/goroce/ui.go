@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"io"
 
-	dcqcnbench "github.com/goroce/goroce/bench/dcqcn"
+	"github.com/goroce/goroce/dcqcn/experiment"
 	"github.com/goroce/goroce/rnic"
 	"github.com/goroce/goroce/rnic/ui"
 )
@@ -49,14 +49,14 @@ func startDeviceUI(addr string, dev *rnic.Device, stderr io.Writer) (stop func()
 
 // watchDCQCN charts sc's run on srv: it describes the run and has the run
 // push every sample it records.
-func watchDCQCN(srv *ui.Server, sc *dcqcnbench.Scenario) {
+func watchDCQCN(srv *ui.Server, sc *experiment.Scenario) {
 	preset := sc.Preset
 	if sc.DisableDCQCN {
 		preset = "off"
 	}
 	srv.StartDCQCN(ui.DCQCNRun{Name: sc.Name, Flows: sc.Flows, LineRate: sc.LineRate,
 		Duration: sc.Duration, Buffer: sc.Buffer, Preset: preset})
-	sc.OnSample = func(s dcqcnbench.Sample) {
+	sc.OnSample = func(s experiment.Sample) {
 		srv.PushDCQCN(ui.DCQCNSample{At: s.At, Rate: s.Rate, Throughput: s.Throughput,
 			QueueBytes: s.QueueBytes, QueueMax: s.QueueMax,
 			Marked: s.Marked, CNPs: s.CNPs, TailDrops: s.TailDrops, Retransmitted: s.Retransmitted})

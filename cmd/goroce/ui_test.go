@@ -10,8 +10,8 @@ import (
 	"testing/synctest"
 	"time"
 
-	dcqcnbench "github.com/goroce/goroce/bench/dcqcn"
 	"github.com/goroce/goroce/dcqcn"
+	"github.com/goroce/goroce/dcqcn/experiment"
 	"github.com/goroce/goroce/rnic/ui"
 )
 
@@ -79,13 +79,13 @@ func TestUIAddrFlag(t *testing.T) {
 // recorded, with its rates and queue depth.
 func TestWatchDCQCN(t *testing.T) {
 	srv := ui.New(ui.Options{})
-	sc := dcqcnbench.Scenario{Name: "incast", Flows: 2, LineRate: dcqcn.Gbps, Buffer: dcqcnbench.DefaultBuffer(dcqcn.Gbps),
+	sc := experiment.Scenario{Name: "incast", Flows: 2, LineRate: dcqcn.Gbps, Buffer: experiment.DefaultBuffer(dcqcn.Gbps),
 		Duration: 10 * time.Millisecond, Interval: time.Millisecond}
 	watchDCQCN(srv, &sc)
-	var res *dcqcnbench.Result
+	var res *experiment.Result
 	synctest.Test(t, func(t *testing.T) {
 		var err error
-		if res, err = dcqcnbench.Run(context.Background(), sc); err != nil {
+		if res, err = experiment.Run(context.Background(), sc); err != nil {
 			t.Fatal(err)
 		}
 	})

@@ -1,4 +1,4 @@
-package dcqcn
+package experiment
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-// Package dcqcn runs DCQCN experiments on real goroce devices: N senders,
+// Package experiment runs DCQCN experiments on real goroce devices: N senders,
 // each a device with one RC QP writing continuously (RDMA WRITE) to one
 // receiver device, through a simulated switch (rnic/simlink) whose queue
 // towards the receiver is the shared bottleneck and DCQCN's congestion
@@ -58,4 +58,4 @@
 // 99th percentile of the queue depth that arriving packets found (also over
 // the second half), drops, and the convergence time. WriteCSV and WritePNG
 // store the series.
-package dcqcn
+package experiment

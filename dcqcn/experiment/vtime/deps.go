@@ -27,7 +27,7 @@ type deps struct{}
 
 var errNotSupported = errors.New("vtime: not supported outside go test")
 
-func (deps) ImportPath() string { return "github.com/goroce/goroce/bench/dcqcn/vtime" }
+func (deps) ImportPath() string { return "github.com/goroce/goroce/dcqcn/experiment/vtime" }
 func (deps) ModulePath() string { return "github.com/goroce/goroce" }
 func (deps) MatchString(pat, str string) (bool, error) {
 	return regexp.MatchString(pat, str)

@@ -10,7 +10,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/goroce/goroce/bench/dcqcn/vtime"
+	"github.com/goroce/goroce/dcqcn/experiment/vtime"
 )
 
 func main() {

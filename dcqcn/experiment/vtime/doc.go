@@ -1,8 +1,8 @@
 // Package vtime runs a function in virtual time in an ordinary program, the
 // way `go test` runs a test in a testing/synctest bubble, so that the goroce
-// command's DCQCN experiments (bench/dcqcn) are as exact as the tests'.
+// command's DCQCN experiments (dcqcn/experiment) are as exact as the tests'.
 //
-// Where it sits: a helper of bench/dcqcn for cmd/goroce; nothing in the
+// Where it sits: a helper of dcqcn/experiment for cmd/goroce; nothing in the
 // device stack uses it.
 //
 // # How
