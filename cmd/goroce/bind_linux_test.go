@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/goroce/goroce/cmd/goroce/internal/cli"
 )
 
 // goroce run binds each rank to the CPUs rankCPUs gives it, from its
@@ -22,7 +24,7 @@ func TestRunBindsRanks(t *testing.T) {
 		{len(cpus), "auto"}, {len(cpus) + 1, "auto"}} {
 		t.Run(fmt.Sprintf("%d_%s", c.n, c.flag), func(t *testing.T) {
 			code, out, errOut, _ := goroceRun(t, c.n, "cpus", "--bind-to", c.flag)
-			if code != exitOK {
+			if code != cli.ExitOK {
 				t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
 			}
 			for r := range c.n {

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/goroce/goroce/cmd/goroce/internal/cli"
 	"github.com/goroce/goroce/dcqcn"
 	"github.com/goroce/goroce/dcqcn/experiment"
 	"github.com/goroce/goroce/dcqcn/experiment/vtime"
@@ -37,7 +38,7 @@ Writes DIR/<experiment>-n<N>-<preset|off>.csv and .png and prints
 The run is in virtual time (testing/synctest): a 200 ms experiment at 10 Gb/s
 takes about a second of CPU, and the defaults are the scenarios that
 "go test ./dcqcn/experiment" checks.`
-	fs := newFlagSet("goroce dcqcn incast|converge [flags]", about)
+	fs := cli.NewFlagSet("goroce dcqcn incast|converge [flags]", about)
 	flows := fs.Int("flows", 4, "number of senders (incast)")
 	on := fs.Bool("dcqcn", true, "run DCQCN; --dcqcn=false shows the network without it")
 	preset := fs.String("preset", dcqcn.PresetNamePaper, "DCQCN parameters: "+strings.Join(dcqcn.Presets(), "|"))
@@ -46,23 +47,23 @@ takes about a second of CPU, and the defaults are the scenarios that
 	rateGbps := fs.Float64("rate", float64(experiment.DefaultLineRate/dcqcn.Gbps), "line rate of every link, in Gb/s")
 	out := fs.String("o", "dcqcn-out", "output `directory`")
 	seed := fs.Uint64("seed", 0, "seed of the switch's random marking")
-	uiAddr := fs.String("ui-addr", "", uiDCQCNFlagHelp)
-	var obs observeFlags // --trace and --pcap only: every device of the experiment shares them
-	obs.registerTrace(fs)
+	uiAddr := fs.String("ui-addr", "", cli.UIDCQCNFlagHelp)
+	var obs cli.ObserveFlags // --trace and --pcap only: every device of the experiment shares them
+	obs.RegisterTrace(fs)
 	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
-		if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
+		if code, ok := cli.ParseFlags(fs, args, stdout, stderr); !ok {
 			return code
 		}
 		fs.Usage()
-		return exitUsage
+		return cli.ExitUsage
 	}
 	name, args := args[0], args[1:]
-	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
+	if code, ok := cli.ParseFlags(fs, args, stdout, stderr); !ok {
 		return code
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "goroce dcqcn: unexpected argument %q\n", fs.Arg(0))
-		return exitUsage
+		return cli.ExitUsage
 	}
 	var sc experiment.Scenario
 	switch name {
@@ -72,7 +73,7 @@ takes about a second of CPU, and the defaults are the scenarios that
 		sc = experiment.Scenario{Name: "converge", Flows: 2, Starts: []time.Duration{0, *duration / 4}}
 	default:
 		fmt.Fprintf(stderr, "goroce dcqcn: unknown experiment %q (want incast or converge)\n", name)
-		return exitUsage
+		return cli.ExitUsage
 	}
 	rate := dcqcn.Rate(*rateGbps) * dcqcn.Gbps
 	sc.LineRate = rate
@@ -83,21 +84,21 @@ takes about a second of CPU, and the defaults are the scenarios that
 	sc.Interval = *interval
 	sc.Seed = *seed
 	var dc rnic.Config
-	closeCapture, err := obs.apply(&dc, stderr)
+	closeCapture, err := obs.Apply(&dc, stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "goroce dcqcn: %v\n", err)
-		return exitUsage
+		return cli.ExitUsage
 	}
 	defer closeCapture()
 	sc.Trace, sc.Tap = dc.Trace, dc.Tap
 	if *uiAddr != "" {
-		srv, stopUI, err := startUI(*uiAddr, stderr)
+		srv, stopUI, err := cli.StartUI(*uiAddr, stderr)
 		if err != nil {
 			fmt.Fprintf(stderr, "goroce dcqcn: %v\n", err)
-			return exitUsage
+			return cli.ExitUsage
 		}
 		defer stopUI()
-		watchDCQCN(srv, &sc)
+		cli.WatchDCQCN(srv, &sc)
 	}
 
 	fmt.Fprintf(stdout, "goroce dcqcn %s: %d flows at %v for %v in virtual time\n",
@@ -109,11 +110,11 @@ takes about a second of CPU, and the defaults are the scenarios that
 		res, err = experiment.Run(ctx, sc)
 	} else if verr != nil {
 		fmt.Fprintf(stderr, "goroce dcqcn: %v\n", verr)
-		return exitFail
+		return cli.ExitFail
 	}
 	if err != nil && res == nil {
 		fmt.Fprintf(stderr, "goroce dcqcn: %v\n", err)
-		return exitUsage
+		return cli.ExitUsage
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "goroce dcqcn: stopped early: %v\n", err)
@@ -129,7 +130,7 @@ takes about a second of CPU, and the defaults are the scenarios that
 	csvPath, pngPath, werr := experiment.WriteFiles(*out, res)
 	if werr != nil {
 		fmt.Fprintf(stderr, "goroce dcqcn: %v\n", werr)
-		return exitFail
+		return cli.ExitFail
 	}
 	fmt.Fprintf(stdout, "wrote %s and %s\n", csvPath, pngPath)
 	fmt.Fprintln(stdout, experiment.Summarize(res))
@@ -139,7 +140,7 @@ takes about a second of CPU, and the defaults are the scenarios that
 		<-ctx.Done()
 	}
 	if err != nil {
-		return exitFail
+		return cli.ExitFail
 	}
-	return exitOK
+	return cli.ExitOK
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/goroce/goroce/cmd/goroce/internal/cli"
 	"github.com/goroce/goroce/nccl"
 )
 
@@ -48,7 +49,7 @@ var demoCounters = []struct{ name, about string }{
 
 // runDemo is `goroce demo`.
 func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("goroce demo [flags]", demoAbout)
+	fs := cli.NewFlagSet("goroce demo [flags]", demoAbout)
 	n := fs.Int("n", 4, "number of ranks (processes)")
 	sizeFlag := fs.String("size", "1M", "`bytes` each rank's larger buffer holds per collective (K, M suffixes)")
 	iters := fs.Int("iters", 5, "timed calls per collective, after the checked one")
@@ -56,9 +57,9 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	base := addrBaseFlag(fs)
 	grace := fs.Duration("grace", 3*time.Second, "how long ranks get to stop after one fails")
 	timeout := fs.Duration("timeout", nccl.DefaultTimeout, "a collective fails when none of its transfers completes for this long")
-	var obs observeFlags
-	obs.register(fs)
-	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
+	var obs cli.ObserveFlags
+	obs.Register(fs)
+	if code, ok := cli.ParseFlags(fs, args, stdout, stderr); !ok {
 		return code
 	}
 	size, err := parseSize(*sizeFlag)
@@ -73,12 +74,12 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "goroce demo: %v\n", err)
-		return exitUsage
+		return cli.ExitUsage
 	}
 	if _, err := nccl.ReadEnv(); errors.Is(err, nccl.ErrNoEnv) {
 		return relaunch(ctx, fs, []string{"demo"}, *n, *base, *grace, stdout, stderr, "")
 	}
-	obs.setenv() // each rank's device reads GOROCE_TRACE and GOROCE_PCAP
+	obs.Setenv() // each rank's device reads GOROCE_TRACE and GOROCE_PCAP
 	if *device {
 		// The simulated host has nvidia_peermem loaded: the RNIC may
 		// register GPU memory (the GDR row's FIFOs live there).
@@ -87,24 +88,24 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	c, err := nccl.CommInitFromEnv(ctx, nccl.Options{Timeout: *timeout})
 	if err != nil {
 		fmt.Fprintf(stderr, "goroce demo: %v\n", err)
-		return exitFail
+		return cli.ExitFail
 	}
-	stopObs, err := obs.attachRank(c.Device(), c.Rank(), stderr)
+	stopObs, err := obs.AttachRank(c.Device(), c.Rank(), stderr)
 	if err != nil {
 		c.Abort()
 		fmt.Fprintf(stderr, "goroce demo: rank %d: %v\n", c.Rank(), err)
-		return exitFail
+		return cli.ExitFail
 	}
 	defer stopObs()
 	code, err := demoRank(ctx, c, size, *iters, *device, stdout)
 	if err != nil {
 		c.Abort()
 		fmt.Fprintf(stderr, "goroce demo: rank %d: %v\n", c.Rank(), err)
-		return exitFail
+		return cli.ExitFail
 	}
 	if err := c.Destroy(); err != nil {
 		fmt.Fprintf(stderr, "goroce demo: rank %d: destroy: %v\n", c.Rank(), err)
-		return exitFail
+		return cli.ExitFail
 	}
 	return code
 }
@@ -124,14 +125,14 @@ func demoRank(ctx context.Context, c *nccl.Comm, size, iters int, device bool, o
 	}
 	devices, err := gatherDevices(ctx, c)
 	if err != nil {
-		return exitFail, err
+		return cli.ExitFail, err
 	}
 	var rows []demoRow
 	for i := range perfColls {
 		pc := newPerfCase(&perfColls[i], rank, n, size, nccl.Float32, nccl.Sum, 0)
 		row, err := demoCollective(ctx, c, pc, iters)
 		if err != nil {
-			return exitFail, fmt.Errorf("%s: %w", pc.coll.title, err)
+			return cli.ExitFail, fmt.Errorf("%s: %w", pc.coll.title, err)
 		}
 		rows = append(rows, row)
 	}
@@ -142,12 +143,12 @@ func demoRank(ctx context.Context, c *nccl.Comm, size, iters int, device bool, o
 		}
 	}
 	if counts, err = allReduceFloat64s(ctx, c, counts...); err != nil {
-		return exitFail, fmt.Errorf("summing the counters: %w", err)
+		return cli.ExitFail, fmt.Errorf("summing the counters: %w", err)
 	}
 	var devRows []demoDeviceRow
 	if device {
 		if devRows, err = demoDevice(ctx, c, size, iters); err != nil {
-			return exitFail, err
+			return cli.ExitFail, err
 		}
 	}
 
@@ -183,16 +184,16 @@ func demoRank(ctx context.Context, c *nccl.Comm, size, iters int, device bool, o
 	}
 	if bad > 0 {
 		fmt.Fprintf(out, "demo: %d of %d collectives returned WRONG results\n", bad, len(rows))
-		return exitFail, nil
+		return cli.ExitFail, nil
 	}
 	if devBad > 0 {
-		return exitFail, nil
+		return cli.ExitFail, nil
 	}
 	if devRows != nil {
 		fmt.Fprintln(out, "demo: AllReduce on device buffers returned the right result on every rank, GDR and staged")
 	}
 	fmt.Fprintf(out, "demo: all %d collectives returned the right result on every rank\n", len(rows))
-	return exitOK, nil
+	return cli.ExitOK, nil
 }
 
 // demoCollective runs one collective once on known data and checks it,

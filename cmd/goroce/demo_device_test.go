@@ -6,6 +6,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/goroce/goroce/cmd/goroce/internal/cli"
 )
 
 // The demo's device part: AllReduce on simulated GPU buffers, GDR and
@@ -13,7 +15,7 @@ import (
 // of 64 KiB: each rank sends and receives 64 KiB per call.
 func TestDemoDevice(t *testing.T) {
 	code, out, errOut := goroce(t, "demo", "-n", "2", "--addr-base", testBase(), "--size", "64K", "--iters", "2")
-	if code != exitOK {
+	if code != cli.ExitOK {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
 	}
 	for _, re := range []string{

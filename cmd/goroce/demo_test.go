@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/goroce/goroce/cmd/goroce/internal/cli"
 )
 
 // goroce demo starts 4 ranks of itself, runs every collective, and
@@ -16,7 +18,7 @@ func TestDemo(t *testing.T) {
 	// must not look dead (see killIBTimeout).
 	t.Setenv("NCCL_IB_TIMEOUT", killIBTimeout)
 	code, out, errOut := goroce(t, "demo", "--addr-base", testBase(), "--size", "256K", "--iters", "2")
-	if code != exitOK {
+	if code != cli.ExitOK {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
 	}
 	for _, c := range perfColls {

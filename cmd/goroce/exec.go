@@ -18,6 +18,7 @@ import (
 	"strings"
 
 	"github.com/goroce/goroce/cmd/goroce-verbs/build"
+	"github.com/goroce/goroce/cmd/goroce/internal/cli"
 )
 
 const execAbout = `Runs an unmodified libibverbs program (ibv_rc_pingpong, ibv_devinfo,
@@ -49,14 +50,14 @@ func runExec(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fs.SetOutput(stderr)
 		fs.Usage()
 		fmt.Fprintf(stderr, "\ngoroce exec: %v\n", err)
-		return exitUsage
+		return cli.ExitUsage
 	}
 	fs.SetOutput(io.Discard)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fs.SetOutput(stdout)
 			fs.Usage()
-			return exitOK
+			return cli.ExitOK
 		}
 		return fail(err)
 	}
@@ -93,7 +94,7 @@ func runExec(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	shim, err := verbsLibs(ctx, *src, stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "goroce exec: %v\n", err)
-		return exitFail
+		return cli.ExitFail
 	}
 	set["LD_PRELOAD"] = addPreload(os.Getenv("LD_PRELOAD"), shim)
 	if *printEnv {
@@ -102,7 +103,7 @@ func runExec(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 				fmt.Fprintf(stdout, "export %s=%s\n", name, shellQuote(v))
 			}
 		}
-		return exitOK
+		return cli.ExitOK
 	}
 	env := os.Environ()
 	for name, v := range set {

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/goroce/goroce/cmd/goroce-verbs/build"
+	"github.com/goroce/goroce/cmd/goroce/internal/cli"
 	"github.com/goroce/goroce/wire/testenv"
 )
 
@@ -83,7 +84,7 @@ func TestExec(t *testing.T) {
 		} {
 			out, errOut, code := goroceExec(ctx, bin, cache, nil, tc.args...)
 			lines := strings.Split(strings.TrimSpace(errOut), "\n")
-			if code != exitUsage || out != "" || !strings.Contains(lines[len(lines)-1], tc.want) {
+			if code != cli.ExitUsage || out != "" || !strings.Contains(lines[len(lines)-1], tc.want) {
 				t.Errorf("goroce exec %s: exit %d, stdout %q, last line of stderr %q; want exit 2, nothing run, %q",
 					strings.Join(tc.args, " "), code, out, lines[len(lines)-1], tc.want)
 			}
@@ -102,7 +103,7 @@ func TestExec(t *testing.T) {
 			{[]string{"PATH=" + goDir}, []string{"--", "true"}, "gcc is missing: apt-get install gcc"},
 		} {
 			_, errOut, code := goroceExec(ctx, bin, t.TempDir(), tc.env, tc.args...)
-			if code != exitFail || !strings.Contains(errOut, tc.want) {
+			if code != cli.ExitFail || !strings.Contains(errOut, tc.want) {
 				t.Errorf("goroce exec %s with %q: exit %d, stderr %q; want exit 1 and %q", strings.Join(tc.args, " "), tc.env, code, errOut, tc.want)
 			}
 		}

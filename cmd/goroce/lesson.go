@@ -7,6 +7,8 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"github.com/goroce/goroce/cmd/goroce/internal/cli"
 )
 
 // This file holds `goroce lesson NAME`: the scripted scenarios of the
@@ -75,27 +77,27 @@ func runLesson(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	for _, ls := range lessons {
 		fmt.Fprintf(&list, "  %-13s %s\n", ls.name, ls.summary)
 	}
-	fs := newFlagSet("goroce lesson NAME [--trace] [--pcap FILE]", fmt.Sprintf(lessonAbout, list.String()))
+	fs := cli.NewFlagSet("goroce lesson NAME [--trace] [--pcap FILE]", fmt.Sprintf(lessonAbout, list.String()))
 	trace := fs.Bool("trace", os.Getenv("GOROCE_TRACE") != "",
 		"interleave every packet the devices send and receive, their QP events and the switch's drops with the lesson, on stdout")
 	pcapPath := fs.String("pcap", "", "write every packet device A sends or receives to this pcap `file` (Wireshark decodes it as RoCE)")
-	pos, code, ok := parseWithHosts(fs, args, stdout, stderr)
+	pos, code, ok := cli.ParseWithHosts(fs, args, stdout, stderr)
 	if !ok {
 		return code
 	}
 	if len(pos) == 0 {
 		fmt.Fprint(stderr, "goroce lesson: name a lesson\n\n")
-		fs.Usage() // parseFlags left the output on stderr
-		return exitUsage
+		fs.Usage() // cli.ParseFlags left the output on stderr
+		return cli.ExitUsage
 	}
 	if len(pos) > 1 {
 		fmt.Fprintf(stderr, "goroce lesson: one lesson at a time, got %q\n", pos)
-		return exitUsage
+		return cli.ExitUsage
 	}
 	ls, ok := findLesson(pos[0])
 	if !ok {
 		fmt.Fprintf(stderr, "goroce lesson: unknown lesson %q; the lessons are:\n%s", pos[0], list.String())
-		return exitUsage
+		return cli.ExitUsage
 	}
 	ctx, cancel := context.WithTimeout(ctx, lessonTimeout)
 	defer cancel()
@@ -119,7 +121,7 @@ func (ls *lesson) play(ctx context.Context, trace bool, pcapPath string, stdout,
 	l, err := newLab(ls.lab, out, trace, pcapPath)
 	if err != nil {
 		fmt.Fprintf(stderr, "goroce lesson %s: %v\n", ls.name, err)
-		return exitFail
+		return cli.ExitFail
 	}
 	out.say("goroce lesson %s: %s", ls.name, ls.summary)
 	l.introduce()
@@ -135,9 +137,9 @@ func (ls *lesson) play(ctx context.Context, trace bool, pcapPath string, stdout,
 	if runErr != nil {
 		out.say("The lesson did not go as planned: %v", runErr)
 		fmt.Fprintf(stderr, "goroce lesson %s: %v\n", ls.name, runErr)
-		return exitFail
+		return cli.ExitFail
 	}
 	out.say("What to look for (docs/course/%s):", ls.chapter)
 	out.say("%s", strings.TrimRight(ls.lookFor, "\n"))
-	return exitOK
+	return cli.ExitOK
 }

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"testing/synctest"
+
+	"github.com/goroce/goroce/cmd/goroce/internal/cli"
 )
 
 // lessonWants are, for each lesson, lines its --trace output must have:
@@ -100,7 +102,7 @@ func TestLessons(t *testing.T) {
 			}
 			synctest.Test(t, func(t *testing.T) {
 				code, out, errOut := goroce(t, "lesson", ls.name, "--trace")
-				if code != exitOK || errOut != "" {
+				if code != cli.ExitOK || errOut != "" {
 					t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
 				}
 				for _, w := range wants {
@@ -123,7 +125,7 @@ func TestLessons(t *testing.T) {
 func TestLessonWithoutTrace(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		code, out, _ := goroce(t, "lesson", "send")
-		if code != exitOK || strings.Contains(out, "RC_SEND_ONLY qp=") ||
+		if code != cli.ExitOK || strings.Contains(out, "RC_SEND_ONLY qp=") ||
 			!strings.Contains(out, "-> B: completion wr_id=1 RECV \"success\", 12 bytes") ||
 			!strings.Contains(out, "run with --trace") {
 			t.Errorf("exit %d\n%s", code, out)
@@ -136,13 +138,13 @@ func TestLessonWithoutTrace(t *testing.T) {
 func TestLessonPcap(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "send.pcap")
 	synctest.Test(t, func(t *testing.T) {
-		if code, out, errOut := goroce(t, "lesson", "send", "--pcap", path); code != exitOK {
+		if code, out, errOut := goroce(t, "lesson", "send", "--pcap", path); code != cli.ExitOK {
 			t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
 		}
 	})
 	code, out, _ := goroce(t, "pcap", path)
 	// A sent SEND_ONLY, FIRST, MIDDLE, LAST and received two ACKs.
-	if code != exitOK || !strings.Contains(out, "summary: packets=6 icrc_ok=6 icrc_bad=0 malformed=0") ||
+	if code != cli.ExitOK || !strings.Contains(out, "summary: packets=6 icrc_ok=6 icrc_bad=0 malformed=0") ||
 		strings.Count(out, "RC_ACKNOWLEDGE") != 2 {
 		t.Errorf("exit %d\n%s", code, out)
 	}
@@ -150,7 +152,7 @@ func TestLessonPcap(t *testing.T) {
 
 func TestLessonUsage(t *testing.T) {
 	code, out, _ := goroce(t, "lesson", "-h")
-	if code != exitOK {
+	if code != cli.ExitOK {
 		t.Errorf("-h: exit %d", code)
 	}
 	for _, ls := range lessons {
@@ -160,7 +162,7 @@ func TestLessonUsage(t *testing.T) {
 	}
 	for _, args := range [][]string{{"lesson"}, {"lesson", "send", "read"}, {"lesson", "sned"}, {"lesson", "send", "--bogus"}} {
 		var out, errOut bytes.Buffer
-		if code := run(t.Context(), args, &out, &errOut); code != exitUsage || errOut.Len() == 0 {
+		if code := run(t.Context(), args, &out, &errOut); code != cli.ExitUsage || errOut.Len() == 0 {
 			t.Errorf("%q: exit %d, stderr %q", args, code, errOut.String())
 		}
 	}

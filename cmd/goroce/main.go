@@ -1,14 +1,13 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
+
+	"github.com/goroce/goroce/cmd/goroce/internal/cli"
 )
 
 // A command is one `goroce` subcommand. run gets the arguments after the
@@ -37,13 +36,6 @@ var commands = []command{
 	{"stat", "print the counters and QPs of a running device started with --metrics-addr (rdma statistic, rdma res)", runStat},
 }
 
-// Exit statuses shared by all commands.
-const (
-	exitOK    = 0 // success
-	exitFail  = 1 // the command ran and found a problem (bad packets, failed test)
-	exitUsage = 2 // bad arguments, or an input that could not be read
-)
-
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
@@ -55,14 +47,14 @@ func main() {
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		usage(stderr)
-		return exitUsage
+		return cli.ExitUsage
 	}
 	name, args := args[0], args[1:]
 	switch name {
 	case "help", "-h", "-help", "--help":
 		if len(args) == 0 {
 			usage(stdout)
-			return exitOK
+			return cli.ExitOK
 		}
 		// goroce help CMD is goroce CMD -h.
 		name, args = args[0], []string{"-h"}
@@ -74,7 +66,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stderr, "goroce: unknown command %q\n\n", name)
 	usage(stderr)
-	return exitUsage
+	return cli.ExitUsage
 }
 
 // usage lists the commands.
@@ -89,43 +81,4 @@ func usage(w io.Writer) {
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, `"goroce COMMAND -h" shows a command's flags.`)
-}
-
-// newFlagSet returns a flag set for a subcommand whose usage message is
-// synopsis (e.g. "goroce pcap [flags] FILE..."), then about, then the flags.
-// Flags take one dash or two (-json, --json), as the flag package allows.
-func newFlagSet(synopsis, about string) *flag.FlagSet {
-	fs := flag.NewFlagSet(synopsis, flag.ContinueOnError)
-	fs.Usage = func() {
-		w := fs.Output()
-		fmt.Fprintf(w, "usage: %s\n\n%s\n", synopsis, about)
-		hasFlags := false
-		fs.VisitAll(func(*flag.Flag) { hasFlags = true })
-		if hasFlags {
-			fmt.Fprintln(w, "\nflags:")
-			fs.PrintDefaults()
-		}
-	}
-	return fs
-}
-
-// parseFlags parses args with fs. Asked for help (-h, --help) it prints the
-// usage to stdout and returns exitOK; on a bad flag it prints the error and
-// the usage to stderr and returns exitUsage. Otherwise ok is true and the
-// command goes on with fs.Args().
-func parseFlags(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) (code int, ok bool) {
-	var out bytes.Buffer
-	fs.SetOutput(&out)
-	err := fs.Parse(args)
-	fs.SetOutput(stderr)
-	switch {
-	case err == nil:
-		return exitOK, true
-	case errors.Is(err, flag.ErrHelp):
-		stdout.Write(out.Bytes())
-		return exitOK, false
-	default:
-		stderr.Write(out.Bytes())
-		return exitUsage, false
-	}
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/goroce/goroce/cmd/goroce/internal/cli"
 	"github.com/goroce/goroce/qp"
 	"github.com/goroce/goroce/rnic"
 )
@@ -50,7 +51,7 @@ func TestMetricsAndStat(t *testing.T) {
 		}
 	}
 	var out, errOut bytes.Buffer
-	if code := run(context.Background(), []string{"stat", addr}, &out, &errOut); code != exitOK {
+	if code := run(context.Background(), []string{"stat", addr}, &out, &errOut); code != cli.ExitOK {
 		t.Fatalf("goroce stat exit %d: %s", code, errOut.String())
 	}
 	s := out.String()

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/goroce/goroce/cmd/goroce/internal/cli"
 	"github.com/goroce/goroce/nccl"
 )
 
@@ -61,37 +62,37 @@ type ncclPerfConfig struct {
 
 // runNcclPerf is `goroce nccl-perf`.
 func runNcclPerf(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("goroce nccl-perf COLLECTIVE [flags]", ncclPerfAbout+"\n"+ncclPerfDeviceAbout)
+	fs := cli.NewFlagSet("goroce nccl-perf COLLECTIVE [flags]", ncclPerfAbout+"\n"+ncclPerfDeviceAbout)
 	var minB, maxB, stepB, dtName, opName string
 	var factor, iters, warmup, check, root, ngpus, nthreads int
 	strFlag(fs, &minB, "b", "minbytes", "32M", "smallest size in `bytes`")
 	strFlag(fs, &maxB, "e", "maxbytes", "32M", "largest size in `bytes`")
 	strFlag(fs, &stepB, "i", "stepbytes", "1M", "step between sizes in `bytes`, when -f is 1")
-	intFlag(fs, &factor, "f", "stepfactor", 1, "multiply the size by this `factor` from one row to the next")
-	intFlag(fs, &iters, "n", "iters", 20, "timed `iterations` per size")
-	intFlag(fs, &warmup, "w", "warmup_iters", 5, "untimed `iterations` at the largest and smallest size first")
-	intFlag(fs, &check, "c", "check", 1, "1: check every result (one more, untimed call per row); 0: do not")
+	cli.IntFlag(fs, &factor, "f", "stepfactor", 1, "multiply the size by this `factor` from one row to the next")
+	cli.IntFlag(fs, &iters, "n", "iters", 20, "timed `iterations` per size")
+	cli.IntFlag(fs, &warmup, "w", "warmup_iters", 5, "untimed `iterations` at the largest and smallest size first")
+	cli.IntFlag(fs, &check, "c", "check", 1, "1: check every result (one more, untimed call per row); 0: do not")
 	strFlag(fs, &dtName, "d", "datatype", "float", "element `type`: int8, uint8, int32, uint32, int64, uint64, half, float, double, bfloat16")
 	strFlag(fs, &opName, "o", "op", "sum", "reduction `op`: sum, prod, max, min, avg")
-	intFlag(fs, &root, "r", "root", 0, "root `rank` of broadcast, reduce, gather and scatter")
-	intFlag(fs, &ngpus, "g", "ngpus", 1, "GPUs per process (nccl-tests' flag; must be 1)")
-	intFlag(fs, &nthreads, "t", "nthreads", 1, "threads per process (nccl-tests' flag; must be 1)")
+	cli.IntFlag(fs, &root, "r", "root", 0, "root `rank` of broadcast, reduce, gather and scatter")
+	cli.IntFlag(fs, &ngpus, "g", "ngpus", 1, "GPUs per process (nccl-tests' flag; must be 1)")
+	cli.IntFlag(fs, &nthreads, "t", "nthreads", 1, "threads per process (nccl-tests' flag; must be 1)")
 	np := fs.Int("np", 0, "start this many ranks on this host (0: this process is a rank)")
 	var dev deviceFlags
 	dev.register(fs)
-	var obs observeFlags
-	obs.register(fs)
+	var obs cli.ObserveFlags
+	obs.Register(fs)
 	base := addrBaseFlag(fs)
 	grace := fs.Duration("grace", 3*time.Second, "with -np: how long ranks get to stop after one fails")
 	timeout := fs.Duration("timeout", nccl.DefaultTimeout, "a collective fails when none of its transfers completes for this long")
 	cpuprof := fs.String("cpuprofile", "", "write a CPU profile (runtime/pprof) of each rank to `file`.rankN")
-	pos, code, ok := parseWithHosts(fs, args, stdout, stderr)
+	pos, code, ok := cli.ParseWithHosts(fs, args, stdout, stderr)
 	if !ok {
 		return code
 	}
 	usageErr := func(format string, a ...any) int {
 		fmt.Fprintf(stderr, "goroce nccl-perf: "+format+"\n", a...)
-		return exitUsage
+		return cli.ExitUsage
 	}
 	if len(pos) != 1 {
 		return usageErr("want one COLLECTIVE (all_reduce, all_gather, ...), got %q", pos)
@@ -138,7 +139,7 @@ func runNcclPerf(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	if *np > 0 {
 		return relaunch(ctx, fs, []string{"nccl-perf", cfg.coll.name}, *np, *base, *grace, stdout, stderr, "np")
 	}
-	obs.setenv() // each rank's device reads GOROCE_TRACE and GOROCE_PCAP
+	obs.Setenv() // each rank's device reads GOROCE_TRACE and GOROCE_PCAP
 	opts := nccl.Options{Timeout: cfg.timeout}
 	if cfg.device != nil {
 		// The GPU is chosen before the communicator, as cudaSetDevice
@@ -146,23 +147,23 @@ func runNcclPerf(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		// connections' FIFOs are then allocated in its memory.
 		if opts.GPU, err = cfg.device.setup(cfg.maxBytes); err != nil {
 			fmt.Fprintf(stderr, "goroce nccl-perf: --device: %v\n", err)
-			return exitFail
+			return cli.ExitFail
 		}
 	}
 	c, err := commFromEnv(ctx, *base, opts)
 	if err != nil {
 		fmt.Fprintf(stderr, "goroce nccl-perf: %v\n", err)
-		return exitFail
+		return cli.ExitFail
 	}
 	if cfg.root < 0 || cfg.root >= c.Size() {
 		c.Abort()
 		return usageErr("-r %d: there are %d ranks", cfg.root, c.Size())
 	}
-	stopObs, err := obs.attachRank(c.Device(), c.Rank(), stderr)
+	stopObs, err := obs.AttachRank(c.Device(), c.Rank(), stderr)
 	if err != nil {
 		c.Abort()
 		fmt.Fprintf(stderr, "goroce nccl-perf: rank %d: %v\n", c.Rank(), err)
-		return exitFail
+		return cli.ExitFail
 	}
 	defer stopObs()
 	if *cpuprof != "" {
@@ -170,7 +171,7 @@ func runNcclPerf(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		if err != nil {
 			c.Abort()
 			fmt.Fprintf(stderr, "goroce nccl-perf: rank %d: --cpuprofile: %v\n", c.Rank(), err)
-			return exitFail
+			return cli.ExitFail
 		}
 		defer stop()
 	}
@@ -178,11 +179,11 @@ func runNcclPerf(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	if err != nil {
 		c.Abort()
 		fmt.Fprintf(stderr, "goroce nccl-perf: rank %d: %v\n", c.Rank(), err)
-		return exitFail
+		return cli.ExitFail
 	}
 	if err := c.Destroy(); err != nil {
 		fmt.Fprintf(stderr, "goroce nccl-perf: rank %d: destroy: %v\n", c.Rank(), err)
-		return exitFail
+		return cli.ExitFail
 	}
 	return code
 }
@@ -267,17 +268,17 @@ func relaunch(ctx context.Context, fs *flag.FlagSet, cmdArgs []string, n int, ba
 	exe, err := os.Executable()
 	if err != nil {
 		fmt.Fprintf(stderr, "goroce: cannot find my own executable to start the ranks: %v\n", err)
-		return exitFail
+		return cli.ExitFail
 	}
 	addr, err := parseAddrBase(base, n)
 	if err != nil {
 		fmt.Fprintf(stderr, "goroce: %v\n", err)
-		return exitUsage
+		return cli.ExitUsage
 	}
 	bind, err := parseBind("")
 	if err != nil {
 		fmt.Fprintf(stderr, "goroce: %v\n", err)
-		return exitUsage
+		return cli.ExitUsage
 	}
 	argv := append([]string{exe}, cmdArgs...)
 	fs.Visit(func(f *flag.Flag) {

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/goroce/goroce/cmd/goroce/internal/cli"
 )
 
 // nccl-perf --device -np 2 all_reduce: no wrong element, and the PCIe
@@ -16,7 +18,7 @@ func TestNcclPerfDevice(t *testing.T) {
 	for _, gdr := range []string{"on", "off"} {
 		code, out, errOut := goroce(t, "nccl-perf", "all_reduce", "-np", "2", "-b", "64K", "-e", "256K", "-f", "4",
 			"-n", "3", "-w", "1", "--device", "--gdr="+gdr, "--addr-base", testBase())
-		if code != exitOK {
+		if code != cli.ExitOK {
 			t.Fatalf("--gdr=%s: exit %d\nstdout:\n%s\nstderr:\n%s", gdr, code, out, errOut)
 		}
 		wantPath := map[string]string{"on": "path GDR", "off": "path staged"}[gdr]
@@ -57,7 +59,7 @@ func TestNcclPerfDeviceGDRLevel(t *testing.T) {
 	t.Setenv("NCCL_NET_GDR_LEVEL", "LOC")
 	code, out, errOut := goroce(t, "nccl-perf", "all_reduce", "-np", "2", "-b", "4K", "-e", "4K",
 		"-n", "1", "-w", "0", "--device", "--gdr=on", "--addr-base", testBase())
-	if code != exitOK || !strings.Contains(out, "path staged (GPU0-NIC0 distance PIX is beyond NCCL_NET_GDR_LEVEL LOC)") {
+	if code != cli.ExitOK || !strings.Contains(out, "path staged (GPU0-NIC0 distance PIX is beyond NCCL_NET_GDR_LEVEL LOC)") {
 		t.Errorf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
 	}
 }
@@ -70,8 +72,8 @@ func TestNcclPerfDeviceUsage(t *testing.T) {
 		{"nccl-perf", "all_reduce", "--device", "--preset", "loc"},
 		{"nccl-perf", "sendrecv", "--device"},
 	} {
-		if code, _, errOut := goroce(t, args...); code != exitUsage {
-			t.Errorf("%q: exit %d, want %d; stderr %s", args, code, exitUsage, errOut)
+		if code, _, errOut := goroce(t, args...); code != cli.ExitUsage {
+			t.Errorf("%q: exit %d, want %d; stderr %s", args, code, cli.ExitUsage, errOut)
 		}
 	}
 }

@@ -9,11 +9,12 @@ import (
 	"os"
 	"time"
 
+	"github.com/goroce/goroce/cmd/goroce/internal/cli"
 	"github.com/goroce/goroce/nccl"
 )
 
 // ncclPerf runs the sizes of cfg on this rank; rank 0 prints the table to
-// out. It returns exitFail if any element was wrong, and an error if a
+// out. It returns cli.ExitFail if any element was wrong, and an error if a
 // collective failed.
 func ncclPerf(ctx context.Context, c *nccl.Comm, cfg *ncclPerfConfig, out io.Writer) (int, error) {
 	rank, n := c.Rank(), c.Size()
@@ -22,7 +23,7 @@ func ncclPerf(ctx context.Context, c *nccl.Comm, cfg *ncclPerfConfig, out io.Wri
 	}
 	devices, err := gatherDevices(ctx, c)
 	if err != nil {
-		return exitFail, err
+		return cli.ExitFail, err
 	}
 	note := ""
 	if cfg.device != nil {
@@ -34,7 +35,7 @@ func ncclPerf(ctx context.Context, c *nccl.Comm, cfg *ncclPerfConfig, out io.Wri
 	for _, size := range []int{cfg.maxBytes, cfg.minBytes} {
 		run, free, err := cfg.runner(newPerfCase(cfg.coll, rank, n, size, cfg.dt, cfg.op, cfg.root))
 		if err != nil {
-			return exitFail, err
+			return cli.ExitFail, err
 		}
 		for range cfg.warmup {
 			run.call(c, false)
@@ -42,7 +43,7 @@ func ncclPerf(ctx context.Context, c *nccl.Comm, cfg *ncclPerfConfig, out io.Wri
 		err = barrier(ctx, c) // the stream runs in order: the warmup is done
 		free()
 		if err != nil {
-			return exitFail, err
+			return cli.ExitFail, err
 		}
 	}
 
@@ -53,14 +54,14 @@ func ncclPerf(ctx context.Context, c *nccl.Comm, cfg *ncclPerfConfig, out io.Wri
 		pc := newPerfCase(cfg.coll, rank, n, size, cfg.dt, cfg.op, cfg.root)
 		run, free, err := cfg.runner(pc)
 		if err != nil {
-			return exitFail, err
+			return cli.ExitFail, err
 		}
 		var results [2]perfResult
 		for i, inPlace := range []bool{false, true} {
 			r, err := measure(ctx, c, run, inPlace, cfg)
 			if err != nil {
 				free()
-				return exitFail, fmt.Errorf("%s of %d bytes (%s): %w", cfg.coll.title, size, placeName(inPlace), err)
+				return cli.ExitFail, fmt.Errorf("%s of %d bytes (%s): %w", cfg.coll.title, size, placeName(inPlace), err)
 			}
 			results[i] = r
 			busSum += r.busbw
@@ -78,9 +79,9 @@ func ncclPerf(ctx context.Context, c *nccl.Comm, cfg *ncclPerfConfig, out io.Wri
 	fmt.Fprintf(out, "# Avg bus bandwidth    : %.6g \n", busSum/float64(max(busRows, 1)))
 	fmt.Fprintln(out, "#")
 	if wrongTotal > 0 {
-		return exitFail, nil
+		return cli.ExitFail, nil
 	}
-	return exitOK, nil
+	return cli.ExitOK, nil
 }
 
 // next returns the size after size.

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/goroce/goroce/cmd/goroce/internal/cli"
 	"github.com/goroce/goroce/nccl"
 	"github.com/goroce/goroce/nccl/reduce"
 	"github.com/goroce/goroce/nccl/transport"
@@ -20,7 +21,7 @@ import (
 func TestNcclPerfAllReduceNp2(t *testing.T) {
 	code, out, errOut := goroce(t, "nccl-perf", "all_reduce", "-np", "2", "-b", "8", "-e", "1M", "-f", "4", "-c", "1",
 		"-n", "5", "-w", "1", "--addr-base", testBase())
-	if code != exitOK {
+	if code != cli.ExitOK {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
 	}
 	for _, want := range []string{
@@ -169,8 +170,8 @@ func TestNcclPerfUsage(t *testing.T) {
 		{"nccl-perf", "all_reduce", "-g", "2"},
 		{"nccl-perf", "all_reduce", "-f", "0"},
 	} {
-		if code, _, errOut := goroce(t, args...); code != exitUsage {
-			t.Errorf("%q: exit %d, want %d; stderr %s", args, code, exitUsage, errOut)
+		if code, _, errOut := goroce(t, args...); code != cli.ExitUsage {
+			t.Errorf("%q: exit %d, want %d; stderr %s", args, code, cli.ExitUsage, errOut)
 		}
 	}
 }

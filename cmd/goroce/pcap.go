@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/goroce/goroce/cmd/goroce/internal/cli"
 	"github.com/goroce/goroce/wire"
 	"github.com/goroce/goroce/wire/pcap"
 )
@@ -32,22 +33,22 @@ a file could not be read.`
 
 // runPcap is `goroce pcap [-json] FILE...`.
 func runPcap(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("goroce pcap [-json] FILE...", pcapAbout)
+	fs := cli.NewFlagSet("goroce pcap [-json] FILE...", pcapAbout)
 	asJSON := fs.Bool("json", false, `one JSON object per packet, then {"summary":{...}}`)
-	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
+	if code, ok := cli.ParseFlags(fs, args, stdout, stderr); !ok {
 		return code
 	}
 	files := fs.Args()
 	if len(files) == 0 {
 		fmt.Fprintln(stderr, "goroce pcap: no capture file given")
 		fs.Usage()
-		return exitUsage
+		return cli.ExitUsage
 	}
 
 	out := bufio.NewWriter(stdout)
 	defer out.Flush()
 	p := &pcapPrinter{w: out, json: *asJSON}
-	code := exitOK
+	code := cli.ExitOK
 	for _, name := range files {
 		if len(files) > 1 {
 			p.fileHeader(name)
@@ -60,9 +61,9 @@ func runPcap(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		switch {
 		case err != nil:
 			fmt.Fprintf(stderr, "goroce pcap: %s: %v\n", name, err)
-			code = exitUsage
-		case sum.ICRCBad+sum.Malformed > 0 && code == exitOK:
-			code = exitFail
+			code = cli.ExitUsage
+		case sum.ICRCBad+sum.Malformed > 0 && code == cli.ExitOK:
+			code = cli.ExitFail
 		}
 		if ctx.Err() != nil {
 			break // interrupted: the other files too

@@ -17,6 +17,7 @@ import (
 	"github.com/gopacket/gopacket/layers"
 	"github.com/gopacket/gopacket/pcapgo"
 
+	"github.com/goroce/goroce/cmd/goroce/internal/cli"
 	"github.com/goroce/goroce/wire/pcap"
 )
 
@@ -59,7 +60,7 @@ func goroce(t *testing.T, args ...string) (code int, stdout, stderr string) {
 func TestPcapGoldens(t *testing.T) {
 	for _, name := range goldenFiles(t) {
 		code, out, errOut := goroce(t, "pcap", name)
-		if code != exitOK || errOut != "" {
+		if code != cli.ExitOK || errOut != "" {
 			t.Errorf("%s: exit %d, stderr %q", name, code, errOut)
 		}
 		lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
@@ -97,7 +98,7 @@ func TestPcapLines(t *testing.T) {
 func TestPcapSeveralFiles(t *testing.T) {
 	files := goldenFiles(t)
 	code, out, _ := goroce(t, append([]string{"pcap"}, files...)...)
-	if code != exitOK {
+	if code != cli.ExitOK {
 		t.Errorf("exit %d", code)
 	}
 	for _, name := range files {
@@ -155,8 +156,8 @@ func TestPcapBadICRC(t *testing.T) {
 		return ip, len(ip)
 	})
 	code, out, _ := goroce(t, "pcap", name)
-	if code != exitFail {
-		t.Errorf("exit %d, want %d", code, exitFail)
+	if code != cli.ExitFail {
+		t.Errorf("exit %d, want %d", code, cli.ExitFail)
 	}
 	if !strings.HasSuffix(out, "summary: packets=20 icrc_ok=19 icrc_bad=1 malformed=0\n") || strings.Count(out, "icrc=bad") != 1 {
 		t.Errorf("output:\n%s", out)
@@ -197,7 +198,7 @@ func TestPcapECN(t *testing.T) {
 		return ip, len(ip)
 	})
 	code, out, _ := goroce(t, "pcap", name)
-	if code != exitOK || !strings.Contains(out, "12.640758 10.99.0.2 > 10.99.0.1 sport=49458 ce RC_SEND_ONLY ") || strings.Count(out, " ce ") != 1 {
+	if code != cli.ExitOK || !strings.Contains(out, "12.640758 10.99.0.2 > 10.99.0.1 sport=49458 ce RC_SEND_ONLY ") || strings.Count(out, " ce ") != 1 {
 		t.Errorf("exit %d:\n%s", code, out)
 	}
 	_, out, _ = goroce(t, "pcap", "-json", name)
@@ -234,8 +235,8 @@ func TestPcapMalformed(t *testing.T) {
 		return ip, len(ip)
 	})
 	code, out, errOut := goroce(t, "pcap", name)
-	if code != exitFail || errOut != "" {
-		t.Errorf("exit %d, stderr %q; want %d", code, errOut, exitFail)
+	if code != cli.ExitFail || errOut != "" {
+		t.Errorf("exit %d, stderr %q; want %d", code, errOut, cli.ExitFail)
 	}
 	for _, want := range []string{
 		"12.640758 10.99.0.2 > 10.99.0.1 sport=49458 malformed (packet shorter than its opcode's headers and ICRC)\n",
@@ -264,7 +265,7 @@ func TestPcapSnapLength(t *testing.T) {
 		return ip, len(ip)
 	})
 	code, out, errOut := goroce(t, "pcap", name)
-	if code != exitOK || !strings.HasSuffix(out, "summary: packets=7 icrc_ok=7 icrc_bad=0 malformed=0\n") {
+	if code != cli.ExitOK || !strings.HasSuffix(out, "summary: packets=7 icrc_ok=7 icrc_bad=0 malformed=0\n") {
 		t.Errorf("exit %d:\n%s", code, out)
 	}
 	if !strings.Contains(errOut, ": 3 IP packets were cut short by the capture's snap length") {
@@ -280,8 +281,8 @@ func TestPcapJSON(t *testing.T) {
 		return ip, len(ip)
 	})
 	code, out, _ := goroce(t, "pcap", "--json", name)
-	if code != exitFail {
-		t.Errorf("exit %d, want %d", code, exitFail)
+	if code != cli.ExitFail {
+		t.Errorf("exit %d, want %d", code, cli.ExitFail)
 	}
 	var objs []map[string]any
 	sc := bufio.NewScanner(strings.NewReader(out))
@@ -341,15 +342,15 @@ func TestPcapUsage(t *testing.T) {
 		stderr   string // a substring
 		noStdout bool
 	}{
-		{args: []string{"pcap"}, code: exitUsage, stderr: "no capture file given", noStdout: true},
-		{args: []string{"pcap", "-h"}, code: exitOK, stdout: "usage: goroce pcap [-json] FILE..."},
-		{args: []string{"pcap", "--help"}, code: exitOK, stdout: "-json"},
-		{args: []string{"help", "pcap"}, code: exitOK, stdout: "summary: packets=N"},
-		{args: []string{"pcap", "-bogus", golden}, code: exitUsage, stderr: "flag provided but not defined: -bogus", noStdout: true},
-		{args: []string{"pcap", "/nonexistent.pcap"}, code: exitUsage, stderr: "/nonexistent.pcap"},
-		{args: []string{"pcap", notCapture}, code: exitUsage, stderr: "not a pcap or pcapng capture"},
-		{args: []string{"pcap", notCapture, golden}, code: exitUsage, stdout: "summary: packets=20 icrc_ok=20"},
-		{args: []string{"pcap", "-json", golden}, code: exitOK, stdout: `{"summary":{"file":`},
+		{args: []string{"pcap"}, code: cli.ExitUsage, stderr: "no capture file given", noStdout: true},
+		{args: []string{"pcap", "-h"}, code: cli.ExitOK, stdout: "usage: goroce pcap [-json] FILE..."},
+		{args: []string{"pcap", "--help"}, code: cli.ExitOK, stdout: "-json"},
+		{args: []string{"help", "pcap"}, code: cli.ExitOK, stdout: "summary: packets=N"},
+		{args: []string{"pcap", "-bogus", golden}, code: cli.ExitUsage, stderr: "flag provided but not defined: -bogus", noStdout: true},
+		{args: []string{"pcap", "/nonexistent.pcap"}, code: cli.ExitUsage, stderr: "/nonexistent.pcap"},
+		{args: []string{"pcap", notCapture}, code: cli.ExitUsage, stderr: "not a pcap or pcapng capture"},
+		{args: []string{"pcap", notCapture, golden}, code: cli.ExitUsage, stdout: "summary: packets=20 icrc_ok=20"},
+		{args: []string{"pcap", "-json", golden}, code: cli.ExitOK, stdout: `{"summary":{"file":`},
 	}
 	for _, tt := range tests {
 		code, out, errOut := goroce(t, tt.args...)
@@ -371,7 +372,7 @@ func TestPcapCutFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	code, out, errOut := goroce(t, "pcap", name)
-	if code != exitUsage || !strings.Contains(out, "summary: packets=") || !strings.Contains(errOut, "unexpected EOF") {
+	if code != cli.ExitUsage || !strings.Contains(out, "summary: packets=") || !strings.Contains(errOut, "unexpected EOF") {
 		t.Errorf("exit %d\nstdout: %s\nstderr: %s", code, out, errOut)
 	}
 }
@@ -380,7 +381,7 @@ func TestPcapCancelled(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
 	var out, errOut bytes.Buffer
-	if code := runPcap(ctx, []string{filepath.Join(testdata, "rping.pcap")}, &out, &errOut); code != exitUsage || !strings.Contains(errOut.String(), "context canceled") {
+	if code := runPcap(ctx, []string{filepath.Join(testdata, "rping.pcap")}, &out, &errOut); code != cli.ExitUsage || !strings.Contains(errOut.String(), "context canceled") {
 		t.Errorf("exit %d, stderr %q", code, errOut.String())
 	}
 }

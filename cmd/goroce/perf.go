@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/goroce/goroce/cmd/goroce/internal/cli"
 	"github.com/goroce/goroce/qp"
 	"github.com/goroce/goroce/rnic"
 )
@@ -110,7 +111,7 @@ const (
 
 // perfConfig is what the command line asked for.
 type perfConfig struct {
-	obs      observeFlags // --trace, --pcap
+	obs      cli.ObserveFlags // --trace, --pcap
 	test     perfTest
 	server   string // host to connect to; "" for the server
 	port     int
@@ -198,20 +199,20 @@ func runPerf(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if !ok {
 		return code
 	}
-	defer shareLoopbackCPUs(cfg.addr)()
+	defer cli.ShareLoopbackCPUs(cfg.addr)()
 	if cfg.cpuprof != "" {
 		stop, err := startCPUProfile(cfg.cpuprof)
 		if err != nil {
 			fmt.Fprintf(stderr, "goroce perf: %v\n", err)
-			return exitUsage
+			return cli.ExitUsage
 		}
 		defer stop()
 	}
 	if err := perf(ctx, cfg, stdout, stderr); err != nil {
 		fmt.Fprintf(stderr, "goroce perf %s: %v\n", cfg.test.name, err)
-		return exitFail
+		return cli.ExitFail
 	}
-	return exitOK
+	return cli.ExitOK
 }
 
 // parsePerf reads TEST and the flags; like getopt in perftest, flags may
@@ -221,25 +222,25 @@ func parsePerf(args []string, stdout, stderr io.Writer) (cfg perfConfig, code in
 	for _, t := range perfTests {
 		names = append(names, t.name)
 	}
-	fs := newFlagSet("goroce perf "+strings.Join(names, "|")+" [flags] [HOST]", perfAbout)
+	fs := cli.NewFlagSet("goroce perf "+strings.Join(names, "|")+" [flags] [HOST]", perfAbout)
 	cfg = perfConfig{stall: perfStall, dialFor: perfDialFor}
-	intFlag(fs, &cfg.port, "p", "port", perfPort, "listen on / connect to TCP `port` (server: 0 picks a free one)")
-	intFlag(fs, &cfg.size, "s", "size", 0, "`size` of each message (default 65536 for bw tests, 2 for lat tests)")
-	intFlag(fs, &cfg.iters, "n", "iters", 0, "number of operations per QP (default 5000 for bw tests, 1000 for lat tests)")
+	cli.IntFlag(fs, &cfg.port, "p", "port", perfPort, "listen on / connect to TCP `port` (server: 0 picks a free one)")
+	cli.IntFlag(fs, &cfg.size, "s", "size", 0, "`size` of each message (default 65536 for bw tests, 2 for lat tests)")
+	cli.IntFlag(fs, &cfg.iters, "n", "iters", 0, "number of operations per QP (default 5000 for bw tests, 1000 for lat tests)")
 	fs.BoolVar(&cfg.all, "a", false, "run sizes from 2 to 2^23 bytes")
 	fs.BoolVar(&cfg.all, "all", false, "same as -a")
 	var secs int
-	intFlag(fs, &secs, "D", "duration", 0, "run for `seconds` instead of -n operations")
-	intFlag(fs, &cfg.qps, "q", "qp", 1, "number of QPs (bw tests)")
-	intFlag(fs, &cfg.txDepth, "t", "tx-depth", perfTxDepth, "outstanding operations per QP (bw tests)")
+	cli.IntFlag(fs, &secs, "D", "duration", 0, "run for `seconds` instead of -n operations")
+	cli.IntFlag(fs, &cfg.qps, "q", "qp", 1, "number of QPs (bw tests)")
+	cli.IntFlag(fs, &cfg.txDepth, "t", "tx-depth", perfTxDepth, "outstanding operations per QP (bw tests)")
 	var gidIdx int
-	intFlag(fs, &gidIdx, "x", "gid-index", -1, "source GID `index` (ignored: a goroce device has one GID, its --addr)")
-	intFlag(fs, &cfg.mtu, "m", "mtu", 4096, "path `MTU`: 256, 512, 1024, 2048 or 4096")
-	intFlag(fs, &cfg.timeout, "u", "qp-timeout", 14, "QP local ACK timeout: 4.096 µs × 2^`code`, 1..31 (with the 7 retries, 14 gives up after about 0.5 s)")
+	cli.IntFlag(fs, &gidIdx, "x", "gid-index", -1, "source GID `index` (ignored: a goroce device has one GID, its --addr)")
+	cli.IntFlag(fs, &cfg.mtu, "m", "mtu", 4096, "path `MTU`: 256, 512, 1024, 2048 or 4096")
+	cli.IntFlag(fs, &cfg.timeout, "u", "qp-timeout", 14, "QP local ACK timeout: 4.096 µs × 2^`code`, 1..31 (with the 7 retries, 14 gives up after about 0.5 s)")
 	fs.BoolVar(&cfg.gbits, "report_gbits", false, "report bandwidth in Gb/sec instead of MB/sec")
 	fs.BoolVar(&cfg.events, "e", false, "sleep on CQ events instead of polling (default: poll, the device in polling mode)")
 	fs.BoolVar(&cfg.events, "events", false, "same as -e")
-	cfg.obs.register(fs)
+	cfg.obs.Register(fs)
 	var cpuFreq bool
 	fs.BoolVar(&cpuFreq, "F", false, "do not fail on CPU frequency warnings (ignored: goroce times with the monotonic clock)")
 	var dev string
@@ -248,15 +249,15 @@ func parsePerf(args []string, stdout, stderr io.Writer) (cfg perfConfig, code in
 	fs.StringVar(&cfg.exchange, "exchange", "", "side-channel `format`: goroce or perftest (default: goroce for the client; the server follows the client)")
 	fs.StringVar(&cfg.cpuprof, "cpuprofile", "", "write a CPU profile (runtime/pprof) to `file`")
 	fs.BoolVar(&cfg.dataReport, "data-report", false, "when done, print a CRC-32 of the first -s bytes of the local and target buffers (what the last operation brought in)")
-	addr := addrFlag(fs)
+	addr := cli.AddrFlag(fs)
 
-	args0, code, ok := parseWithHosts(fs, args, stdout, stderr)
+	args0, code, ok := cli.ParseWithHosts(fs, args, stdout, stderr)
 	if !ok {
 		return cfg, code, false
 	}
 	usageErr := func(format string, a ...any) (perfConfig, int, bool) {
 		fmt.Fprintf(stderr, "goroce perf: "+format+"\n", a...)
-		return cfg, exitUsage, false
+		return cfg, cli.ExitUsage, false
 	}
 	if len(args0) == 0 {
 		return usageErr("name a TEST: %s", strings.Join(names, ", "))
@@ -277,7 +278,7 @@ func parsePerf(args []string, stdout, stderr io.Writer) (cfg perfConfig, code in
 	default:
 		return usageErr("one HOST at most, got %q", args0[1:])
 	}
-	a, err := parseDeviceAddr(*addr)
+	a, err := cli.ParseDeviceAddr(*addr)
 	if err != nil {
 		return usageErr("%v", err)
 	}
@@ -329,7 +330,7 @@ func parsePerf(args []string, stdout, stderr io.Writer) (cfg perfConfig, code in
 	case cfg.exchange == exchangePerftest && (cfg.all || secs > 0):
 		return usageErr("-a and -D are not supported with --exchange perftest")
 	}
-	return cfg, exitOK, true
+	return cfg, cli.ExitOK, true
 }
 
 // set reports whether one of the named flags was given.

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/goroce/goroce/cmd/goroce/internal/cli"
 	"github.com/goroce/goroce/wire"
 )
 
@@ -137,10 +138,10 @@ func openPerfChannel(ctx context.Context, cfg perfConfig, stderr io.Writer) (*si
 	var err error
 	if cfg.client() {
 		hostPort := net.JoinHostPort(cfg.server, strconv.Itoa(cfg.port))
-		if conn, err = dialRetry(ctx, hostPort, cfg.dialFor); err != nil {
+		if conn, err = cli.DialRetry(ctx, hostPort, cfg.dialFor); err != nil {
 			return nil, fmt.Errorf("couldn't connect to %s: %w", hostPort, err)
 		}
-	} else if conn, err = acceptPeer(ctx, cfg.port, "goroce perf "+cfg.test.name, stderr); err != nil {
+	} else if conn, err = cli.AcceptPeer(ctx, cfg.port, "goroce perf "+cfg.test.name, stderr); err != nil {
 		return nil, err
 	}
 	context.AfterFunc(ctx, func() { conn.Close() })
@@ -181,7 +182,7 @@ func (pc *perfContext) exchange(ctx context.Context, sc *sideChannel) error {
 	}
 	fail := func(err error) error {
 		conn.Close()
-		return ctxErr(ctx, err)
+		return cli.CtxErr(ctx, err)
 	}
 	if cfg.client() {
 		if err := sc.writeLines(mine...); err != nil {

@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/goroce/goroce/cmd/goroce/internal/cli"
 	"github.com/goroce/goroce/qp"
 )
 
@@ -191,7 +192,7 @@ func TestPerftestGoldenServer(t *testing.T) {
 			if err != nil {
 				t.Fatalf("replaying the client: %v", err)
 			}
-			if code := <-srvCode; code != exitOK {
+			if code := <-srvCode; code != cli.ExitOK {
 				t.Fatalf("server exit %d: %s\n%s", code, srvErr, srvOut.String())
 			}
 			want := g.from(false)
@@ -380,10 +381,10 @@ func TestPerftestGoldenPair(t *testing.T) {
 			port, srvCode, srvErr := startServer(t, ctx, append([]string{"perf", gc.test, "--addr", srvAddr, "-p", "0"}, flags...), io.Discard)
 			relay, streams := relayTCP(t, ctx, srvAddr, port)
 			var cliErr bytes.Buffer
-			if code := run(ctx, append([]string{"perf", gc.test, srvAddr, "--addr", cliAddr, "-p", strconv.Itoa(relay), "--exchange", "perftest"}, flags...), io.Discard, &cliErr); code != exitOK {
+			if code := run(ctx, append([]string{"perf", gc.test, srvAddr, "--addr", cliAddr, "-p", strconv.Itoa(relay), "--exchange", "perftest"}, flags...), io.Discard, &cliErr); code != cli.ExitOK {
 				t.Errorf("client exit %d: %s", code, cliErr.String())
 			}
-			if code := <-srvCode; code != exitOK {
+			if code := <-srvCode; code != cli.ExitOK {
 				t.Errorf("server exit %d: %s", code, srvErr)
 			}
 			sent := <-streams

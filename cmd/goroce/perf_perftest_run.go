@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/goroce/goroce/cmd/goroce/internal/cli"
 	"github.com/goroce/goroce/qp"
 )
 
@@ -18,7 +19,7 @@ func perfWithPerftest(ctx context.Context, cfg perfConfig, sc *sideChannel, stdo
 		return fmt.Errorf("the client speaks perftest's exchange: -a and -D are not supported with it")
 	}
 	pt := &perftestChannel{sc: sc, client: cfg.client(), stall: cfg.stall}
-	fail := func(err error) error { return ctxErr(ctx, err) }
+	fail := func(err error) error { return cli.CtxErr(ctx, err) }
 	cfg, err := pt.prelude(cfg)
 	if err != nil {
 		return fail(err)

@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"os"
 
+	"github.com/goroce/goroce/cmd/goroce/internal/cli"
 	"github.com/goroce/goroce/mr"
 	"github.com/goroce/goroce/qp"
 	"github.com/goroce/goroce/rnic"
@@ -75,7 +76,7 @@ func newPerfContext(cfg perfConfig) (*perfContext, error) {
 	if !cfg.events {
 		dc.BusyPoll = perfBusyPoll
 	}
-	dev, closeObs, err := cfg.obs.openDevice(dc, os.Stderr)
+	dev, closeObs, err := cfg.obs.OpenDevice(dc, os.Stderr)
 	if err != nil {
 		return nil, err
 	}
@@ -147,7 +148,7 @@ func (pc *perfContext) init() error {
 		if err := q.qp.Modify(&attr, qp.AttrState|qp.AttrPKeyIndex|qp.AttrPort|qp.AttrAccessFlags); err != nil {
 			return fmt.Errorf("failed to modify QP to INIT: %w", err)
 		}
-		q.local = perfDest{qpn: q.qp.QPN(), psn: randomPSN(), gid: pc.dev.GID(), rkey: q.mr.RKey(),
+		q.local = perfDest{qpn: q.qp.QPN(), psn: cli.RandomPSN(), gid: pc.dev.GID(), rkey: q.mr.RKey(),
 			addr: q.mr.Addr() + uint64(half), size: half, outReads: outReads}
 		q.sge[0] = qp.SGE{Addr: q.mr.Addr(), Length: uint32(half), LKey: q.mr.LKey()}
 		q.rsge[0] = qp.SGE{Addr: q.mr.Addr() + uint64(half), Length: uint32(half), LKey: q.mr.LKey()}

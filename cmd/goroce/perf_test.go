@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/goroce/goroce/cmd/goroce/internal/cli"
 )
 
 // runPerfPair runs `goroce perf` as a server and a client in two
@@ -28,7 +30,7 @@ func runPerfPairWith(t *testing.T, test string, srvFlags, cliFlags []string) (sr
 	ctx, cancel := context.WithTimeout(t.Context(), 15*time.Second)
 	defer cancel()
 	srvAddr, cliAddr := loopbackPair()
-	var srv, cli bytes.Buffer
+	var srv, client bytes.Buffer
 	srvErr := &portWriter{port: make(chan int, 1)}
 	srvCode := make(chan int, 1)
 	go func() {
@@ -42,14 +44,14 @@ func runPerfPairWith(t *testing.T, test string, srvFlags, cliFlags []string) (sr
 	}
 	var cliErr bytes.Buffer
 	// HOST before the flags, as getopt allows.
-	code := run(ctx, append([]string{"perf", test, srvAddr, "--addr", cliAddr, "-p", strconv.Itoa(port)}, cliFlags...), &cli, &cliErr)
-	if code != exitOK {
+	code := run(ctx, append([]string{"perf", test, srvAddr, "--addr", cliAddr, "-p", strconv.Itoa(port)}, cliFlags...), &client, &cliErr)
+	if code != cli.ExitOK {
 		t.Errorf("client exit %d: %s", code, cliErr.String())
 	}
-	if code := <-srvCode; code != exitOK {
+	if code := <-srvCode; code != cli.ExitOK {
 		t.Errorf("server exit %d: %s", code, srvErr)
 	}
-	return srv.String(), cli.String()
+	return srv.String(), client.String()
 }
 
 // reportRows returns the numeric rows under header in out, each as its
@@ -243,7 +245,7 @@ func TestPerfBadFlags(t *testing.T) {
 		{[]string{"write_bw", "--bogus"}, "flag provided but not defined"},
 	} {
 		code, out, errOut := goroce(t, append([]string{"perf"}, tc.args...)...)
-		if code != exitUsage || out != "" || !strings.Contains(errOut, tc.want) {
+		if code != cli.ExitUsage || out != "" || !strings.Contains(errOut, tc.want) {
 			t.Errorf("%v: exit %d, stdout %q, stderr %q (want %q)", tc.args, code, out, errOut, tc.want)
 		}
 	}
@@ -263,10 +265,10 @@ func TestPerfMismatchedFlags(t *testing.T) {
 	port := <-srvErr.port
 	var cliErr bytes.Buffer
 	code := run(ctx, []string{"perf", "write_bw", srvAddr, "--addr", cliAddr, "-p", strconv.Itoa(port), "-n", "200"}, io.Discard, &cliErr)
-	if code != exitFail || !strings.Contains(cliErr.String(), "iters=100") || !strings.Contains(cliErr.String(), "iters=200") {
+	if code != cli.ExitFail || !strings.Contains(cliErr.String(), "iters=100") || !strings.Contains(cliErr.String(), "iters=200") {
 		t.Errorf("client exit %d: %s", code, cliErr.String())
 	}
-	if code := <-srvCode; code != exitFail || !strings.Contains(srvErr.String(), "give both sides the same") {
+	if code := <-srvCode; code != cli.ExitFail || !strings.Contains(srvErr.String(), "give both sides the same") {
 		t.Errorf("server exit %d: %s", code, srvErr)
 	}
 }

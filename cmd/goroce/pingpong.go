@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/goroce/goroce/cmd/goroce/internal/cli"
 	"github.com/goroce/goroce/qp"
 	"github.com/goroce/goroce/rnic"
 )
@@ -67,9 +68,9 @@ const (
 
 // pingpongConfig is what the command line asked for.
 type pingpongConfig struct {
-	obs       observeFlags // --trace, --pcap
-	server    string       // host to connect to; "" for the server
-	port      int          // TCP side-channel port (0: any, server only)
+	obs       cli.ObserveFlags // --trace, --pcap
+	server    string           // host to connect to; "" for the server
+	port      int              // TCP side-channel port (0: any, server only)
 	ibPort    int
 	size      int
 	mtu       int // the path MTU; for ud, the port's active MTU
@@ -94,20 +95,22 @@ func runPingpong(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	if !ok {
 		return code
 	}
-	defer shareLoopbackCPUs(cfg.addr)()
+	defer cli.ShareLoopbackCPUs(cfg.addr)()
 	if err := pingpong(ctx, cfg, stdout, stderr); err != nil {
 		fmt.Fprintf(stderr, "goroce pingpong: %v\n", err)
-		return exitFail
+		return cli.ExitFail
 	}
-	return exitOK
+	return cli.ExitOK
 }
 
 // parsePingpong reads the flags; like getopt in the examples, flags may
 // come before or after HOST.
 func parsePingpong(args []string, stdout, stderr io.Writer) (cfg pingpongConfig, code int, ok bool) {
-	fs := newFlagSet("goroce pingpong [flags] [HOST]", pingpongAbout)
+	fs := cli.NewFlagSet("goroce pingpong [flags] [HOST]", pingpongAbout)
 	cfg = pingpongConfig{stall: pingpongStall, dialFor: pingpongDialFor}
-	intVar := func(p *int, short, long string, value int, usage string) { intFlag(fs, p, short, long, value, usage) }
+	intVar := func(p *int, short, long string, value int, usage string) {
+		cli.IntFlag(fs, p, short, long, value, usage)
+	}
 	intVar(&cfg.port, "p", "port", pingpongPort, "listen on / connect to TCP `port` (server: 0 picks a free one)")
 	intVar(&cfg.ibPort, "i", "ib-port", 1, "`port` of the device (a goroce device has only port 1)")
 	intVar(&cfg.size, "s", "size", 4096, "`size` of the message to exchange (ud: default 2048)")
@@ -124,14 +127,14 @@ func parsePingpong(args []string, stdout, stderr io.Writer) (cfg pingpongConfig,
 	fs.StringVar(&dev, "ib-dev", "", "same as -d")
 	fs.BoolVar(&cfg.events, "e", false, "sleep on CQ events (ReqNotify) instead of polling")
 	fs.BoolVar(&cfg.events, "events", false, "same as -e")
-	cfg.obs.register(fs)
+	cfg.obs.Register(fs)
 	fs.BoolVar(&cfg.check, "c", false, "check the contents of every received message")
 	fs.BoolVar(&cfg.check, "chk", false, "same as -c")
 	fs.StringVar(&cfg.transport, "t", "rc", "transport `type`: rc, uc, ud or srq (which ibv_*_pingpong)")
-	addr := addrFlag(fs)
+	addr := cli.AddrFlag(fs)
 
 	// getopt order: flags and the one HOST argument in any order.
-	hosts, code, ok := parseWithHosts(fs, args, stdout, stderr)
+	hosts, code, ok := cli.ParseWithHosts(fs, args, stdout, stderr)
 	if !ok {
 		return cfg, code, false
 	}
@@ -141,7 +144,7 @@ func parsePingpong(args []string, stdout, stderr io.Writer) (cfg pingpongConfig,
 
 	usageErr := func(format string, a ...any) (pingpongConfig, int, bool) {
 		fmt.Fprintf(stderr, "goroce pingpong: "+format+"\n", a...)
-		return cfg, exitUsage, false
+		return cfg, cli.ExitUsage, false
 	}
 	switch len(hosts) {
 	case 0:
@@ -150,7 +153,7 @@ func parsePingpong(args []string, stdout, stderr io.Writer) (cfg pingpongConfig,
 	default:
 		return usageErr("one HOST at most, got %q", hosts)
 	}
-	a, err := parseDeviceAddr(*addr)
+	a, err := cli.ParseDeviceAddr(*addr)
 	if err != nil {
 		return usageErr("%v", err)
 	}
@@ -194,7 +197,7 @@ func parsePingpong(args []string, stdout, stderr io.Writer) (cfg pingpongConfig,
 	case cfg.timeout < 1 || cfg.timeout > 31:
 		return usageErr("-u %d: want a QP timeout 1..31", cfg.timeout)
 	}
-	return cfg, exitOK, true
+	return cfg, cli.ExitOK, true
 }
 
 // localLine is the text of a "local address" line. ibv_ud_pingpong prints
@@ -232,7 +235,7 @@ func pingpong(ctx context.Context, cfg pingpongConfig, stdout, stderr io.Writer)
 	}
 	my := make([]ppDest, slots)
 	for i, q := range pp.qps {
-		my[i] = ppDest{qpn: q.QPN(), psn: randomPSN(), gid: pp.dev.GID()}
+		my[i] = ppDest{qpn: q.QPN(), psn: cli.RandomPSN(), gid: pp.dev.GID()}
 		fmt.Fprintf(stdout, "  local address:  %s\n", cfg.localLine(my[i]))
 	}
 

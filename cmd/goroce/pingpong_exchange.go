@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/goroce/goroce/cmd/goroce/internal/cli"
 	"github.com/goroce/goroce/wire"
 )
 
@@ -117,7 +118,7 @@ func readDests(ctx context.Context, conn net.Conn, n int) ([]ppDest, error) {
 	msg := make([]byte, pingpongMsgLen)
 	for i := range rem {
 		if _, err := io.ReadFull(conn, msg); err != nil {
-			return nil, fmt.Errorf("couldn't read remote address [%d]: %w", i, ctxErr(ctx, err))
+			return nil, fmt.Errorf("couldn't read remote address [%d]: %w", i, cli.CtxErr(ctx, err))
 		}
 		d, err := parseDest(msg)
 		if err != nil {
@@ -134,7 +135,7 @@ func readDests(ctx context.Context, conn net.Conn, n int) ([]ppDest, error) {
 // local QP.
 func (pp *ppContext) clientExchange(ctx context.Context, my []ppDest) ([]ppDest, error) {
 	hostPort := net.JoinHostPort(pp.cfg.server, strconv.Itoa(pp.cfg.port))
-	conn, err := dialRetry(ctx, hostPort, pp.cfg.dialFor)
+	conn, err := cli.DialRetry(ctx, hostPort, pp.cfg.dialFor)
 	if err != nil {
 		return nil, fmt.Errorf("couldn't connect to %s: %w", hostPort, err)
 	}
@@ -162,7 +163,7 @@ func (pp *ppContext) clientExchange(ctx context.Context, my []ppDest) ([]ppDest,
 // done), read its messages, connect the QPs, answer with ours and wait for
 // "done".
 func (pp *ppContext) serverExchange(ctx context.Context, my []ppDest, stderr io.Writer) ([]ppDest, error) {
-	conn, err := acceptPeer(ctx, pp.cfg.port, "goroce pingpong", stderr)
+	conn, err := cli.AcceptPeer(ctx, pp.cfg.port, "goroce pingpong", stderr)
 	if err != nil {
 		return nil, err
 	}
@@ -187,7 +188,7 @@ func (pp *ppContext) serverExchange(ctx context.Context, my []ppDest, stderr io.
 	}
 	done := make([]byte, len(pingpongDone))
 	if _, err := io.ReadFull(conn, done); err != nil {
-		return nil, fmt.Errorf("couldn't read done: %w", ctxErr(ctx, err))
+		return nil, fmt.Errorf("couldn't read done: %w", cli.CtxErr(ctx, err))
 	}
 	if string(done) != pingpongDone {
 		return nil, fmt.Errorf("the client answered %q, want \"done\"", done)

@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/goroce/goroce/cmd/goroce/internal/cli"
 	"github.com/goroce/goroce/qp"
 	"github.com/goroce/goroce/wire"
 )
@@ -96,10 +97,10 @@ func runPair(t *testing.T, ctx context.Context, flags []string) (srvOut, cliOut 
 	var cliErr bytes.Buffer
 	// Flags after HOST, as getopt allows.
 	code := run(ctx, append([]string{"pingpong", "--addr", cliAddr, srvAddr, "-p", strconv.Itoa(port)}, flags...), &cliBuf, &cliErr)
-	if code != exitOK {
+	if code != cli.ExitOK {
 		t.Errorf("client exit %d: %s", code, cliErr.String())
 	}
-	if code := <-srvCode; code != exitOK {
+	if code := <-srvCode; code != cli.ExitOK {
 		t.Errorf("server exit %d: %s", code, srvErr)
 	}
 	return srvBuf.String(), cliBuf.String()
@@ -273,7 +274,7 @@ func TestPingpongBadFlags(t *testing.T) {
 		{[]string{"--bogus"}, "flag provided but not defined"},
 	} {
 		code, out, errOut := goroce(t, append([]string{"pingpong"}, tc.args...)...)
-		if code != exitUsage || out != "" || !strings.Contains(errOut, tc.want) {
+		if code != cli.ExitUsage || out != "" || !strings.Contains(errOut, tc.want) {
 			t.Errorf("%v: exit %d, stdout %q, stderr %q (want %q)", tc.args, code, out, errOut, tc.want)
 		}
 	}

@@ -72,7 +72,7 @@ func newPingpongContext(cfg pingpongConfig) (*ppContext, error) {
 	if cfg.transport == "ud" {
 		dc.MTU = cfg.mtu // the port's active MTU, which bounds a datagram
 	}
-	dev, closeObs, err := cfg.obs.openDevice(dc, os.Stderr)
+	dev, closeObs, err := cfg.obs.OpenDevice(dc, os.Stderr)
 	if err != nil {
 		return nil, err
 	}

@@ -19,6 +19,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/goroce/goroce/cmd/goroce/internal/cli"
 	"github.com/goroce/goroce/nccl"
 )
 
@@ -60,35 +61,35 @@ failed, 2 on bad flags, 127 when CMD cannot be started.`
 
 // runRun is `goroce run`.
 func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("goroce run -n N [flags] [--] CMD [ARG...]", runAbout)
+	fs := cli.NewFlagSet("goroce run -n N [flags] [--] CMD [ARG...]", runAbout)
 	n := fs.Int("n", 2, "number of ranks (processes) to start")
 	base := addrBaseFlag(fs)
 	grace := fs.Duration("grace", 3*time.Second, "after SIGTERM (or a forwarded SIGINT), how long ranks get before SIGKILL")
 	bindTo := fs.String("bind-to", "", "`auto` binds ranks to CPUs when they outnumber them, core always, none never (default auto, or $GOROCE_BIND_TO)")
-	var obs observeFlags
-	obs.registerTrace(fs) // the ranks' program owns their devices: no servers here
-	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
+	var obs cli.ObserveFlags
+	obs.RegisterTrace(fs) // the ranks' program owns their devices: no servers here
+	if code, ok := cli.ParseFlags(fs, args, stdout, stderr); !ok {
 		return code
 	}
 	argv := fs.Args()
 	if len(argv) == 0 {
 		fmt.Fprintln(stderr, "goroce run: no command to run")
 		fs.Usage()
-		return exitUsage
+		return cli.ExitUsage
 	}
-	cfg := launchConfig{n: *n, argv: argv, grace: *grace, env: obs.env(), stdout: stdout, stderr: stderr}
+	cfg := launchConfig{n: *n, argv: argv, grace: *grace, env: obs.Env(), stdout: stdout, stderr: stderr}
 	var err error
 	if cfg.addrBase, err = parseAddrBase(*base, *n); err != nil {
 		fmt.Fprintf(stderr, "goroce run: %v\n", err)
-		return exitUsage
+		return cli.ExitUsage
 	}
 	if *grace < 0 {
 		fmt.Fprintln(stderr, "goroce run: --grace must not be negative")
-		return exitUsage
+		return cli.ExitUsage
 	}
 	if cfg.bind, err = parseBind(*bindTo); err != nil {
 		fmt.Fprintf(stderr, "goroce run: %v\n", err)
-		return exitUsage
+		return cli.ExitUsage
 	}
 	return launch(ctx, cfg)
 }
@@ -155,19 +156,10 @@ func (cfg *launchConfig) rankEnv(r int, masterPort int) []string {
 		nccl.JobSecretEnv + "=" + cfg.secret,
 	}
 	if os.Getenv("GOMAXPROCS") == "" {
-		env = append(env, "GOMAXPROCS="+strconv.Itoa(ranksProcs(cfg.n, runtime.NumCPU())))
+		env = append(env, "GOMAXPROCS="+strconv.Itoa(cli.RanksProcs(cfg.n, runtime.NumCPU())))
 	}
 	return append(env, cfg.env...)
 }
-
-// ranksProcs is the GOMAXPROCS each of n ranks on a host of cpus CPUs gets:
-// its share of the CPUs, at least one, as mpirun binds each rank to its
-// cores. With every rank free to run a goroutine on every CPU, the ranks'
-// schedulers wake idle threads that then compete for the same cores:
-// nccl-perf all_reduce with 2 ranks on 2 CPUs measured busbw 0.3-0.6 GB/s
-// at 64 KiB and 0.9 at 16 MiB that way, against 1.2 and 1.2-1.5 with one
-// each.
-func ranksProcs(n, cpus int) int { return max(1, cpus/max(1, n)) }
 
 // rankExit is how one rank ended.
 type rankExit struct {
@@ -186,7 +178,7 @@ func launch(ctx context.Context, cfg launchConfig) int {
 	port, err := freePort()
 	if err != nil {
 		fmt.Fprintf(cfg.stderr, "goroce run: finding a free MASTER_PORT: %v\n", err)
-		return exitFail
+		return cli.ExitFail
 	}
 	var mu sync.Mutex // one lock for both streams: lines never interleave
 	ranks := make([]*exec.Cmd, cfg.n)
@@ -226,7 +218,7 @@ func launch(ctx context.Context, cfg launchConfig) int {
 		}()
 	}
 
-	code := exitOK
+	code := cli.ExitOK
 	stopping := false         // SIGTERM or SIGINT sent; SIGKILL at the deadline
 	var kill <-chan time.Time // the grace deadline
 	done := ctx.Done()
@@ -249,7 +241,7 @@ func launch(ctx context.Context, cfg launchConfig) int {
 			left--
 			running[e.rank] = false
 			status, how := exitStatus(e.state, e.err)
-			if status == exitOK || stopping {
+			if status == cli.ExitOK || stopping {
 				continue
 			}
 			code = status

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+
+	"github.com/goroce/goroce/cmd/goroce/internal/cli"
 )
 
 // Without Unix signals, stopping a rank means killing it.
@@ -23,13 +25,13 @@ func signalRank(cmd *exec.Cmd, sig os.Signal) { cmd.Process.Signal(sig) }
 // exitStatus returns the rank's exit status and says how it ended.
 func exitStatus(state *os.ProcessState, err error) (int, string) {
 	if state == nil {
-		return exitFail, fmt.Sprintf("failed: %v", err)
+		return cli.ExitFail, fmt.Sprintf("failed: %v", err)
 	}
 	if c := state.ExitCode(); c != 0 {
 		return c, fmt.Sprintf("exited with status %d", c)
 	}
 	if err != nil {
-		return exitFail, fmt.Sprintf("exited with status 0, but: %v", err)
+		return cli.ExitFail, fmt.Sprintf("exited with status 0, but: %v", err)
 	}
-	return exitOK, "exited with status 0"
+	return cli.ExitOK, "exited with status 0"
 }

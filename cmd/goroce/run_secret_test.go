@@ -3,6 +3,8 @@ package main
 import (
 	"regexp"
 	"testing"
+
+	"github.com/goroce/goroce/cmd/goroce/internal/cli"
 )
 
 // jobSecrets runs a job of two ranks that print GOROCE_JOB_SECRET and
@@ -10,7 +12,7 @@ import (
 func jobSecrets(t *testing.T) [2]string {
 	t.Helper()
 	code, out, errOut := goroce(t, "run", "-n", "2", "--addr-base", testBase(), "--", "sh", "-c", `echo "secret=$GOROCE_JOB_SECRET"`)
-	if code != exitOK {
+	if code != cli.ExitOK {
 		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
 	}
 	var s [2]string

@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/goroce/goroce/cmd/goroce/internal/cli"
 	"github.com/goroce/goroce/nccl"
 )
 
@@ -113,7 +114,7 @@ func testChild(mode string) int {
 			return 3
 		}
 		signal.Ignore(syscall.SIGTERM)
-		if _, err := dialRetry(context.Background(), master, 10*time.Second); err != nil {
+		if _, err := cli.DialRetry(context.Background(), master, 10*time.Second); err != nil {
 			fmt.Println(err)
 			return 5
 		}
@@ -257,7 +258,7 @@ func runTimed(t *testing.T, n int, mode string, flags ...string) runResult {
 func TestRunEnvAndPrefixes(t *testing.T) {
 	const n = 3
 	code, out, errOut, _ := goroceRun(t, n, "env")
-	if code != exitOK {
+	if code != cli.ExitOK {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
 	}
 	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
@@ -266,7 +267,7 @@ func TestRunEnvAndPrefixes(t *testing.T) {
 	}
 	procs := os.Getenv("GOMAXPROCS") // the launcher sets it only if unset
 	if procs == "" {
-		procs = strconv.Itoa(ranksProcs(n, runtime.NumCPU()))
+		procs = strconv.Itoa(cli.RanksProcs(n, runtime.NumCPU()))
 	}
 	port := regexp.MustCompile(`(?m)^\[0\] MASTER_PORT=(\d+)$`).FindStringSubmatch(out)
 	if port == nil {
@@ -407,8 +408,8 @@ func TestRunUsage(t *testing.T) {
 		{"run", "-n", "2", "--addr-base", "10.0.0.1", "--", "true"},
 		{"run", "-n", "3", "--addr-base", "127.255.255.254", "--", "true"},
 	} {
-		if code, _, errOut := goroce(t, args...); code != exitUsage {
-			t.Errorf("%q: exit %d, want %d; stderr %s", args, code, exitUsage, errOut)
+		if code, _, errOut := goroce(t, args...); code != cli.ExitUsage {
+			t.Errorf("%q: exit %d, want %d; stderr %s", args, code, cli.ExitUsage, errOut)
 		}
 	}
 	code, _, errOut := goroce(t, "run", "-n", "2", "--", "/nonexistent/goroce-test")
@@ -433,8 +434,8 @@ func TestRankWriter(t *testing.T) {
 // Each rank gets its share of the host's CPUs, at least one.
 func TestRanksProcs(t *testing.T) {
 	for _, c := range []struct{ n, cpus, want int }{{1, 2, 2}, {2, 2, 1}, {4, 2, 1}, {2, 8, 4}, {3, 8, 2}, {0, 4, 4}} {
-		if got := ranksProcs(c.n, c.cpus); got != c.want {
-			t.Errorf("ranksProcs(%d ranks, %d CPUs) = %d, want %d", c.n, c.cpus, got, c.want)
+		if got := cli.RanksProcs(c.n, c.cpus); got != c.want {
+			t.Errorf("cli.RanksProcs(%d ranks, %d CPUs) = %d, want %d", c.n, c.cpus, got, c.want)
 		}
 	}
 }

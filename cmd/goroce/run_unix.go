@@ -7,6 +7,8 @@ import (
 	"os"
 	"os/exec"
 	"syscall"
+
+	"github.com/goroce/goroce/cmd/goroce/internal/cli"
 )
 
 // The signals goroce run stops ranks with.
@@ -34,7 +36,7 @@ func signalRank(cmd *exec.Cmd, sig os.Signal) {
 // ended with state (or err, if it has none), and says how it ended.
 func exitStatus(state *os.ProcessState, err error) (int, string) {
 	if state == nil {
-		return exitFail, fmt.Sprintf("failed: %v", err)
+		return cli.ExitFail, fmt.Sprintf("failed: %v", err)
 	}
 	ws, ok := state.Sys().(syscall.WaitStatus)
 	switch {
@@ -43,7 +45,7 @@ func exitStatus(state *os.ProcessState, err error) (int, string) {
 	case state.ExitCode() != 0:
 		return state.ExitCode(), fmt.Sprintf("exited with status %d", state.ExitCode())
 	case err != nil: // exited 0 but its output could not be copied
-		return exitFail, fmt.Sprintf("exited with status 0, but: %v", err)
+		return cli.ExitFail, fmt.Sprintf("exited with status 0, but: %v", err)
 	}
-	return exitOK, "exited with status 0"
+	return cli.ExitOK, "exited with status 0"
 }

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/goroce/goroce/cmd/goroce/internal/cli"
 	"github.com/goroce/goroce/rnic"
 )
 
@@ -59,8 +60,8 @@ func TestPerfSideChannelLineLimit(t *testing.T) {
 	const tries = 128 << 20
 	start := time.Now()
 	conn, written := floodLine(t, net.JoinHostPort(srvAddr, strconv.Itoa(port)), goroceMagic, tries)
-	if c := <-code; c != exitFail {
-		t.Fatalf("server exit %d, want %d: %s", c, exitFail, srvErr)
+	if c := <-code; c != cli.ExitFail {
+		t.Fatalf("server exit %d, want %d: %s", c, cli.ExitFail, srvErr)
 	}
 	want := "line too long: longer than " + strconv.Itoa(perfLineMax) + " bytes from " + conn.LocalAddr().String()
 	if !strings.Contains(srvErr.String(), want) {
@@ -83,7 +84,7 @@ func serveMetrics(t *testing.T, dev *rnic.Device) string {
 		dev, _ = deviceWithQP(t)
 	}
 	var log bytes.Buffer
-	stop, err := startMetrics("127.0.0.1:0", dev, &log)
+	stop, err := cli.StartMetrics("127.0.0.1:0", dev, &log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,8 +156,8 @@ func TestSideChannelStall(t *testing.T) {
 			defer conn.Close()
 			start := time.Now()
 			io.WriteString(conn, c.start)
-			if got := <-code; got != exitFail {
-				t.Fatalf("server exit %d, want %d: %s", got, exitFail, srvErr)
+			if got := <-code; got != cli.ExitFail {
+				t.Fatalf("server exit %d, want %d: %s", got, cli.ExitFail, srvErr)
 			}
 			if el := time.Since(start); el < c.stall || el > c.stall+5*time.Second {
 				t.Errorf("the server gave up after %v, want its stall timeout %v", el, c.stall)

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/goroce/goroce/cmd/goroce/internal/cli"
 	"github.com/goroce/goroce/qp"
 	"github.com/goroce/goroce/rnic"
 	"github.com/goroce/goroce/rnic/soak"
@@ -39,15 +40,15 @@ The soak of issue 10, ten minutes with 1% loss:
 
 // runSoak is `goroce soak`.
 func runSoak(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("goroce soak [-d 10m] [--loss 0.01] [--sample 10s]", soakAbout)
+	fs := cli.NewFlagSet("goroce soak [-d 10m] [--loss 0.01] [--sample 10s]", soakAbout)
 	d := fs.Duration("d", 10*time.Minute, "how long to run the workload")
 	loss := fs.Float64("loss", 0.01, "probability that the simulated switch drops a packet")
 	sample := fs.Duration("sample", 10*time.Second, "interval between samples")
 	warmup := fs.Duration("warmup", 0, "when to take the baseline sample (0: a fifth of -d, at most 30s)")
-	var obs observeFlags
-	obs.registerTrace(fs)
+	var obs cli.ObserveFlags
+	obs.RegisterTrace(fs)
 	addrs := fs.String("addrs", "127.0.77.1,127.0.77.2", "the UDP pair's two loopback `addresses`")
-	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
+	if code, ok := cli.ParseFlags(fs, args, stdout, stderr); !ok {
 		return code
 	}
 	udp, err := parseSoakAddrs(*addrs)
@@ -56,29 +57,29 @@ func runSoak(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "goroce soak: %v\n", err)
-		return exitUsage
+		return cli.ExitUsage
 	}
 	fmt.Fprintf(stdout, "soak: %v, %.2g%% loss on simlink, UDP on %v and %v\n", *d, 100**loss, udp[0], udp[1])
 	fmt.Fprintf(stdout, "%8s  %-17s %-17s %-17s %9s %6s %10s %5s\n",
 		"elapsed", "RC posted/done", "UC posted/done", "UD posted/done", "recvs", "errors", "RSS", "gorou")
 	var dc rnic.Config
-	closeCapture, err := obs.apply(&dc, stderr)
+	closeCapture, err := obs.Apply(&dc, stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "goroce soak: %v\n", err)
-		return exitUsage
+		return cli.ExitUsage
 	}
 	defer closeCapture()
 	rep, err := soak.Run(ctx, soak.Config{Duration: *d, Warmup: *warmup, SampleEvery: *sample, Loss: *loss, UDPAddrs: udp,
 		Trace: dc.Trace, Tap: dc.Tap, OnSample: func(s soak.Sample) { printSoakSample(stdout, s) }})
 	if err != nil {
 		fmt.Fprintf(stderr, "goroce soak: %v\n", err)
-		return exitUsage
+		return cli.ExitUsage
 	}
 	printSoakReport(stdout, rep)
 	if !rep.Verdict.OK {
-		return exitFail
+		return cli.ExitFail
 	}
-	return exitOK
+	return cli.ExitOK
 }
 
 // parseSoakAddrs reads --addrs: two loopback addresses, comma-separated.

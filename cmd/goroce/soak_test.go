@@ -3,6 +3,8 @@ package main
 import (
 	"strings"
 	"testing"
+
+	"github.com/goroce/goroce/cmd/goroce/internal/cli"
 )
 
 // A short loss-free soak prints its samples, the per-lane table and a
@@ -13,7 +15,7 @@ func TestSoakShort(t *testing.T) {
 	code, out, errOut := goroce(t, "soak", "-d", "2s", "--loss", "0", "--sample", "500ms", "--warmup", "500ms",
 		"--addrs", "127.0.79.1,127.0.79.2")
 	pass := strings.Contains(out, "verdict: PASS")
-	if code != map[bool]int{true: exitOK, false: exitFail}[pass] || errOut != "" {
+	if code != map[bool]int{true: cli.ExitOK, false: cli.ExitFail}[pass] || errOut != "" {
 		t.Fatalf("exit %d, verdict PASS %v\nstdout:\n%s\nstderr:\n%s", code, pass, out, errOut)
 	}
 	if _, problems, found := strings.Cut(out, "verdict: FAIL\n"); found {
@@ -39,11 +41,11 @@ func TestSoakUsage(t *testing.T) {
 		{"--loss", "1.5"},
 		{"extra"},
 	} {
-		if code, _, errOut := goroce(t, append([]string{"soak"}, args...)...); code != exitUsage || errOut == "" {
-			t.Errorf("soak %q: exit %d, stderr %q; want %d and a message", args, code, errOut, exitUsage)
+		if code, _, errOut := goroce(t, append([]string{"soak"}, args...)...); code != cli.ExitUsage || errOut == "" {
+			t.Errorf("soak %q: exit %d, stderr %q; want %d and a message", args, code, errOut, cli.ExitUsage)
 		}
 	}
-	if code, out, _ := goroce(t, "help", "soak"); code != exitOK || !strings.Contains(out, "goroce soak -d 10m --loss 0.01") {
+	if code, out, _ := goroce(t, "help", "soak"); code != cli.ExitOK || !strings.Contains(out, "goroce soak -d 10m --loss 0.01") {
 		t.Errorf("help soak: exit %d, no 10-minute command in:\n%s", code, out)
 	}
 }

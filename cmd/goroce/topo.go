@@ -7,6 +7,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/goroce/goroce/cmd/goroce/internal/cli"
 	"github.com/goroce/goroce/mr/gpu"
 )
 
@@ -26,10 +27,10 @@ the GPU–NIC path is no farther than NCCL_NET_GDR_LEVEL (default PXB).`
 
 // runTopo is `goroce topo`.
 func runTopo(_ context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("goroce topo [--preset pix|pxb|phb|sys] [--gpus N]", topoAbout)
+	fs := cli.NewFlagSet("goroce topo [--preset pix|pxb|phb|sys] [--gpus N]", topoAbout)
 	preset := fs.String("preset", "pix", "GPU–NIC placement: pix, pxb, phb or sys")
 	ngpus := fs.Int("gpus", 1, "number of simulated GPUs")
-	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
+	if code, ok := cli.ParseFlags(fs, args, stdout, stderr); !ok {
 		return code
 	}
 	p, err := parsePreset(*preset)
@@ -42,18 +43,18 @@ func runTopo(_ context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "goroce topo: %v\n", err)
-		return exitUsage
+		return cli.ExitUsage
 	}
 	topo, err := buildTopo(p, *ngpus, 1<<30, gpu.Options{})
 	if err != nil {
 		fmt.Fprintf(stderr, "goroce topo: %v\n", err)
-		return exitFail
+		return cli.ExitFail
 	}
 	if err := topo.print(stdout); err != nil {
 		fmt.Fprintf(stderr, "goroce topo: %v\n", err)
-		return exitFail
+		return cli.ExitFail
 	}
-	return exitOK
+	return cli.ExitOK
 }
 
 // parsePreset reads a --preset value: pix, pxb, phb or sys, in any case.

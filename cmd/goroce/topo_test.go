@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/goroce/goroce/cmd/goroce/internal/cli"
 	"github.com/goroce/goroce/mr/gpu"
 )
 
@@ -21,7 +22,7 @@ func TestTopoMatrix(t *testing.T) {
 		{"sys", []string{"GPU0 X PHB SYS 0", "GPU1 PHB X SYS 0", "NIC0 SYS SYS X 1"}, 5},
 	} {
 		code, out, errOut := goroce(t, "topo", "--preset", tc.preset, "--gpus", "2")
-		if code != exitOK {
+		if code != cli.ExitOK {
 			t.Fatalf("%s: exit %d: %s", tc.preset, code, errOut)
 		}
 		lines := strings.Split(out, "\n")
@@ -49,10 +50,10 @@ func TestTopoMatrix(t *testing.T) {
 			t.Errorf("%s: %d links, want %d:\n%s", tc.preset, n, tc.links, out)
 		}
 	}
-	if code, _, _ := goroce(t, "topo", "--preset", "loc"); code != exitUsage {
+	if code, _, _ := goroce(t, "topo", "--preset", "loc"); code != cli.ExitUsage {
 		t.Errorf("--preset loc: exit %d", code)
 	}
-	if code, _, _ := goroce(t, "topo", "--gpus", "0"); code != exitUsage {
+	if code, _, _ := goroce(t, "topo", "--gpus", "0"); code != cli.ExitUsage {
 		t.Errorf("--gpus 0: exit %d", code)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/goroce/goroce/cmd/goroce/internal/cli"
 	"github.com/goroce/goroce/dcqcn"
 	"github.com/goroce/goroce/dcqcn/experiment"
 	"github.com/goroce/goroce/rnic/ui"
@@ -35,15 +36,15 @@ func getUIJSON(t *testing.T, url string, v any) {
 // the live view to a device: the URL is on stderr and the page's data
 // shows the device under its rdma-tool name, with its QP.
 func TestUIAddrFlag(t *testing.T) {
-	var obs observeFlags
-	fs := newFlagSet("test", "")
-	obs.register(fs)
+	var obs cli.ObserveFlags
+	fs := cli.NewFlagSet("test", "")
+	obs.Register(fs)
 	if err := fs.Parse([]string{"--ui-addr", "127.0.0.1:0"}); err != nil {
 		t.Fatal(err)
 	}
 	dev, q := deviceWithQP(t)
 	var stderr bytes.Buffer
-	stop, err := obs.attach(dev, &stderr)
+	stop, err := obs.Attach(dev, &stderr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +82,7 @@ func TestWatchDCQCN(t *testing.T) {
 	srv := ui.New(ui.Options{})
 	sc := experiment.Scenario{Name: "incast", Flows: 2, LineRate: dcqcn.Gbps, Buffer: experiment.DefaultBuffer(dcqcn.Gbps),
 		Duration: 10 * time.Millisecond, Interval: time.Millisecond}
-	watchDCQCN(srv, &sc)
+	cli.WatchDCQCN(srv, &sc)
 	var res *experiment.Result
 	synctest.Test(t, func(t *testing.T) {
 		var err error

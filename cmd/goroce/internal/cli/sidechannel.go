@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -19,9 +19,9 @@ import (
 // RDMA programs trade QPNs, PSNs and GIDs before their queue pairs can
 // talk: the server accepts one client, the client dials with retries.
 
-// dialRetry connects to hostPort, retrying for up to patience while the
+// DialRetry connects to hostPort, retrying for up to patience while the
 // connection is refused (the server may not be listening yet).
-func dialRetry(ctx context.Context, hostPort string, patience time.Duration) (net.Conn, error) {
+func DialRetry(ctx context.Context, hostPort string, patience time.Duration) (net.Conn, error) {
 	ctx, cancel := context.WithTimeout(ctx, patience)
 	defer cancel()
 	var d net.Dialer
@@ -44,10 +44,10 @@ func dialRetry(ctx context.Context, hostPort string, patience time.Duration) (ne
 	}
 }
 
-// acceptPeer listens on TCP port (0: a free one, reported on stderr as
+// AcceptPeer listens on TCP port (0: a free one, reported on stderr as
 // "<who>: listening on port N") and waits, until ctx is done, for one
 // client. The listener is closed before it returns.
-func acceptPeer(ctx context.Context, port int, who string, stderr io.Writer) (net.Conn, error) {
+func AcceptPeer(ctx context.Context, port int, who string, stderr io.Writer) (net.Conn, error) {
 	var lc net.ListenConfig
 	ln, err := lc.Listen(ctx, "tcp", net.JoinHostPort("", strconv.Itoa(port)))
 	if err != nil {
@@ -61,24 +61,24 @@ func acceptPeer(ctx context.Context, port int, who string, stderr io.Writer) (ne
 	defer stop()
 	conn, err := ln.Accept()
 	if err != nil {
-		return nil, fmt.Errorf("accept() failed: %w", ctxErr(ctx, err))
+		return nil, fmt.Errorf("accept() failed: %w", CtxErr(ctx, err))
 	}
 	return conn, nil
 }
 
-// ctxErr prefers the context's error (an interrupt) to the I/O error it
+// CtxErr prefers the context's error (an interrupt) to the I/O error it
 // caused by closing the socket.
-func ctxErr(ctx context.Context, err error) error {
+func CtxErr(ctx context.Context, err error) error {
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
 	return err
 }
 
-// randomPSN draws a 24-bit initial PSN, as ibv_rc_pingpong does with
+// RandomPSN draws a 24-bit initial PSN, as ibv_rc_pingpong does with
 // lrand48() & 0xffffff (here from crypto/rand: predictable PSNs make
 // packet injection easy).
-func randomPSN() wire.PSN {
+func RandomPSN() wire.PSN {
 	var b [4]byte
 	rand.Read(b[:])
 	return wire.PSN(binary.BigEndian.Uint32(b[:]) & 0xFFFFFF)

@@ -1,8 +1,7 @@
-package main
+package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -28,9 +27,9 @@ import (
 //
 // `goroce stat URL` prints /stat and /res of another process's device.
 
-// startMetrics serves dev on addr and returns the function that stops the
+// StartMetrics serves dev on addr and returns the function that stops the
 // server. It says where it listens on stderr.
-func startMetrics(addr string, dev *rnic.Device, stderr io.Writer) (func() error, error) {
+func StartMetrics(addr string, dev *rnic.Device, stderr io.Writer) (func() error, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("--metrics-addr: %w", err)
@@ -51,13 +50,13 @@ func startMetrics(addr string, dev *rnic.Device, stderr io.Writer) (func() error
 	}, nil
 }
 
-// linkName is how the device appears in the rdma-tool-style views.
-func linkName(dev *rnic.Device) string { return "goroce_" + dev.Addr().Addr().String() + "/1" }
+// LinkName is how the device appears in the rdma-tool-style views.
+func LinkName(dev *rnic.Device) string { return "goroce_" + dev.Addr().Addr().String() + "/1" }
 
 // writeStat prints the counters on one line, as `rdma statistic show`.
 func writeStat(w io.Writer, dev *rnic.Device) {
 	var b strings.Builder
-	b.WriteString("link " + linkName(dev))
+	b.WriteString("link " + LinkName(dev))
 	for _, c := range dev.Counters() {
 		fmt.Fprintf(&b, " %s %d", c.Name, c.Value)
 	}
@@ -69,7 +68,7 @@ func writeStat(w io.Writer, dev *rnic.Device) {
 func writeRes(w io.Writer, dev *rnic.Device) {
 	for _, r := range dev.Resources() {
 		fmt.Fprintf(w, "link %s lqpn %d rqpn %d type %v state %v rq-psn %d sq-psn %d unacked-psn %d send-wrs %d recv-wrs %d mtu %v rate %v pid %d comm goroce\n",
-			linkName(dev), r.QPN, r.DestQPN, r.Type, r.State, uint32(r.RecvPSN), uint32(r.SendPSN), uint32(r.AckedPSN),
+			LinkName(dev), r.QPN, r.DestQPN, r.Type, r.State, uint32(r.RecvPSN), uint32(r.SendPSN), uint32(r.AckedPSN),
 			r.SendWRs, r.RecvWRs, r.PathMTU, r.Rate, os.Getpid())
 	}
 }
@@ -98,47 +97,4 @@ func (c deviceCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(qpSendDesc, prometheus.GaugeValue, float64(r.SendWRs), dev, qpn, typ)
 		ch <- prometheus.MustNewConstMetric(qpRecvDesc, prometheus.GaugeValue, float64(r.RecvWRs), dev, qpn, typ)
 	}
-}
-
-const statAbout = `Prints the counters and QPs of a running goroce device that serves them
-(any goroce command started with --metrics-addr), as rdma statistic show and
-rdma res show qp print rxe's:
-
-  goroce pingpong --metrics-addr 127.0.0.1:9464 ... &
-  goroce stat 127.0.0.1:9464`
-
-// runStat is `goroce stat URL`.
-func runStat(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("goroce stat [flags] ADDR", statAbout)
-	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
-		return code
-	}
-	if fs.NArg() != 1 {
-		fs.Usage()
-		return exitUsage
-	}
-	base := fs.Arg(0)
-	if !strings.Contains(base, "://") {
-		base = "http://" + base
-	}
-	client := &http.Client{Timeout: 5 * time.Second}
-	for _, path := range []string{"/stat", "/res"} {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(base, "/")+path, nil)
-		if err == nil {
-			var resp *http.Response
-			if resp, err = client.Do(req); err == nil {
-				if resp.StatusCode != http.StatusOK {
-					err = errors.New(resp.Status)
-				} else {
-					_, err = io.Copy(stdout, resp.Body)
-				}
-				resp.Body.Close()
-			}
-		}
-		if err != nil {
-			fmt.Fprintf(stderr, "goroce stat: %s%s: %v\n", base, path, err)
-			return exitFail
-		}
-	}
-	return exitOK
 }

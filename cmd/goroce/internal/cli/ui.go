@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"fmt"
@@ -16,15 +16,15 @@ import (
 // --ui-addr's usage lines: on the commands that open a device, and on
 // goroce dcqcn.
 const (
-	uiFlagHelp = "serve a live web view of the device on this `address` (e.g. 127.0.0.1:8080): " +
+	UIFlagHelp = "serve a live web view of the device on this `address` (e.g. 127.0.0.1:8080): " +
 		"its QPs with their states and PSNs, and its counters; with several ranks, rank r serves on the port + r"
-	uiDCQCNFlagHelp = "serve a live chart of the flows' DCQCN rates and the switch queue on this `address` " +
+	UIDCQCNFlagHelp = "serve a live chart of the flows' DCQCN rates and the switch queue on this `address` " +
 		"(e.g. 127.0.0.1:8080); after the run the page keeps the whole chart until goroce is interrupted (Ctrl-C)"
 )
 
-// startUI serves a live view on addr and says where on stderr. stop shuts
+// StartUI serves a live view on addr and says where on stderr. stop shuts
 // the server down.
-func startUI(addr string, stderr io.Writer) (srv *ui.Server, stop func() error, err error) {
+func StartUI(addr string, stderr io.Writer) (srv *ui.Server, stop func() error, err error) {
 	srv = ui.New(ui.Options{})
 	at, stop, err := srv.Start(addr)
 	if err != nil {
@@ -34,22 +34,22 @@ func startUI(addr string, stderr io.Writer) (srv *ui.Server, stop func() error, 
 	return srv, stop, nil
 }
 
-// startDeviceUI serves the live view of dev on addr.
-func startDeviceUI(addr string, dev *rnic.Device, stderr io.Writer) (stop func() error, err error) {
-	srv, stop, err := startUI(addr, stderr)
+// StartDeviceUI serves the live view of dev on addr.
+func StartDeviceUI(addr string, dev *rnic.Device, stderr io.Writer) (stop func() error, err error) {
+	srv, stop, err := StartUI(addr, stderr)
 	if err != nil {
 		return nil, err
 	}
-	if err := srv.AddDevice(linkName(dev), dev); err != nil {
+	if err := srv.AddDevice(LinkName(dev), dev); err != nil {
 		stop()
 		return nil, err
 	}
 	return stop, nil
 }
 
-// watchDCQCN charts sc's run on srv: it describes the run and has the run
+// WatchDCQCN charts sc's run on srv: it describes the run and has the run
 // push every sample it records.
-func watchDCQCN(srv *ui.Server, sc *experiment.Scenario) {
+func WatchDCQCN(srv *ui.Server, sc *experiment.Scenario) {
 	preset := sc.Preset
 	if sc.DisableDCQCN {
 		preset = "off"
