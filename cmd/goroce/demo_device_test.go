@@ -8,13 +8,14 @@ import (
 	"testing"
 
 	"github.com/goroce/goroce/cmd/goroce/internal/cli"
+	"github.com/goroce/goroce/cmd/goroce/internal/clitest"
 )
 
 // The demo's device part: AllReduce on simulated GPU buffers, GDR and
 // staged, both right, each with its PCIe bytes on its own paths. 2 ranks
 // of 64 KiB: each rank sends and receives 64 KiB per call.
 func TestDemoDevice(t *testing.T) {
-	code, out, errOut := goroce(t, "demo", "-n", "2", "--addr-base", testBase(), "--size", "64K", "--iters", "2")
+	code, out, errOut := goroce(t, "demo", "-n", "2", "--addr-base", clitest.TestBase(), "--size", "64K", "--iters", "2")
 	if code != cli.ExitOK {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
 	}

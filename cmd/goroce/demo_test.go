@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/goroce/goroce/cmd/goroce/internal/cli"
+	"github.com/goroce/goroce/cmd/goroce/internal/clitest"
 )
 
 // goroce demo starts 4 ranks of itself, runs every collective, and
@@ -17,7 +18,7 @@ func TestDemo(t *testing.T) {
 	// A live rank a loaded machine leaves unscheduled for half a second
 	// must not look dead (see killIBTimeout).
 	t.Setenv("NCCL_IB_TIMEOUT", killIBTimeout)
-	code, out, errOut := goroce(t, "demo", "--addr-base", testBase(), "--size", "256K", "--iters", "2")
+	code, out, errOut := goroce(t, "demo", "--addr-base", clitest.TestBase(), "--size", "256K", "--iters", "2")
 	if code != cli.ExitOK {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
 	}

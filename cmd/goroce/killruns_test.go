@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/goroce/goroce/cmd/goroce/internal/clitest"
 	"github.com/goroce/goroce/nccl"
 )
 
@@ -97,7 +98,7 @@ func TestKillRuns(t *testing.T) {
 	}
 	// The ranks are this test binary running TestKillRunsRank: not goroce
 	// (TestMain), and with the run's seed.
-	t.Setenv(asGoroceEnv, "0")
+	t.Setenv(clitest.AsGoroceEnv, "0")
 	t.Setenv("NCCL_IB_TIMEOUT", killIBTimeout)
 	t.Logf("seeds %d to %d (%s=S replays seed S)", seeds[0], seeds[len(seeds)-1], killSeedEnv)
 	bound := afterDeathBound(killOpTimeout)
@@ -111,7 +112,7 @@ func TestKillRuns(t *testing.T) {
 		var out strings.Builder
 		errOut := &markWriter{mark: deathMark}
 		start := time.Now()
-		code := run(ctx, []string{"run", "-n", strconv.Itoa(killRanks), "--addr-base", testBase(), "--grace", killGrace.String(), "--",
+		code := run(ctx, []string{"run", "-n", strconv.Itoa(killRanks), "--addr-base", clitest.TestBase(), "--grace", killGrace.String(), "--",
 			exe, "-test.run=^TestKillRunsRank$", "-test.timeout=2m"}, &out, errOut)
 		end := time.Now()
 		cancel()

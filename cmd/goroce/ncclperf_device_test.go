@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/goroce/goroce/cmd/goroce/internal/cli"
+	"github.com/goroce/goroce/cmd/goroce/internal/clitest"
 )
 
 // nccl-perf --device -np 2 all_reduce: no wrong element, and the PCIe
@@ -17,7 +18,7 @@ import (
 func TestNcclPerfDevice(t *testing.T) {
 	for _, gdr := range []string{"on", "off"} {
 		code, out, errOut := goroce(t, "nccl-perf", "all_reduce", "-np", "2", "-b", "64K", "-e", "256K", "-f", "4",
-			"-n", "3", "-w", "1", "--device", "--gdr="+gdr, "--addr-base", testBase())
+			"-n", "3", "-w", "1", "--device", "--gdr="+gdr, "--addr-base", clitest.TestBase())
 		if code != cli.ExitOK {
 			t.Fatalf("--gdr=%s: exit %d\nstdout:\n%s\nstderr:\n%s", gdr, code, out, errOut)
 		}
@@ -58,7 +59,7 @@ func TestNcclPerfDevice(t *testing.T) {
 func TestNcclPerfDeviceGDRLevel(t *testing.T) {
 	t.Setenv("NCCL_NET_GDR_LEVEL", "LOC")
 	code, out, errOut := goroce(t, "nccl-perf", "all_reduce", "-np", "2", "-b", "4K", "-e", "4K",
-		"-n", "1", "-w", "0", "--device", "--gdr=on", "--addr-base", testBase())
+		"-n", "1", "-w", "0", "--device", "--gdr=on", "--addr-base", clitest.TestBase())
 	if code != cli.ExitOK || !strings.Contains(out, "path staged (GPU0-NIC0 distance PIX is beyond NCCL_NET_GDR_LEVEL LOC)") {
 		t.Errorf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
 	}

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/goroce/goroce/cmd/goroce/internal/cli"
+	"github.com/goroce/goroce/cmd/goroce/internal/clitest"
 	"github.com/goroce/goroce/nccl"
 	"github.com/goroce/goroce/nccl/reduce"
 	"github.com/goroce/goroce/nccl/transport"
@@ -20,7 +21,7 @@ import (
 // element.
 func TestNcclPerfAllReduceNp2(t *testing.T) {
 	code, out, errOut := goroce(t, "nccl-perf", "all_reduce", "-np", "2", "-b", "8", "-e", "1M", "-f", "4", "-c", "1",
-		"-n", "5", "-w", "1", "--addr-base", testBase())
+		"-n", "5", "-w", "1", "--addr-base", clitest.TestBase())
 	if code != cli.ExitOK {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
 	}

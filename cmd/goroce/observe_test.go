@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/goroce/goroce/cmd/goroce/internal/cli"
+	"github.com/goroce/goroce/cmd/goroce/internal/clitest"
 )
 
 // TestPcapFlag runs pingpong with --pcap on the server and decodes the
@@ -19,8 +20,8 @@ func TestPcapFlag(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	file := filepath.Join(t.TempDir(), "server.pcap")
-	srvAddr, cliAddr := loopbackPair()
-	srvErr := &portWriter{port: make(chan int, 1)}
+	srvAddr, cliAddr := clitest.LoopbackPair()
+	srvErr := clitest.NewPortWriter()
 	srvCode := make(chan int, 1)
 	go func() {
 		var out bytes.Buffer
@@ -28,7 +29,7 @@ func TestPcapFlag(t *testing.T) {
 	}()
 	var port int
 	select {
-	case port = <-srvErr.port:
+	case port = <-srvErr.Port:
 	case code := <-srvCode:
 		t.Fatalf("server exited %d before listening: %s", code, srvErr)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/gopacket/gopacket/pcapgo"
 
 	"github.com/goroce/goroce/cmd/goroce/internal/cli"
+	"github.com/goroce/goroce/cmd/goroce/internal/clitest"
 	"github.com/goroce/goroce/wire/pcap"
 )
 
@@ -126,7 +127,7 @@ func rewrite(t *testing.T, name string, edit func(k int, ip []byte) (newIP []byt
 	w := pcapgo.NewWriterNanos(out)
 	w.WriteFileHeader(65535, layers.LinkTypeEthernet)
 	k := 0
-	eachRecord(t, name, func(rec *pcap.Record) {
+	clitest.EachRecord(t, name, func(rec *pcap.Record) {
 		frame, keep := bytes.Clone(rec.Frame), len(rec.Frame)
 		if _, ok := rec.RoCEv2(); ok {
 			link := len(rec.Frame) - len(rec.IP)

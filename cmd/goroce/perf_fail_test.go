@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/goroce/goroce/cmd/goroce/internal/clitest"
 	"github.com/goroce/goroce/qp"
 )
 
@@ -20,7 +21,7 @@ import (
 // done line; the server's error for that must name its QP, the state and
 // the event, not only the side channel's EOF (issue 25).
 func TestPerfServerSaysWhyItsQPFailed(t *testing.T) {
-	srvAddr, cliAddr := loopbackPair()
+	srvAddr, cliAddr := clitest.LoopbackPair()
 	open := func(args ...string) *perfContext {
 		t.Helper()
 		cfg, code, ok := parsePerf(args, io.Discard, io.Discard)

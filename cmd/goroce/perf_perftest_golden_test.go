@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/goroce/goroce/cmd/goroce/internal/cli"
+	"github.com/goroce/goroce/cmd/goroce/internal/clitest"
 	"github.com/goroce/goroce/qp"
 )
 
@@ -75,10 +76,10 @@ func perftestMessageSizes(test perfTest) []int {
 func TestPerftestGoldenMessages(t *testing.T) {
 	for _, gc := range perftestGoldens {
 		t.Run(gc.name, func(t *testing.T) {
-			g := readGoldenCapture(t, gc.name)
+			g := clitest.ReadGoldenCapture(t, gc.name)
 			want := perftestMessageSizes(perfTestNamed(t, gc.test))
 			var keys [2]perfDest
-			for side, msgs := range [][][]byte{g.from(true), g.from(false)} {
+			for side, msgs := range [][][]byte{g.From(true), g.From(false)} {
 				var sizes []int
 				for _, m := range msgs {
 					sizes = append(sizes, len(m))
@@ -108,22 +109,22 @@ func TestPerftestGoldenMessages(t *testing.T) {
 				}
 			}
 			cli, srv := keys[0], keys[1]
-			checkPeerPackets(t, g, cli.gid, srv.gid, cli.qpn, srv.qpn, cli.psn, srv.psn)
-			for _, p := range g.packets {
-				if p.src != cli.gid.Unmap() || !p.pkt.Info().Request {
+			clitest.CheckPeerPackets(t, g, cli.gid, srv.gid, cli.qpn, srv.qpn, cli.psn, srv.psn)
+			for _, p := range g.Packets {
+				if p.Src != cli.gid.Unmap() || !p.Pkt.Info().Request {
 					continue
 				}
 				var va uint64
 				var rkey uint32
-				if r := p.pkt.RETH(); r != nil {
+				if r := p.Pkt.RETH(); r != nil {
 					va, rkey = r.VA(), r.RKey()
-				} else if a := p.pkt.AtomicETH(); a != nil {
+				} else if a := p.Pkt.AtomicETH(); a != nil {
 					va, rkey = a.VA(), a.RKey()
 				} else {
 					break // send_lat: no remote buffer
 				}
 				if va != srv.addr || rkey != srv.rkey {
-					t.Errorf("the client's first %v: VA %#x RKey %#x, the server announced %#x %#x", p.pkt, va, rkey, srv.addr, srv.rkey)
+					t.Errorf("the client's first %v: VA %#x RKey %#x, the server announced %#x %#x", p.Pkt, va, rkey, srv.addr, srv.rkey)
 				}
 				break
 			}
@@ -176,30 +177,30 @@ func TestPerftestGoldenServer(t *testing.T) {
 			continue
 		}
 		t.Run(gc.name, func(t *testing.T) {
-			g := readGoldenCapture(t, gc.name)
+			g := clitest.ReadGoldenCapture(t, gc.name)
 			ctx, cancel := context.WithTimeout(t.Context(), 15*time.Second)
 			defer cancel()
-			srvAddr, _ := loopbackPair()
+			srvAddr, _ := clitest.LoopbackPair()
 			var srvOut bytes.Buffer
-			port, srvCode, srvErr := startServer(t, ctx, []string{"perf", gc.test, "--addr", srvAddr, "-p", "0", "-n", "20",
+			port, srvCode, srvErr := clitest.StartServer(t, ctx, run, []string{"perf", gc.test, "--addr", srvAddr, "-p", "0", "-n", "20",
 				"-s", strconv.Itoa(gc.size), "-m", "1024", "-d", "rxe0", "-x", "1", "-F"}, &srvOut)
 			conn, err := net.Dial("tcp", net.JoinHostPort(srvAddr, strconv.Itoa(port)))
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer conn.Close()
-			got, err := replayPeer(conn, g.segments, true, loopbackKey)
+			got, err := clitest.ReplayPeer(conn, g.Segments, true, loopbackKey)
 			if err != nil {
 				t.Fatalf("replaying the client: %v", err)
 			}
 			if code := <-srvCode; code != cli.ExitOK {
 				t.Fatalf("server exit %d: %s\n%s", code, srvErr, srvOut.String())
 			}
-			want := g.from(false)
+			want := g.From(false)
 			for i, m := range got {
 				switch {
 				case len(want[i]) == perftestKeyLen:
-					if err := shapeDiff(m, want[i]); err != nil {
+					if err := clitest.ShapeDiff(m, want[i]); err != nil {
 						t.Errorf("message %d: %v", i, err)
 					}
 					d, err := parsePerftestKey(m)
@@ -228,8 +229,8 @@ func TestPerftestGoldenServer(t *testing.T) {
 // agrees the MTU, cycle buffer and version. A server older than perftest
 // 5.70 is refused, as perftest refuses it.
 func TestPerftestGoldenPrelude(t *testing.T) {
-	g := readGoldenCapture(t, "ib_write_bw")
-	prelude := g.segments[:8] // version, cycle buffer, cache line and MTU, each way
+	g := clitest.ReadGoldenCapture(t, "ib_write_bw")
+	prelude := g.Segments[:8] // version, cycle buffer, cache line and MTU, each way
 	for _, tc := range []struct {
 		name    string
 		version string
@@ -245,7 +246,7 @@ func TestPerftestGoldenPrelude(t *testing.T) {
 			}
 			ch := make(chan result, 1)
 			go func() {
-				got, err := replayPeer(b, prelude, false, func(m []byte) []byte {
+				got, err := clitest.ReplayPeer(b, prelude, false, func(m []byte) []byte {
 					if tc.version != "" && len(m) == perftestVersionLen {
 						m = append([]byte(tc.version), make([]byte, perftestVersionLen-len(tc.version))...)
 					}
@@ -271,7 +272,7 @@ func TestPerftestGoldenPrelude(t *testing.T) {
 			if r.err != nil {
 				t.Fatal(r.err)
 			}
-			for i, want := range g.from(true)[:4] {
+			for i, want := range g.From(true)[:4] {
 				switch {
 				case i == 1 && os.Getpagesize() != 4096:
 				case i == 3 && tc.mtu != 1024:
@@ -301,19 +302,19 @@ func TestPerftestGoldenReport(t *testing.T) {
 			continue
 		}
 		t.Run(gc.name, func(t *testing.T) {
-			g := readGoldenCapture(t, gc.name)
-			var segs []tcpSegment // the report: the 8-byte messages after the prelude
-			for _, s := range g.segments[8:] {
-				if len(s.data) == 8 {
+			g := clitest.ReadGoldenCapture(t, gc.name)
+			var segs []clitest.TCPSegment // the report: the 8-byte messages after the prelude
+			for _, s := range g.Segments[8:] {
+				if len(s.Data) == 8 {
 					segs = append(segs, s)
 				}
 			}
 			var cli, srv [][]byte
 			for _, s := range segs {
-				if s.fromClient {
-					cli = append(cli, s.data)
+				if s.FromClient {
+					cli = append(cli, s.Data)
 				} else {
-					srv = append(srv, s.data)
+					srv = append(srv, s.Data)
 				}
 			}
 			if len(cli) != 5 || len(srv) != 5 {
@@ -327,7 +328,7 @@ func TestPerftestGoldenReport(t *testing.T) {
 			defer b.Close()
 			ch := make(chan [][]byte, 1)
 			go func() {
-				got, err := replayPeer(b, segs, false, func(m []byte) []byte { return m })
+				got, err := clitest.ReplayPeer(b, segs, false, func(m []byte) []byte { return m })
 				if err != nil {
 					t.Error(err)
 				}
@@ -373,12 +374,12 @@ func perfTestNamed(t *testing.T, name string) perfTest {
 func TestPerftestGoldenPair(t *testing.T) {
 	for _, gc := range perftestGoldens {
 		t.Run(gc.name, func(t *testing.T) {
-			g := readGoldenCapture(t, gc.name)
+			g := clitest.ReadGoldenCapture(t, gc.name)
 			ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 			defer cancel()
-			srvAddr, cliAddr := loopbackPair()
+			srvAddr, cliAddr := clitest.LoopbackPair()
 			flags := []string{"-n", "20", "-s", strconv.Itoa(gc.size), "-m", "1024", "-d", "rxe0", "-x", "1", "-F"}
-			port, srvCode, srvErr := startServer(t, ctx, append([]string{"perf", gc.test, "--addr", srvAddr, "-p", "0"}, flags...), io.Discard)
+			port, srvCode, srvErr := clitest.StartServer(t, ctx, run, append([]string{"perf", gc.test, "--addr", srvAddr, "-p", "0"}, flags...), io.Discard)
 			relay, streams := relayTCP(t, ctx, srvAddr, port)
 			var cliErr bytes.Buffer
 			if code := run(ctx, append([]string{"perf", gc.test, srvAddr, "--addr", cliAddr, "-p", strconv.Itoa(relay), "--exchange", "perftest"}, flags...), io.Discard, &cliErr); code != cli.ExitOK {
@@ -389,7 +390,7 @@ func TestPerftestGoldenPair(t *testing.T) {
 			}
 			sent := <-streams
 			for side, who := range []string{"server", "client"} {
-				want := g.from(side == 1)
+				want := g.From(side == 1)
 				got, rest := splitLike(sent[side], want)
 				if len(rest) != 0 || len(got) != len(want) {
 					t.Errorf("the %s sent %d bytes that do not split into rxe's %d messages (%d bytes left)", who, len(sent[side]), len(want), len(rest))
@@ -399,7 +400,7 @@ func TestPerftestGoldenPair(t *testing.T) {
 					var err error
 					switch {
 					case len(m) == perftestKeyLen:
-						err = shapeDiff(m, want[i])
+						err = clitest.ShapeDiff(m, want[i])
 					case len(m) == 8 && i > 3: // the report: size and iterations (8, 9), then rates
 						if who == "client" && i <= 9 && !bytes.Equal(m, want[i]) {
 							err = fmt.Errorf("% x, rxe's client % x", m, want[i])

@@ -6,13 +6,15 @@ import (
 	"net/netip"
 	"strings"
 	"testing"
+
+	"github.com/goroce/goroce/cmd/goroce/internal/clitest"
 )
 
 // goldenKey is the first handshake ib_read_bw's client sent in the rxe
 // capture (OUT_READS 0x80, a real VAddr and RKey).
 func goldenKey(t testing.TB) []byte {
 	t.Helper()
-	for _, m := range readGoldenCapture(t, "ib_read_bw").from(true) {
+	for _, m := range clitest.ReadGoldenCapture(t, "ib_read_bw").From(true) {
 		if len(m) == perftestKeyLen {
 			return m
 		}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/goroce/goroce/cmd/goroce/internal/cli"
+	"github.com/goroce/goroce/cmd/goroce/internal/clitest"
 )
 
 // runPerfPair runs `goroce perf` as a server and a client in two
@@ -29,16 +30,16 @@ func runPerfPairWith(t *testing.T, test string, srvFlags, cliFlags []string) (sr
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 15*time.Second)
 	defer cancel()
-	srvAddr, cliAddr := loopbackPair()
+	srvAddr, cliAddr := clitest.LoopbackPair()
 	var srv, client bytes.Buffer
-	srvErr := &portWriter{port: make(chan int, 1)}
+	srvErr := clitest.NewPortWriter()
 	srvCode := make(chan int, 1)
 	go func() {
 		srvCode <- run(ctx, append([]string{"perf", test, "--addr", srvAddr, "-p", "0"}, srvFlags...), &srv, srvErr)
 	}()
 	var port int
 	select {
-	case port = <-srvErr.port:
+	case port = <-srvErr.Port:
 	case code := <-srvCode:
 		t.Fatalf("server exited %d before listening: %s", code, srvErr)
 	}
@@ -213,7 +214,7 @@ func TestPerfProcesses(t *testing.T) {
 	// -u 18: the QPs retry for about 8.6 s (1.07 s × 8), not 0.5 s, so a
 	// process a loaded machine leaves unscheduled for a while is not taken
 	// for dead (its peer's QP ran out of retries in 2 of 3 runs under load).
-	_, cliOut := runTwoProcesses(t, ctx, bin, []string{"perf", "write_bw"}, []string{"-s", "65536", "-n", "2000", "-u", "18"})
+	_, cliOut := clitest.RunTwoProcesses(t, ctx, bin, []string{"perf", "write_bw"}, []string{"-s", "65536", "-n", "2000", "-u", "18"})
 	rows := reportRows(t, "client", cliOut, bwHeaderMB)
 	if len(rows) != 1 {
 		t.Fatalf("client rows %v", rows)
@@ -256,13 +257,13 @@ func TestPerfBadFlags(t *testing.T) {
 func TestPerfMismatchedFlags(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
-	srvAddr, cliAddr := loopbackPair()
-	srvErr := &portWriter{port: make(chan int, 1)}
+	srvAddr, cliAddr := clitest.LoopbackPair()
+	srvErr := clitest.NewPortWriter()
 	srvCode := make(chan int, 1)
 	go func() {
 		srvCode <- run(ctx, []string{"perf", "write_bw", "--addr", srvAddr, "-p", "0", "-n", "100"}, io.Discard, srvErr)
 	}()
-	port := <-srvErr.port
+	port := <-srvErr.Port
 	var cliErr bytes.Buffer
 	code := run(ctx, []string{"perf", "write_bw", srvAddr, "--addr", cliAddr, "-p", strconv.Itoa(port), "-n", "200"}, io.Discard, &cliErr)
 	if code != cli.ExitFail || !strings.Contains(cliErr.String(), "iters=100") || !strings.Contains(cliErr.String(), "iters=200") {

@@ -1,13 +1,11 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net"
 	"net/netip"
 	"os/exec"
@@ -16,51 +14,14 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/goroce/goroce/cmd/goroce/internal/cli"
+	"github.com/goroce/goroce/cmd/goroce/internal/clitest"
 	"github.com/goroce/goroce/qp"
 	"github.com/goroce/goroce/wire"
 )
-
-// loopbackPair returns two distinct random loopback addresses 127.66.x.y, so
-// parallel test runs do not share RoCEv2 sockets.
-func loopbackPair() (server, client string) {
-	x, y := rand.IntN(256), 1+rand.IntN(253)
-	return fmt.Sprintf("127.66.%d.%d", x, y), fmt.Sprintf("127.66.%d.%d", x, y+1)
-}
-
-// portWriter collects what a server writes to stderr and reports the port
-// of its "listening on port N" line.
-type portWriter struct {
-	port chan int // receives the port once; set before use
-
-	mu   sync.Mutex
-	buf  bytes.Buffer
-	sent bool
-}
-
-var listeningRE = regexp.MustCompile(`listening on port (\d+)`)
-
-func (w *portWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.buf.Write(p)
-	if m := listeningRE.FindSubmatch(w.buf.Bytes()); m != nil && !w.sent {
-		n, _ := strconv.Atoi(string(m[1]))
-		w.port <- n
-		w.sent = true
-	}
-	return len(p), nil
-}
-
-func (w *portWriter) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.buf.String()
-}
 
 // checkClosingLines checks the address lines (n local and n remote, in
 // the comma form or ibv_ud_pingpong's colon form) and the two lines the
@@ -79,16 +40,16 @@ func checkClosingLines(t *testing.T, who, out string, size, iters, n int) {
 // goroutines and returns their standard outputs.
 func runPair(t *testing.T, ctx context.Context, flags []string) (srvOut, cliOut string) {
 	t.Helper()
-	srvAddr, cliAddr := loopbackPair()
+	srvAddr, cliAddr := clitest.LoopbackPair()
 	var srvBuf, cliBuf bytes.Buffer
-	srvErr := &portWriter{port: make(chan int, 1)}
+	srvErr := clitest.NewPortWriter()
 	srvCode := make(chan int, 1)
 	go func() {
 		srvCode <- run(ctx, append([]string{"pingpong", "--addr", srvAddr, "-p", "0"}, flags...), &srvBuf, srvErr)
 	}()
 	var port int
 	select {
-	case port = <-srvErr.port:
+	case port = <-srvErr.Port:
 	case code := <-srvCode:
 		t.Fatalf("server exited %d before listening: %s", code, srvErr)
 	case <-ctx.Done():
@@ -163,54 +124,11 @@ func TestPingpongProcesses(t *testing.T) {
 			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 			defer cancel()
 			flags := []string{"-t", tc.transport, "-n", "200", "-c"}
-			srvOut, cliOut := runTwoProcesses(t, ctx, bin, []string{"pingpong"}, flags)
+			srvOut, cliOut := clitest.RunTwoProcesses(t, ctx, bin, []string{"pingpong"}, flags)
 			checkClosingLines(t, "server", srvOut, tc.size, 200, 1)
 			checkClosingLines(t, "client", cliOut, tc.size, 200, 1)
 		})
 	}
-}
-
-// runTwoProcesses runs the goroce binary bin as a server (cmd --addr A -p 0
-// flags) and, once it reports its port, as a client (cmd --addr B -p PORT A
-// flags), each on its own loopback address, and returns both outputs. Any
-// failure of either is a test error.
-func runTwoProcesses(t *testing.T, ctx context.Context, bin string, cmd, flags []string) (srvOut, cliOut string) {
-	t.Helper()
-	srvAddr, cliAddr := loopbackPair()
-	srv := exec.CommandContext(ctx, bin, slices.Concat(cmd, []string{"--addr", srvAddr, "-p", "0"}, flags)...)
-	var srvBuf bytes.Buffer
-	srv.Stdout = &srvBuf
-	srvStderr, err := srv.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	// The first stderr line reports the port; keep draining the rest.
-	rd := bufio.NewReader(srvStderr)
-	first, err := rd.ReadString('\n')
-	m := listeningRE.FindStringSubmatch(first)
-	if m == nil {
-		srv.Wait()
-		t.Fatalf("server's first stderr line %q (%v)", first, err)
-	}
-	var srvErrOut bytes.Buffer
-	drained := make(chan struct{})
-	go func() { io.Copy(&srvErrOut, rd); close(drained) }()
-	cli := exec.CommandContext(ctx, bin, slices.Concat(cmd, []string{"--addr", cliAddr, "-p", m[1], srvAddr}, flags)...)
-	out, err := cli.Output()
-	if err != nil {
-		t.Errorf("client: %v\n%s", err, out)
-		if ee, ok := errors.AsType[*exec.ExitError](err); ok {
-			t.Errorf("client stderr: %s", ee.Stderr)
-		}
-	}
-	<-drained
-	if err := srv.Wait(); err != nil {
-		t.Errorf("server: %v\nstderr: %s", err, srvErrOut.String())
-	}
-	return srvBuf.String(), string(out)
 }
 
 func TestPingpongDestMessage(t *testing.T) {
@@ -294,7 +212,7 @@ func TestPingpongClientCannotConnect(t *testing.T) {
 	}
 	port := ln.Addr().(*net.TCPAddr).Port
 	ln.Close()
-	_, cliAddr := loopbackPair()
+	_, cliAddr := clitest.LoopbackPair()
 	cfg := testConfig(cliAddr)
 	cfg.server, cfg.port = "127.0.0.1", port
 	err = pingpong(t.Context(), cfg, io.Discard, io.Discard)
@@ -305,13 +223,13 @@ func TestPingpongClientCannotConnect(t *testing.T) {
 }
 
 func TestPingpongServerCancelled(t *testing.T) {
-	srvAddr, _ := loopbackPair()
+	srvAddr, _ := clitest.LoopbackPair()
 	cfg := testConfig(srvAddr)
 	ctx, cancel := context.WithCancel(t.Context())
-	w := &portWriter{port: make(chan int, 1)}
+	w := clitest.NewPortWriter()
 	done := make(chan error, 1)
 	go func() { done <- pingpong(ctx, cfg, io.Discard, w) }()
-	<-w.port // waiting for a client, forever
+	<-w.Port // waiting for a client, forever
 	cancel()
 	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Fatalf("got %v, want context.Canceled", err)
@@ -321,12 +239,12 @@ func TestPingpongServerCancelled(t *testing.T) {
 // TestPingpongPeerStalls: a client that exchanges addresses and then never
 // sends makes the server fail after its stall timeout instead of hanging.
 func TestPingpongPeerStalls(t *testing.T) {
-	srvAddr, cliAddr := loopbackPair()
+	srvAddr, cliAddr := clitest.LoopbackPair()
 	cfg := testConfig(srvAddr)
-	w := &portWriter{port: make(chan int, 1)}
+	w := clitest.NewPortWriter()
 	done := make(chan error, 1)
 	go func() { done <- pingpong(t.Context(), cfg, io.Discard, w) }()
-	port := <-w.port
+	port := <-w.Port
 	conn, err := net.Dial("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
 	if err != nil {
 		t.Fatal(err)
@@ -346,14 +264,14 @@ func TestPingpongPeerStalls(t *testing.T) {
 // TestPingpongCheckDetectsBadData: a server with -c rejects a client that
 // sends its untouched buffer instead of the pattern.
 func TestPingpongCheckDetectsBadData(t *testing.T) {
-	srvAddr, cliAddr := loopbackPair()
+	srvAddr, cliAddr := clitest.LoopbackPair()
 	srv := testConfig(srvAddr)
 	srv.check = true
-	w := &portWriter{port: make(chan int, 1)}
+	w := clitest.NewPortWriter()
 	done := make(chan error, 1)
 	go func() { done <- pingpong(t.Context(), srv, io.Discard, w) }()
 	cli := testConfig(cliAddr)
-	cli.server, cli.port = "127.0.0.1", <-w.port
+	cli.server, cli.port = "127.0.0.1", <-w.Port
 	cliErr := pingpong(t.Context(), cli, io.Discard, io.Discard)
 	if err := <-done; !errors.Is(err, errBadData) {
 		t.Fatalf("server: %v, want errBadData", err)
@@ -367,13 +285,13 @@ func TestPingpongCheckDetectsBadData(t *testing.T) {
 // channel.
 func srqServer(t *testing.T, nqp int) (net.Conn, chan error) {
 	t.Helper()
-	srvAddr, _ := loopbackPair()
+	srvAddr, _ := clitest.LoopbackPair()
 	cfg := testConfig(srvAddr)
 	cfg.transport, cfg.numQP = "srq", nqp
-	w := &portWriter{port: make(chan int, 1)}
+	w := clitest.NewPortWriter()
 	done := make(chan error, 1)
 	go func() { done <- pingpong(t.Context(), cfg, io.Discard, w) }()
-	conn, err := net.Dial("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(<-w.port)))
+	conn, err := net.Dial("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(<-w.Port)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -384,7 +302,7 @@ func srqServer(t *testing.T, nqp int) (net.Conn, chan error) {
 // TestPingpongSRQExchange: an srq server trades ibv_srq_pingpong's 256
 // messages, the unused slots zero, and refuses a peer with fewer QPs.
 func TestPingpongSRQExchange(t *testing.T) {
-	_, cliAddr := loopbackPair()
+	_, cliAddr := clitest.LoopbackPair()
 	gid := netip.MustParseAddr("::ffff:" + cliAddr)
 	client := func(n int) []byte { // the messages of a client with n QPs
 		var b []byte
@@ -442,7 +360,7 @@ func TestPingpongCheckFailsWhenNothingArrives(t *testing.T) {
 	for _, transport := range []string{"rc", "uc", "ud", "srq"} {
 		for _, client := range []bool{true, false} {
 			t.Run(fmt.Sprintf("%s client=%v", transport, client), func(t *testing.T) {
-				addr, _ := loopbackPair()
+				addr, _ := clitest.LoopbackPair()
 				cfg := testConfig(addr)
 				cfg.transport, cfg.check, cfg.size = transport, true, 2*ppPageSize+100
 				if client {
@@ -488,7 +406,7 @@ func TestPingpongCheckFailsWhenNothingArrives(t *testing.T) {
 		}
 	}
 	t.Run("rdma-core client", func(t *testing.T) {
-		addr, _ := loopbackPair()
+		addr, _ := clitest.LoopbackPair()
 		cfg := testConfig(addr)
 		cfg.check, cfg.size = true, 2*ppPageSize
 		pp, err := newPingpongContext(cfg)

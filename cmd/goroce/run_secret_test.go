@@ -5,13 +5,14 @@ import (
 	"testing"
 
 	"github.com/goroce/goroce/cmd/goroce/internal/cli"
+	"github.com/goroce/goroce/cmd/goroce/internal/clitest"
 )
 
 // jobSecrets runs a job of two ranks that print GOROCE_JOB_SECRET and
 // returns what each printed.
 func jobSecrets(t *testing.T) [2]string {
 	t.Helper()
-	code, out, errOut := goroce(t, "run", "-n", "2", "--addr-base", testBase(), "--", "sh", "-c", `echo "secret=$GOROCE_JOB_SECRET"`)
+	code, out, errOut := goroce(t, "run", "-n", "2", "--addr-base", clitest.TestBase(), "--", "sh", "-c", `echo "secret=$GOROCE_JOB_SECRET"`)
 	if code != cli.ExitOK {
 		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
 	}

@@ -5,7 +5,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"net"
 	"os"
 	"os/signal"
@@ -20,6 +19,7 @@ import (
 	"time"
 
 	"github.com/goroce/goroce/cmd/goroce/internal/cli"
+	"github.com/goroce/goroce/cmd/goroce/internal/clitest"
 	"github.com/goroce/goroce/nccl"
 )
 
@@ -27,31 +27,14 @@ import (
 //
 //   - `TESTBIN test-child MODE` is a small rank program (testChild), what
 //     the goroce run tests launch;
-//   - with asGoroceEnv set, it is goroce itself, so that nccl-perf -np and
-//     demo, which re-execute os.Executable(), start ranks of goroce.
-const asGoroceEnv = "GOROCE_TEST_AS_GOROCE"
-
+//   - otherwise a re-executed copy is goroce itself (clitest.Main), so that
+//     nccl-perf -np and demo, which re-execute os.Executable(), start ranks
+//     of goroce.
 func TestMain(m *testing.M) {
 	if len(os.Args) > 2 && os.Args[1] == "test-child" {
 		os.Exit(testChild(os.Args[2]))
 	}
-	// A re-executed copy is goroce itself, except the fuzzer's workers,
-	// which are this test binary running its fuzz target.
-	if os.Getenv(asGoroceEnv) == "1" && !fuzzWorker() {
-		main()
-	}
-	os.Setenv(asGoroceEnv, "1")
-	os.Exit(m.Run())
-}
-
-// fuzzWorker reports whether this process is a worker of go test -fuzz.
-func fuzzWorker() bool {
-	for _, a := range os.Args[1:] {
-		if strings.HasPrefix(a, "-test.fuzzworker") {
-			return true
-		}
-	}
-	return false
+	clitest.Main(m, run)
 }
 
 // allreduceTimeout is the Options.Timeout of testChild's allreduce mode,
@@ -213,10 +196,6 @@ func (w *markWriter) since(end time.Time) (d time.Duration, ok bool) {
 // signal.
 const deathMark = "was killed by signal"
 
-// testBase returns a random loopback base address 127.77.x.10, so
-// concurrent test runs do not share RNIC addresses.
-func testBase() string { return fmt.Sprintf("127.77.%d.10", rand.IntN(256)) }
-
 // A runResult is what goroceRun saw of one `goroce run`.
 type runResult struct {
 	code           int
@@ -243,7 +222,7 @@ func runTimed(t *testing.T, n int, mode string, flags ...string) runResult {
 	if err != nil {
 		t.Fatal(err)
 	}
-	args := append([]string{"run", "-n", strconv.Itoa(n), "--addr-base", testBase()}, flags...)
+	args := append([]string{"run", "-n", strconv.Itoa(n), "--addr-base", clitest.TestBase()}, flags...)
 	args = append(args, "--", exe, "test-child", mode)
 	var out strings.Builder
 	errOut := &markWriter{mark: deathMark}
@@ -389,7 +368,7 @@ func TestRunInterrupt(t *testing.T) {
 	cancel()
 	var out, errOut strings.Builder
 	start := time.Now()
-	code := run(ctx, []string{"run", "-n", "2", "--addr-base", testBase(), "--grace", "20s", "--", exe, "test-child", "wait"}, &out, &errOut)
+	code := run(ctx, []string{"run", "-n", "2", "--addr-base", clitest.TestBase(), "--grace", "20s", "--", exe, "test-child", "wait"}, &out, &errOut)
 	if code != 130 || !strings.Contains(errOut.String(), "goroce run: interrupted; passing SIGINT to the ranks") {
 		t.Errorf("exit %d, stderr:\n%s", code, errOut.String())
 	}

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/goroce/goroce/cmd/goroce/internal/cli"
+	"github.com/goroce/goroce/cmd/goroce/internal/clitest"
 	"github.com/goroce/goroce/rnic"
 )
 
@@ -54,9 +55,9 @@ func floodLine(t *testing.T, addr, head string, max int) (conn net.Conn, written
 func TestPerfSideChannelLineLimit(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
-	srvAddr, _ := loopbackPair()
+	srvAddr, _ := clitest.LoopbackPair()
 	var srvOut bytes.Buffer
-	port, code, srvErr := startServer(t, ctx, []string{"perf", "write_bw", "--addr", srvAddr, "-p", "0", "-n", "5"}, &srvOut)
+	port, code, srvErr := clitest.StartServer(t, ctx, run, []string{"perf", "write_bw", "--addr", srvAddr, "-p", "0", "-n", "5"}, &srvOut)
 	const tries = 128 << 20
 	start := time.Now()
 	conn, written := floodLine(t, net.JoinHostPort(srvAddr, strconv.Itoa(port)), goroceMagic, tries)
@@ -81,7 +82,7 @@ func TestPerfSideChannelLineLimit(t *testing.T) {
 func serveMetrics(t *testing.T, dev *rnic.Device) string {
 	t.Helper()
 	if dev == nil {
-		dev, _ = deviceWithQP(t)
+		dev, _ = clitest.DeviceWithQP(t)
 	}
 	var log bytes.Buffer
 	stop, err := cli.StartMetrics("127.0.0.1:0", dev, &log)
@@ -147,8 +148,8 @@ func TestSideChannelStall(t *testing.T) {
 			t.Parallel()
 			ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 			defer cancel()
-			srvAddr, _ := loopbackPair()
-			port, code, srvErr := startServer(t, ctx, append(c.args, "--addr", srvAddr, "-p", "0"), io.Discard)
+			srvAddr, _ := clitest.LoopbackPair()
+			port, code, srvErr := clitest.StartServer(t, ctx, run, append(c.args, "--addr", srvAddr, "-p", "0"), io.Discard)
 			conn, err := net.Dial("tcp", net.JoinHostPort(srvAddr, strconv.Itoa(port)))
 			if err != nil {
 				t.Fatal(err)

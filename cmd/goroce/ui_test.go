@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/goroce/goroce/cmd/goroce/internal/cli"
+	"github.com/goroce/goroce/cmd/goroce/internal/clitest"
 	"github.com/goroce/goroce/dcqcn"
 	"github.com/goroce/goroce/dcqcn/experiment"
 	"github.com/goroce/goroce/rnic/ui"
@@ -42,7 +43,7 @@ func TestUIAddrFlag(t *testing.T) {
 	if err := fs.Parse([]string{"--ui-addr", "127.0.0.1:0"}); err != nil {
 		t.Fatal(err)
 	}
-	dev, q := deviceWithQP(t)
+	dev, q := clitest.DeviceWithQP(t)
 	var stderr bytes.Buffer
 	stop, err := obs.Attach(dev, &stderr)
 	if err != nil {

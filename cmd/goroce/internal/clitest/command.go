@@ -1,0 +1,78 @@
+package clitest
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"os/signal"
+	"strings"
+	"testing"
+)
+
+// RunFunc is a goroce command line: the arguments start with the command's
+// name, as `goroce NAME ARGS...` gets them, and it returns the exit status.
+type RunFunc func(ctx context.Context, args []string, stdout, stderr io.Writer) int
+
+// Command returns the command line whose one command, name, is run (the
+// entry point of a command package), so that a package's tests keep
+// calling it as `goroce NAME ARGS...`. Any other command name is a test
+// bug: it exits 2 and says so on stderr.
+func Command(name string, run func(ctx context.Context, args []string, stdout, stderr io.Writer) int) RunFunc {
+	return func(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+		if len(args) == 0 || args[0] != name {
+			fmt.Fprintf(stderr, "clitest: command line %q does not start with %q\n", args, name)
+			return 2
+		}
+		return run(ctx, args[1:], stdout, stderr)
+	}
+}
+
+// Goroce runs the command line in-process and returns its exit status and
+// output.
+func Goroce(t *testing.T, run RunFunc, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	code = run(t.Context(), args, &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+// AsGoroceEnv, set to 1 in the environment, makes a test binary goroce itself
+// (see Main).
+const AsGoroceEnv = "GOROCE_TEST_AS_GOROCE"
+
+// Main is the TestMain of a package whose command starts ranks by
+// re-executing os.Executable() (nccl-perf -np, demo): a re-executed copy of
+// the test binary is goroce itself, running the command line run, except
+// the fuzzer's workers, which are the test binary running its fuzz target.
+// Otherwise it runs the tests.
+func Main(m *testing.M, run RunFunc) {
+	if IsGoroce() {
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+		code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+		stop()
+		os.Exit(code)
+	}
+	os.Setenv(AsGoroceEnv, "1")
+	os.Exit(m.Run())
+}
+
+// IsGoroce reports whether this test binary was re-executed to be goroce
+// (see Main).
+func IsGoroce() bool { return os.Getenv(AsGoroceEnv) == "1" && !fuzzWorker() }
+
+// fuzzWorker reports whether this process is a worker of go test -fuzz.
+func fuzzWorker() bool {
+	for _, a := range os.Args[1:] {
+		if strings.HasPrefix(a, "-test.fuzzworker") {
+			return true
+		}
+	}
+	return false
+}
+
+// TestBase returns a random loopback base address 127.77.x.10, so
+// concurrent test runs do not share RNIC addresses.
+func TestBase() string { return fmt.Sprintf("127.77.%d.10", rand.IntN(256)) }
