@@ -8,6 +8,7 @@ import (
 	"os/signal"
 
 	"github.com/goroce/goroce/cmd/goroce/internal/cli"
+	"github.com/goroce/goroce/cmd/goroce/internal/pcap"
 )
 
 // A command is one `goroce` subcommand. run gets the arguments after the
@@ -25,7 +26,7 @@ var commands = []command{
 	{"demo", "4 ranks on loopback run every collective on checked data: what moved, what the RNICs counted", runDemo},
 	{"nccl-perf", "nccl-tests (all_reduce_perf, ...) over goroce RNICs: algbw, busbw, #wrong", runNcclPerf},
 	{"dcqcn", "DCQCN experiments (incast, converge): goroce devices on a simulated switch; CSV, PNG, summary", runDCQCN},
-	{"pcap", "decode the RoCEv2 packets of capture files and check their ICRC", runPcap},
+	{"pcap", "decode the RoCEv2 packets of capture files and check their ICRC", pcap.Run},
 	{"perf", "perftest (ib_write_bw, ib_send_lat, ...) over a goroce device: bandwidth and latency", runPerf},
 	{"pingpong", "ibv_{rc,uc,ud,srq}_pingpong over a goroce device: ping-pong between two processes", runPingpong},
 	{"topo", "the simulated GPU/NIC PCIe topology as nvidia-smi topo -m prints it, with each link's speed", runTopo},

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/goroce/goroce/cmd/goroce/internal/cli"
+	"github.com/goroce/goroce/cmd/goroce/internal/clitest"
 )
 
 func TestHelp(t *testing.T) {
@@ -48,4 +49,11 @@ func TestCommandsHaveFlagsHelp(t *testing.T) {
 			t.Errorf("goroce %s -h: exit %d\nstdout: %s\nstderr: %s", c.name, code, out, errOut)
 		}
 	}
+}
+
+// goroce runs the command line in-process and returns its exit status and
+// output.
+func goroce(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	return clitest.Goroce(t, run, args...)
 }

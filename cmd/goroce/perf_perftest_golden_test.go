@@ -136,7 +136,7 @@ func TestPerftestGoldenMessages(t *testing.T) {
 // "#bytes" header (the client's results, from the report exchange).
 func rxeServerRow(t *testing.T, name string) string {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(testdata, name+".txt"))
+	b, err := os.ReadFile(filepath.Join(clitest.Testdata, name+".txt"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,10 +18,14 @@ type RunFunc func(ctx context.Context, args []string, stdout, stderr io.Writer) 
 
 // Command returns the command line whose one command, name, is run (the
 // entry point of a command package), so that a package's tests keep
-// calling it as `goroce NAME ARGS...`. Any other command name is a test
-// bug: it exits 2 and says so on stderr.
+// calling it as `goroce NAME ARGS...`; `goroce help NAME` is NAME -h, as
+// in goroce's table. Any other command name is a test bug: it exits 2 and
+// says so on stderr.
 func Command(name string, run func(ctx context.Context, args []string, stdout, stderr io.Writer) int) RunFunc {
 	return func(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+		if len(args) == 2 && args[0] == "help" && args[1] == name {
+			args = []string{name, "-h"}
+		}
 		if len(args) == 0 || args[0] != name {
 			fmt.Fprintf(stderr, "clitest: command line %q does not start with %q\n", args, name)
 			return 2

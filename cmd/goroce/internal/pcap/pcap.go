@@ -1,4 +1,4 @@
-package main
+package pcap
 
 import (
 	"bufio"
@@ -31,8 +31,8 @@ skipped. Each file ends with
 Exit status: 0 if no packet had a bad ICRC or was malformed, 1 otherwise, 2 if
 a file could not be read.`
 
-// runPcap is `goroce pcap [-json] FILE...`.
-func runPcap(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+// Run is `goroce pcap [-json] FILE...`.
+func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := cli.NewFlagSet("goroce pcap [-json] FILE...", pcapAbout)
 	asJSON := fs.Bool("json", false, `one JSON object per packet, then {"summary":{...}}`)
 	if code, ok := cli.ParseFlags(fs, args, stdout, stderr); !ok {

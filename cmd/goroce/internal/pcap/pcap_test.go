@@ -1,4 +1,4 @@
-package main
+package pcap
 
 import (
 	"bufio"
@@ -22,7 +22,7 @@ import (
 	"github.com/goroce/goroce/wire/pcap"
 )
 
-const testdata = "../../wire/testdata"
+const testdata = "../../../../wire/testdata"
 
 // goldenPackets is how many RoCEv2 packets each rxe capture holds
 // (tshark -Y 'udp.dstport==4791').
@@ -49,13 +49,11 @@ func goldenFiles(t *testing.T) []string {
 	return files
 }
 
-// goroce runs the command line in-process and returns its exit status and
-// output.
+// goroce runs `goroce pcap ARGS...` in-process and returns its exit
+// status and output.
 func goroce(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
-	var out, errOut bytes.Buffer
-	code = run(t.Context(), args, &out, &errOut)
-	return code, out.String(), errOut.String()
+	return clitest.Goroce(t, clitest.Command("pcap", Run), args...)
 }
 
 func TestPcapGoldens(t *testing.T) {
@@ -382,7 +380,7 @@ func TestPcapCancelled(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
 	var out, errOut bytes.Buffer
-	if code := runPcap(ctx, []string{filepath.Join(testdata, "rping.pcap")}, &out, &errOut); code != cli.ExitUsage || !strings.Contains(errOut.String(), "context canceled") {
+	if code := Run(ctx, []string{filepath.Join(testdata, "rping.pcap")}, &out, &errOut); code != cli.ExitUsage || !strings.Contains(errOut.String(), "context canceled") {
 		t.Errorf("exit %d, stderr %q", code, errOut.String())
 	}
 }
