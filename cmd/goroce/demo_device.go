@@ -6,6 +6,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/goroce/goroce/cmd/goroce/internal/topo"
 	"github.com/goroce/goroce/mr/gpu"
 	"github.com/goroce/goroce/nccl"
 )
@@ -54,11 +55,11 @@ func onOff(b bool) string {
 // metered.
 func demoDeviceMode(ctx context.Context, c *nccl.Comm, size, iters int, peer bool) (demoDeviceRow, error) {
 	rank, n := c.Rank(), c.Size()
-	topo, err := buildTopo(gpu.PathPIX, 1, 2*int64(size)+fifoBytes, gpu.Options{})
+	topo, err := topo.Build(gpu.PathPIX, 1, 2*int64(size)+fifoBytes, gpu.Options{})
 	if err != nil {
 		return demoDeviceRow{}, err
 	}
-	sub, err := c.CommSplit(ctx, 0, rank, nccl.Options{GPU: &nccl.GPU{Device: topo.gpus[0], NIC: topo.nic, PeerMemory: peer}})
+	sub, err := c.CommSplit(ctx, 0, rank, nccl.Options{GPU: &nccl.GPU{Device: topo.GPUs[0], NIC: topo.NIC, PeerMemory: peer}})
 	if err != nil {
 		return demoDeviceRow{}, err
 	}
@@ -74,7 +75,7 @@ func demoDeviceMode(ctx context.Context, c *nccl.Comm, size, iters int, peer boo
 	}
 	coll, _ := findPerfColl("all_reduce")
 	pc := newPerfCase(coll, rank, n, size, nccl.Float32, nccl.Sum, 0)
-	dc, free, err := newDevCase(pc, topo.gpus[0])
+	dc, free, err := newDevCase(pc, topo.GPUs[0])
 	if err != nil {
 		return demoDeviceRow{}, err
 	}
@@ -86,12 +87,12 @@ func demoDeviceMode(ctx context.Context, c *nccl.Comm, size, iters int, peer boo
 	if err := barrier(ctx, sub); err != nil {
 		return demoDeviceRow{}, err
 	}
-	topo.sys.Meter().Reset()
+	topo.Sys.Meter().Reset()
 	sec, err := timeCalls(ctx, iters, func() *nccl.Request { return dc.call(sub, false) })
 	if err != nil {
 		return demoDeviceRow{}, err
 	}
-	pcie := pcieBytes(topo.sys)
+	pcie := pcieBytes(topo.Sys)
 	sums, err := allReduceFloat64s(ctx, sub, append([]float64{sec, float64(wrong)}, pcie[:]...)...)
 	if err != nil {
 		return demoDeviceRow{}, err

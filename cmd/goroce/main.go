@@ -9,6 +9,7 @@ import (
 
 	"github.com/goroce/goroce/cmd/goroce/internal/cli"
 	"github.com/goroce/goroce/cmd/goroce/internal/pcap"
+	"github.com/goroce/goroce/cmd/goroce/internal/topo"
 )
 
 // A command is one `goroce` subcommand. run gets the arguments after the
@@ -29,7 +30,7 @@ var commands = []command{
 	{"pcap", "decode the RoCEv2 packets of capture files and check their ICRC", pcap.Run},
 	{"perf", "perftest (ib_write_bw, ib_send_lat, ...) over a goroce device: bandwidth and latency", runPerf},
 	{"pingpong", "ibv_{rc,uc,ud,srq}_pingpong over a goroce device: ping-pong between two processes", runPingpong},
-	{"topo", "the simulated GPU/NIC PCIe topology as nvidia-smi topo -m prints it, with each link's speed", runTopo},
+	{"topo", "the simulated GPU/NIC PCIe topology as nvidia-smi topo -m prints it, with each link's speed", topo.Run},
 	{"soak", "a long mixed RC/UC/UD workload under loss: WRs all accounted for, RSS and goroutines flat", runSoak},
 	{"run", "start N ranks of a command on loopback, each with its own RNIC (torchrun-style)", runRun},
 	{"lesson", "the course's scripted scenarios (a SEND, a lost packet, an RNR NAK, ...) with their packet trace", runLesson},

@@ -7,6 +7,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/goroce/goroce/cmd/goroce/internal/topo"
 	"github.com/goroce/goroce/mr/gpu"
 	"github.com/goroce/goroce/nccl"
 	"github.com/goroce/goroce/nccl/transport/ib"
@@ -71,7 +72,7 @@ func (f *deviceFlags) config(fs *flag.FlagSet, coll *perfColl) (*deviceConfig, e
 		return nil, fmt.Errorf("--gdr %q: want on or off", f.gdr)
 	}
 	var err error
-	if d.preset, err = parsePreset(f.preset); err != nil {
+	if d.preset, err = topo.ParsePreset(f.preset); err != nil {
 		return nil, err
 	}
 	return d, nil
@@ -84,19 +85,19 @@ type deviceConfig struct {
 	peerMemory bool
 	emulate    bool
 
-	topo *simTopo // this rank's system, built by setup
+	topo *topo.Topology // this rank's system, built by setup
 }
 
 // setup builds this rank's simulated system, with memory for the largest
 // size's buffers and the connections' FIFOs, and returns its GPU for the
 // communicator.
 func (d *deviceConfig) setup(maxBytes int) (*nccl.GPU, error) {
-	topo, err := buildTopo(d.preset, 1, 2*int64(maxBytes)+fifoBytes, gpu.Options{Emulate: d.emulate})
+	topo, err := topo.Build(d.preset, 1, 2*int64(maxBytes)+fifoBytes, gpu.Options{Emulate: d.emulate})
 	if err != nil {
 		return nil, err
 	}
 	d.topo = topo
-	return &nccl.GPU{Device: topo.gpus[0], NIC: topo.nic, PeerMemory: d.peerMemory}, nil
+	return &nccl.GPU{Device: topo.GPUs[0], NIC: topo.NIC, PeerMemory: d.peerMemory}, nil
 }
 
 // fifoBytes is room in GPU memory for the connections' FIFOs that a
@@ -126,7 +127,7 @@ func (d *deviceConfig) describe(c *nccl.Comm) string {
 var pcieFlows = [...]gpu.Flow{gpu.FlowGPUHost, gpu.FlowNICHost, gpu.FlowNICGPU}
 
 // flowBytes reads the bytes of pcieFlows from the rank's meter.
-func (d *deviceConfig) flowBytes() [len(pcieFlows)]float64 { return pcieBytes(d.topo.sys) }
+func (d *deviceConfig) flowBytes() [len(pcieFlows)]float64 { return pcieBytes(d.topo.Sys) }
 
 // pcieBytes reads the bytes of pcieFlows from sys's meter.
 func pcieBytes(sys *gpu.System) (b [len(pcieFlows)]float64) {
@@ -242,7 +243,7 @@ func (cfg *ncclPerfConfig) runner(pc *perfCase) (perfRunner, func(), error) {
 	if cfg.device == nil {
 		return pc, func() {}, nil
 	}
-	return newDevCase(pc, cfg.device.topo.gpus[0])
+	return newDevCase(pc, cfg.device.topo.GPUs[0])
 }
 
 // pcieTitles are the three header lines of the PCIe columns.

@@ -133,7 +133,7 @@ func measure(ctx context.Context, c *nccl.Comm, pc perfRunner, inPlace bool, cfg
 		return perfResult{}, err
 	}
 	if cfg.device != nil {
-		cfg.device.topo.sys.Meter().Reset()
+		cfg.device.topo.Sys.Meter().Reset()
 	}
 	sec, err := timeCalls(ctx, cfg.iters, func() *nccl.Request { return pc.call(c, inPlace) })
 	if err != nil {

@@ -1,12 +1,16 @@
-package main
+package topo
 
 import (
 	"strings"
 	"testing"
 
 	"github.com/goroce/goroce/cmd/goroce/internal/cli"
+	"github.com/goroce/goroce/cmd/goroce/internal/clitest"
 	"github.com/goroce/goroce/mr/gpu"
 )
+
+// run is the goroce command line with this package's command alone.
+var run = clitest.Command("topo", Run)
 
 // goroce topo prints, for each preset, nvidia-smi's matrix with the cells
 // the layout implies, the legend and every link.
@@ -21,7 +25,7 @@ func TestTopoMatrix(t *testing.T) {
 		{"phb", []string{"GPU0 X PHB PHB 0", "GPU1 PHB X PHB 0", "NIC0 PHB PHB X 0"}, 4},
 		{"sys", []string{"GPU0 X PHB SYS 0", "GPU1 PHB X SYS 0", "NIC0 SYS SYS X 1"}, 5},
 	} {
-		code, out, errOut := goroce(t, "topo", "--preset", tc.preset, "--gpus", "2")
+		code, out, errOut := clitest.Goroce(t, run, "topo", "--preset", tc.preset, "--gpus", "2")
 		if code != cli.ExitOK {
 			t.Fatalf("%s: exit %d: %s", tc.preset, code, errOut)
 		}
@@ -50,26 +54,26 @@ func TestTopoMatrix(t *testing.T) {
 			t.Errorf("%s: %d links, want %d:\n%s", tc.preset, n, tc.links, out)
 		}
 	}
-	if code, _, _ := goroce(t, "topo", "--preset", "loc"); code != cli.ExitUsage {
+	if code, _, _ := clitest.Goroce(t, run, "topo", "--preset", "loc"); code != cli.ExitUsage {
 		t.Errorf("--preset loc: exit %d", code)
 	}
-	if code, _, _ := goroce(t, "topo", "--gpus", "0"); code != cli.ExitUsage {
+	if code, _, _ := clitest.Goroce(t, run, "topo", "--gpus", "0"); code != cli.ExitUsage {
 		t.Errorf("--gpus 0: exit %d", code)
 	}
 }
 
-// With one GPU, buildTopo is gpu.Preset: the same GPU–NIC path.
+// With one GPU, Build is gpu.Preset: the same GPU–NIC path.
 func TestBuildTopoIsPreset(t *testing.T) {
 	for _, p := range []gpu.PathType{gpu.PathPIX, gpu.PathPXB, gpu.PathPHB, gpu.PathSYS} {
-		topo, err := buildTopo(p, 1, 1<<20, gpu.Options{})
+		topo, err := Build(p, 1, 1<<20, gpu.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := topo.sys.PathType(topo.gpus[0].Node(), topo.nic)
+		got, err := topo.Sys.PathType(topo.GPUs[0].Node(), topo.NIC)
 		sys, dev, nic, _ := gpu.Preset(p, 1<<20, gpu.Options{})
 		want, _ := sys.PathType(dev.Node(), nic)
 		if err != nil || got != want || got != p {
-			t.Errorf("%v: buildTopo path %v (%v), Preset %v", p, got, err, want)
+			t.Errorf("%v: Build path %v (%v), Preset %v", p, got, err, want)
 		}
 	}
 }

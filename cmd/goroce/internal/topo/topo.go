@@ -1,4 +1,4 @@
-package main
+package topo
 
 import (
 	"context"
@@ -25,15 +25,15 @@ generation, width, bandwidth (each direction) and latency.
 With one GPU each preset is mr/gpu's Preset. NCCL uses GPUDirect RDMA when
 the GPU–NIC path is no farther than NCCL_NET_GDR_LEVEL (default PXB).`
 
-// runTopo is `goroce topo`.
-func runTopo(_ context.Context, args []string, stdout, stderr io.Writer) int {
+// Run is `goroce topo`.
+func Run(_ context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := cli.NewFlagSet("goroce topo [--preset pix|pxb|phb|sys] [--gpus N]", topoAbout)
 	preset := fs.String("preset", "pix", "GPU–NIC placement: pix, pxb, phb or sys")
 	ngpus := fs.Int("gpus", 1, "number of simulated GPUs")
 	if code, ok := cli.ParseFlags(fs, args, stdout, stderr); !ok {
 		return code
 	}
-	p, err := parsePreset(*preset)
+	p, err := ParsePreset(*preset)
 	switch {
 	case err != nil:
 	case fs.NArg() > 0:
@@ -45,7 +45,7 @@ func runTopo(_ context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "goroce topo: %v\n", err)
 		return cli.ExitUsage
 	}
-	topo, err := buildTopo(p, *ngpus, 1<<30, gpu.Options{})
+	topo, err := Build(p, *ngpus, 1<<30, gpu.Options{})
 	if err != nil {
 		fmt.Fprintf(stderr, "goroce topo: %v\n", err)
 		return cli.ExitFail
@@ -57,8 +57,8 @@ func runTopo(_ context.Context, args []string, stdout, stderr io.Writer) int {
 	return cli.ExitOK
 }
 
-// parsePreset reads a --preset value: pix, pxb, phb or sys, in any case.
-func parsePreset(s string) (gpu.PathType, error) {
+// ParsePreset reads a --preset value: pix, pxb, phb or sys, in any case.
+func ParsePreset(s string) (gpu.PathType, error) {
 	p, err := gpu.ParsePathType(s)
 	if err != nil || p == gpu.PathLOC || !strings.EqualFold(s, p.String()) {
 		return 0, fmt.Errorf("--preset %q: want pix, pxb, phb or sys", s)
@@ -66,16 +66,16 @@ func parsePreset(s string) (gpu.PathType, error) {
 	return p, nil
 }
 
-// simTopo is one host's simulated topology as goroce's commands build it:
+// Topology is one host's simulated topology as goroce's commands build it:
 // the system, its GPUs (device ordinals in order), its one NIC, and the
 // tree's links in the order they were added (the System does not list
 // parents, so the builder remembers them for printing).
-type simTopo struct {
+type Topology struct {
 	preset gpu.PathType
-	sys    *gpu.System
-	gpus   []*gpu.Device
-	nic    gpu.NodeID
-	cpus   []gpu.NodeID // NUMA node i is cpus[i]
+	Sys    *gpu.System   // the simulated host
+	GPUs   []*gpu.Device // by device ordinal
+	NIC    gpu.NodeID    // NIC0
+	cpus   []gpu.NodeID  // NUMA node i is cpus[i]
 	links  []topoLink
 }
 
@@ -86,19 +86,19 @@ type topoLink struct {
 	link         gpu.Link
 }
 
-// buildTopo builds ngpus GPUs of memBytes each and one NIC (NIC0) placed as
+// Build builds ngpus GPUs of memBytes each and one NIC (NIC0) placed as
 // preset says (see topoAbout). With one GPU it is the layout of gpu.Preset,
 // node names included.
-func buildTopo(preset gpu.PathType, ngpus int, memBytes int64, opts gpu.Options) (*simTopo, error) {
-	t := &simTopo{preset: preset, sys: gpu.NewSystem(opts)}
+func Build(preset gpu.PathType, ngpus int, memBytes int64, opts gpu.Options) (*Topology, error) {
+	t := &Topology{preset: preset, Sys: gpu.NewSystem(opts)}
 	cpu := func(name string) (gpu.NodeID, error) {
-		id, err := t.sys.AddCPU(name, gpu.UPI)
+		id, err := t.Sys.AddCPU(name, gpu.UPI)
 		t.record(name, "SYS", gpu.KindCPU, gpu.UPI)
 		t.cpus = append(t.cpus, id)
 		return id, err
 	}
 	sw := func(name string, parent gpu.NodeID) gpu.NodeID {
-		id, _ := t.sys.AddSwitch(name, parent, gpu.Gen4x16) // valid by construction
+		id, _ := t.Sys.AddSwitch(name, parent, gpu.Gen4x16) // valid by construction
 		t.record(name, t.name(parent), gpu.KindSwitch, gpu.Gen4x16)
 		return id
 	}
@@ -125,32 +125,32 @@ func buildTopo(preset gpu.PathType, ngpus int, memBytes int64, opts gpu.Options)
 	}
 	for i := range ngpus {
 		name := fmt.Sprintf("GPU%d", i)
-		d, err := t.sys.AddGPU(name, gpuParent, gpu.Gen4x16, memBytes)
+		d, err := t.Sys.AddGPU(name, gpuParent, gpu.Gen4x16, memBytes)
 		if err != nil {
 			return nil, err
 		}
 		t.record(name, t.name(gpuParent), gpu.KindGPU, gpu.Gen4x16)
-		t.gpus = append(t.gpus, d)
+		t.GPUs = append(t.GPUs, d)
 	}
-	if t.nic, err = t.sys.AddNIC("NIC0", nicParent, gpu.Gen4x16); err != nil {
+	if t.NIC, err = t.Sys.AddNIC("NIC0", nicParent, gpu.Gen4x16); err != nil {
 		return nil, err
 	}
 	t.record("NIC0", t.name(nicParent), gpu.KindNIC, gpu.Gen4x16)
 	return t, nil
 }
 
-func (t *simTopo) record(node, parent string, kind gpu.NodeKind, l gpu.Link) {
+func (t *Topology) record(node, parent string, kind gpu.NodeKind, l gpu.Link) {
 	t.links = append(t.links, topoLink{node: node, parent: parent, kind: kind, link: l})
 }
 
-func (t *simTopo) name(id gpu.NodeID) string {
-	n, _, _ := t.sys.Node(id)
+func (t *Topology) name(id gpu.NodeID) string {
+	n, _, _ := t.Sys.Node(id)
 	return n
 }
 
 // numa returns the NUMA node (socket index) above a device.
-func (t *simTopo) numa(id gpu.NodeID) (int, error) {
-	host, err := t.sys.Host(id)
+func (t *Topology) numa(id gpu.NodeID) (int, error) {
+	host, err := t.Sys.Host(id)
 	if err != nil {
 		return 0, err
 	}
@@ -164,17 +164,17 @@ func (t *simTopo) numa(id gpu.NodeID) (int, error) {
 
 // matrix returns the rows of nvidia-smi topo -m's matrix, GPUs then the
 // NIC, as names and cells: "X" on the diagonal, else the NCCL path type.
-func (t *simTopo) matrix() (names []string, cells [][]string, err error) {
+func (t *Topology) matrix() (names []string, cells [][]string, err error) {
 	var ids []gpu.NodeID
-	for _, d := range t.gpus {
+	for _, d := range t.GPUs {
 		ids = append(ids, d.Node())
 	}
-	ids = append(ids, t.nic)
+	ids = append(ids, t.NIC)
 	for _, a := range ids {
 		names = append(names, t.name(a))
 		var row []string
 		for _, b := range ids {
-			p, err := t.sys.PathType(a, b)
+			p, err := t.Sys.PathType(a, b)
 			if err != nil {
 				return nil, nil, err
 			}
@@ -204,7 +204,7 @@ const topoLegend = `Legend:
 `
 
 // print writes the matrix, the legends and the links.
-func (t *simTopo) print(w io.Writer) error {
+func (t *Topology) print(w io.Writer) error {
 	names, cells, err := t.matrix()
 	if err != nil {
 		return err
@@ -212,10 +212,10 @@ func (t *simTopo) print(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
 	fmt.Fprintf(tw, "\t%s\tNUMA Affinity\n", strings.Join(names, "\t"))
 	ids := make([]gpu.NodeID, 0, len(names))
-	for _, d := range t.gpus {
+	for _, d := range t.GPUs {
 		ids = append(ids, d.Node())
 	}
-	ids = append(ids, t.nic)
+	ids = append(ids, t.NIC)
 	for i, row := range cells {
 		numa, err := t.numa(ids[i])
 		if err != nil {
