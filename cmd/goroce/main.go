@@ -9,6 +9,7 @@ import (
 
 	"github.com/goroce/goroce/cmd/goroce/internal/cli"
 	"github.com/goroce/goroce/cmd/goroce/internal/pcap"
+	"github.com/goroce/goroce/cmd/goroce/internal/stat"
 	"github.com/goroce/goroce/cmd/goroce/internal/topo"
 )
 
@@ -35,7 +36,7 @@ var commands = []command{
 	{"run", "start N ranks of a command on loopback, each with its own RNIC (torchrun-style)", runRun},
 	{"lesson", "the course's scripted scenarios (a SEND, a lost packet, an RNR NAK, ...) with their packet trace", runLesson},
 	{"exec", "run an unmodified libibverbs program (ibv_rc_pingpong, ib_write_bw, ...) on a goroce device", runExec},
-	{"stat", "print the counters and QPs of a running device started with --metrics-addr (rdma statistic, rdma res)", runStat},
+	{"stat", "print the counters and QPs of a running device started with --metrics-addr (rdma statistic, rdma res)", stat.Run},
 }
 
 func main() {

@@ -8,9 +8,7 @@ import (
 	"io"
 	"math"
 	"net"
-	"net/http"
 	"net/netip"
-	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -18,7 +16,6 @@ import (
 
 	"github.com/goroce/goroce/cmd/goroce/internal/cli"
 	"github.com/goroce/goroce/cmd/goroce/internal/clitest"
-	"github.com/goroce/goroce/rnic"
 )
 
 // floodLine connects to a side channel at addr, sends head and then
@@ -75,57 +72,6 @@ func TestPerfSideChannelLineLimit(t *testing.T) {
 		t.Errorf("the server took %v to refuse the line, its stall timeout is %v", el, perfStall)
 	}
 	t.Logf("client wrote %d bytes, server refused after %v", written, time.Since(start))
-}
-
-// serveMetrics serves dev's metrics (a new device's if nil) on a loopback
-// port for the test and returns its host:port.
-func serveMetrics(t *testing.T, dev *rnic.Device) string {
-	t.Helper()
-	if dev == nil {
-		dev, _ = clitest.DeviceWithQP(t)
-	}
-	var log bytes.Buffer
-	stop, err := cli.StartMetrics("127.0.0.1:0", dev, &log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { stop() })
-	addr := regexp.MustCompile(`http://(\S+) `).FindStringSubmatch(log.String())
-	if addr == nil {
-		t.Fatalf("no address in %q", log.String())
-	}
-	return addr[1]
-}
-
-// TestMetricsRequestLimits: the metrics server refuses 64 KiB of request
-// headers (431) and a request body (413) over a real connection.
-func TestMetricsRequestLimits(t *testing.T) {
-	addr := serveMetrics(t, nil)
-	get := "GET /stat HTTP/1.1\r\nHost: x\r\n"
-	for _, c := range []struct {
-		req  string
-		want int
-	}{
-		{get + "\r\n", http.StatusOK},
-		{get + "X-Filler: " + strings.Repeat("a", 64<<10) + "\r\n\r\n", http.StatusRequestHeaderFieldsTooLarge},
-		{get + "Content-Length: 5\r\n\r\nhello", http.StatusRequestEntityTooLarge},
-	} {
-		conn, err := net.Dial("tcp", addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		conn.SetDeadline(time.Now().Add(15 * time.Second))
-		io.WriteString(conn, c.req)
-		status := 0
-		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
-		if err == nil {
-			status = resp.StatusCode
-		}
-		conn.Close()
-		if status != c.want {
-			t.Errorf("%.40q…: status %d (%v), want %d", c.req, status, err, c.want)
-		}
-	}
 }
 
 // TestSideChannelStall: a client that sends the start of its first

@@ -16,6 +16,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/goroce/goroce/cmd/goroce/internal/cli"
 	"github.com/goroce/goroce/qp"
 	"github.com/goroce/goroce/rnic"
 )
@@ -123,4 +124,24 @@ func DeviceWithQP(t *testing.T) (*rnic.Device, *rnic.QP) {
 		t.Fatal(err)
 	}
 	return dev, q
+}
+
+// ServeMetrics serves dev's metrics (a new device's if nil) on a loopback
+// port for the test and returns its host:port.
+func ServeMetrics(t *testing.T, dev *rnic.Device) string {
+	t.Helper()
+	if dev == nil {
+		dev, _ = DeviceWithQP(t)
+	}
+	var log bytes.Buffer
+	stop, err := cli.StartMetrics("127.0.0.1:0", dev, &log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { stop() })
+	addr := regexp.MustCompile(`http://(\S+) `).FindStringSubmatch(log.String())
+	if addr == nil {
+		t.Fatalf("no address in %q", log.String())
+	}
+	return addr[1]
 }

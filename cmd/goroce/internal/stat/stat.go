@@ -1,4 +1,4 @@
-package main
+package stat
 
 import (
 	"context"
@@ -19,8 +19,8 @@ rdma res show qp print rxe's:
   goroce pingpong --metrics-addr 127.0.0.1:9464 ... &
   goroce stat 127.0.0.1:9464`
 
-// runStat is `goroce stat URL`.
-func runStat(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+// Run is `goroce stat URL`.
+func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := cli.NewFlagSet("goroce stat [flags] ADDR", statAbout)
 	if code, ok := cli.ParseFlags(fs, args, stdout, stderr); !ok {
 		return code
