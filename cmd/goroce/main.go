@@ -8,7 +8,9 @@ import (
 	"os/signal"
 
 	"github.com/goroce/goroce/cmd/goroce/internal/cli"
+	"github.com/goroce/goroce/cmd/goroce/internal/dcqcn"
 	"github.com/goroce/goroce/cmd/goroce/internal/pcap"
+	"github.com/goroce/goroce/cmd/goroce/internal/soak"
 	"github.com/goroce/goroce/cmd/goroce/internal/stat"
 	"github.com/goroce/goroce/cmd/goroce/internal/topo"
 )
@@ -27,12 +29,12 @@ type command struct {
 var commands = []command{
 	{"demo", "4 ranks on loopback run every collective on checked data: what moved, what the RNICs counted", runDemo},
 	{"nccl-perf", "nccl-tests (all_reduce_perf, ...) over goroce RNICs: algbw, busbw, #wrong", runNcclPerf},
-	{"dcqcn", "DCQCN experiments (incast, converge): goroce devices on a simulated switch; CSV, PNG, summary", runDCQCN},
+	{"dcqcn", "DCQCN experiments (incast, converge): goroce devices on a simulated switch; CSV, PNG, summary", dcqcn.Run},
 	{"pcap", "decode the RoCEv2 packets of capture files and check their ICRC", pcap.Run},
 	{"perf", "perftest (ib_write_bw, ib_send_lat, ...) over a goroce device: bandwidth and latency", runPerf},
 	{"pingpong", "ibv_{rc,uc,ud,srq}_pingpong over a goroce device: ping-pong between two processes", runPingpong},
 	{"topo", "the simulated GPU/NIC PCIe topology as nvidia-smi topo -m prints it, with each link's speed", topo.Run},
-	{"soak", "a long mixed RC/UC/UD workload under loss: WRs all accounted for, RSS and goroutines flat", runSoak},
+	{"soak", "a long mixed RC/UC/UD workload under loss: WRs all accounted for, RSS and goroutines flat", soak.Run},
 	{"run", "start N ranks of a command on loopback, each with its own RNIC (torchrun-style)", runRun},
 	{"lesson", "the course's scripted scenarios (a SEND, a lost packet, an RNR NAK, ...) with their packet trace", runLesson},
 	{"exec", "run an unmodified libibverbs program (ibv_rc_pingpong, ib_write_bw, ...) on a goroce device", runExec},

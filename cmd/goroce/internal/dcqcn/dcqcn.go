@@ -1,4 +1,4 @@
-package main
+package dcqcn
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 	"github.com/goroce/goroce/rnic"
 )
 
-// runDCQCN is `goroce dcqcn incast|converge`: the DCQCN experiments of
+// Run is `goroce dcqcn incast|converge`: the DCQCN experiments of
 // dcqcn/experiment, with a CSV, a PNG and a summary line.
 //
 // The experiments run in virtual time, in a testing/synctest bubble that
@@ -23,7 +23,7 @@ import (
 // scenarios of dcqcn/experiment's tests (10 Gb/s, 200 ms), and the command prints
 // the summary the tests check. Only when vtime cannot make a bubble (inside
 // a running test) does it fall back to real time, and says so.
-func runDCQCN(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	const about = `Runs a DCQCN experiment: goroce devices in one process, connected through a
 simulated switch whose queue towards the receiver is the bottleneck (RED/ECN
 marking, a finite buffer). Every sender writes (RDMA WRITE) to the receiver

@@ -1,4 +1,4 @@
-package main
+package soak
 
 import (
 	"context"
@@ -38,8 +38,8 @@ The verdict, exit status 0 or 1:
 The soak of issue 10, ten minutes with 1% loss:
   goroce soak -d 10m --loss 0.01 --sample 10s`
 
-// runSoak is `goroce soak`.
-func runSoak(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+// Run is `goroce soak`.
+func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := cli.NewFlagSet("goroce soak [-d 10m] [--loss 0.01] [--sample 10s]", soakAbout)
 	d := fs.Duration("d", 10*time.Minute, "how long to run the workload")
 	loss := fs.Float64("loss", 0.01, "probability that the simulated switch drops a packet")

@@ -1,18 +1,22 @@
-package main
+package soak
 
 import (
 	"strings"
 	"testing"
 
 	"github.com/goroce/goroce/cmd/goroce/internal/cli"
+	"github.com/goroce/goroce/cmd/goroce/internal/clitest"
 )
+
+// run is the goroce command line with this package's command alone.
+var run = clitest.Command("soak", Run)
 
 // A short loss-free soak prints its samples, the per-lane table and a
 // verdict that agrees with the exit status. Two seconds are too few for RSS
 // to settle, so the verdict may be either; package soak's tests check the
 // verdict itself.
 func TestSoakShort(t *testing.T) {
-	code, out, errOut := goroce(t, "soak", "-d", "2s", "--loss", "0", "--sample", "500ms", "--warmup", "500ms",
+	code, out, errOut := clitest.Goroce(t, run, "soak", "-d", "2s", "--loss", "0", "--sample", "500ms", "--warmup", "500ms",
 		"--addrs", "127.0.79.1,127.0.79.2")
 	pass := strings.Contains(out, "verdict: PASS")
 	if code != map[bool]int{true: cli.ExitOK, false: cli.ExitFail}[pass] || errOut != "" {
@@ -41,11 +45,11 @@ func TestSoakUsage(t *testing.T) {
 		{"--loss", "1.5"},
 		{"extra"},
 	} {
-		if code, _, errOut := goroce(t, append([]string{"soak"}, args...)...); code != cli.ExitUsage || errOut == "" {
+		if code, _, errOut := clitest.Goroce(t, run, append([]string{"soak"}, args...)...); code != cli.ExitUsage || errOut == "" {
 			t.Errorf("soak %q: exit %d, stderr %q; want %d and a message", args, code, errOut, cli.ExitUsage)
 		}
 	}
-	if code, out, _ := goroce(t, "help", "soak"); code != cli.ExitOK || !strings.Contains(out, "goroce soak -d 10m --loss 0.01") {
+	if code, out, _ := clitest.Goroce(t, run, "help", "soak"); code != cli.ExitOK || !strings.Contains(out, "goroce soak -d 10m --loss 0.01") {
 		t.Errorf("help soak: exit %d, no 10-minute command in:\n%s", code, out)
 	}
 }
