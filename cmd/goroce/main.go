@@ -9,6 +9,8 @@ import (
 
 	"github.com/goroce/goroce/cmd/goroce/internal/cli"
 	"github.com/goroce/goroce/cmd/goroce/internal/dcqcn"
+	"github.com/goroce/goroce/cmd/goroce/internal/exec"
+	"github.com/goroce/goroce/cmd/goroce/internal/lesson"
 	"github.com/goroce/goroce/cmd/goroce/internal/pcap"
 	"github.com/goroce/goroce/cmd/goroce/internal/soak"
 	"github.com/goroce/goroce/cmd/goroce/internal/stat"
@@ -36,8 +38,8 @@ var commands = []command{
 	{"topo", "the simulated GPU/NIC PCIe topology as nvidia-smi topo -m prints it, with each link's speed", topo.Run},
 	{"soak", "a long mixed RC/UC/UD workload under loss: WRs all accounted for, RSS and goroutines flat", soak.Run},
 	{"run", "start N ranks of a command on loopback, each with its own RNIC (torchrun-style)", runRun},
-	{"lesson", "the course's scripted scenarios (a SEND, a lost packet, an RNR NAK, ...) with their packet trace", runLesson},
-	{"exec", "run an unmodified libibverbs program (ibv_rc_pingpong, ib_write_bw, ...) on a goroce device", runExec},
+	{"lesson", "the course's scripted scenarios (a SEND, a lost packet, an RNR NAK, ...) with their packet trace", lesson.Run},
+	{"exec", "run an unmodified libibverbs program (ibv_rc_pingpong, ib_write_bw, ...) on a goroce device", exec.Run},
 	{"stat", "print the counters and QPs of a running device started with --metrics-addr (rdma statistic, rdma res)", stat.Run},
 }
 

@@ -7,8 +7,6 @@ import (
 	"io"
 	"math"
 	"net/netip"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -203,10 +201,7 @@ func TestPerfProcesses(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}
-	bin := filepath.Join(t.TempDir(), "goroce")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := clitest.BuildGoroce(t)
 	// A guard against a hang, not a verdict: 128 MiB between two processes
 	// take about a second idle and ten times that on a loaded machine.
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)

@@ -8,8 +8,6 @@ import (
 	"io"
 	"net"
 	"net/netip"
-	"os/exec"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -112,10 +110,7 @@ func TestPingpongProcesses(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}
-	bin := filepath.Join(t.TempDir(), "goroce")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := clitest.BuildGoroce(t)
 	for _, tc := range []struct {
 		transport string
 		size      int

@@ -7,7 +7,9 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -80,3 +82,14 @@ func fuzzWorker() bool {
 // TestBase returns a random loopback base address 127.77.x.10, so
 // concurrent test runs do not share RNIC addresses.
 func TestBase() string { return fmt.Sprintf("127.77.%d.10", rand.IntN(256)) }
+
+// BuildGoroce builds the goroce binary into the test's temporary directory
+// and returns its path.
+func BuildGoroce(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "goroce")
+	if out, err := exec.Command("go", "build", "-o", bin, "github.com/goroce/goroce/cmd/goroce").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}

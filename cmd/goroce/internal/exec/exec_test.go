@@ -1,6 +1,6 @@
 //go:build linux
 
-package main
+package exec
 
 import (
 	"bytes"
@@ -18,6 +18,7 @@ import (
 
 	"github.com/goroce/goroce/cmd/goroce-verbs/build"
 	"github.com/goroce/goroce/cmd/goroce/internal/cli"
+	"github.com/goroce/goroce/cmd/goroce/internal/clitest"
 	"github.com/goroce/goroce/wire/testenv"
 )
 
@@ -59,10 +60,7 @@ func TestExec(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary and the verbs libraries")
 	}
-	bin := filepath.Join(t.TempDir(), "goroce")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := clitest.BuildGoroce(t)
 	cache := t.TempDir()
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
 	defer cancel()

@@ -1,4 +1,4 @@
-package main
+package lesson
 
 import (
 	"bytes"
@@ -10,7 +10,12 @@ import (
 	"testing/synctest"
 
 	"github.com/goroce/goroce/cmd/goroce/internal/cli"
+	"github.com/goroce/goroce/cmd/goroce/internal/clitest"
+	pcapcmd "github.com/goroce/goroce/cmd/goroce/internal/pcap"
 )
+
+// run is the goroce command line with this package's command alone.
+var run = clitest.Command("lesson", Run)
 
 // lessonWants are, for each lesson, lines its --trace output must have:
 // the packets and QP events the lesson stages, as regular expressions.
@@ -101,7 +106,7 @@ func TestLessons(t *testing.T) {
 				t.Fatalf("no expectations for lesson %s", ls.name)
 			}
 			synctest.Test(t, func(t *testing.T) {
-				code, out, errOut := goroce(t, "lesson", ls.name, "--trace")
+				code, out, errOut := clitest.Goroce(t, run, "lesson", ls.name, "--trace")
 				if code != cli.ExitOK || errOut != "" {
 					t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
 				}
@@ -124,7 +129,7 @@ func TestLessons(t *testing.T) {
 // Without --trace a lesson tells the story without packets.
 func TestLessonWithoutTrace(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		code, out, _ := goroce(t, "lesson", "send")
+		code, out, _ := clitest.Goroce(t, run, "lesson", "send")
 		if code != cli.ExitOK || strings.Contains(out, "RC_SEND_ONLY qp=") ||
 			!strings.Contains(out, "-> B: completion wr_id=1 RECV \"success\", 12 bytes") ||
 			!strings.Contains(out, "run with --trace") {
@@ -138,11 +143,11 @@ func TestLessonWithoutTrace(t *testing.T) {
 func TestLessonPcap(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "send.pcap")
 	synctest.Test(t, func(t *testing.T) {
-		if code, out, errOut := goroce(t, "lesson", "send", "--pcap", path); code != cli.ExitOK {
+		if code, out, errOut := clitest.Goroce(t, run, "lesson", "send", "--pcap", path); code != cli.ExitOK {
 			t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
 		}
 	})
-	code, out, _ := goroce(t, "pcap", path)
+	code, out, _ := clitest.Goroce(t, clitest.Command("pcap", pcapcmd.Run), "pcap", path)
 	// A sent SEND_ONLY, FIRST, MIDDLE, LAST and received two ACKs.
 	if code != cli.ExitOK || !strings.Contains(out, "summary: packets=6 icrc_ok=6 icrc_bad=0 malformed=0") ||
 		strings.Count(out, "RC_ACKNOWLEDGE") != 2 {
@@ -151,7 +156,7 @@ func TestLessonPcap(t *testing.T) {
 }
 
 func TestLessonUsage(t *testing.T) {
-	code, out, _ := goroce(t, "lesson", "-h")
+	code, out, _ := clitest.Goroce(t, run, "lesson", "-h")
 	if code != cli.ExitOK {
 		t.Errorf("-h: exit %d", code)
 	}
@@ -172,7 +177,7 @@ func TestLessonUsage(t *testing.T) {
 // the lesson.
 func TestLessonChapters(t *testing.T) {
 	for _, ls := range lessons {
-		text, err := os.ReadFile(filepath.Join("..", "..", "docs", "course", ls.chapter))
+		text, err := os.ReadFile(filepath.Join("..", "..", "..", "..", "docs", "course", ls.chapter))
 		if err != nil {
 			t.Errorf("lesson %s: %v", ls.name, err)
 			continue

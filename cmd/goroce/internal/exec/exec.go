@@ -1,4 +1,4 @@
-package main
+package exec
 
 import (
 	"context"
@@ -33,7 +33,7 @@ $XDG_CACHE_HOME/goroce/VERSION (~/.cache/goroce/VERSION), where they are
 built from the goroce source (go, gcc and libibverbs-dev) when missing
 or stale.`
 
-func runExec(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("goroce exec [flags] -- PROGRAM [ARGS...]", flag.ContinueOnError)
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: %s\n\n%s\n\nflags:\n", fs.Name(), execAbout)
@@ -224,7 +224,7 @@ func goroceVersion(self string) string {
 // cache. It returns "" when neither is known.
 func sourceDir() string {
 	if _, file, _, ok := runtime.Caller(0); ok && filepath.IsAbs(file) {
-		return filepath.Dir(filepath.Dir(filepath.Dir(file))) // .../cmd/goroce/exec.go
+		return filepath.Join(filepath.Dir(file), "..", "..", "..", "..") // .../cmd/goroce/internal/exec/exec.go
 	}
 	bi, ok := debug.ReadBuildInfo()
 	if !ok || bi.Main.Version == "" || bi.Main.Version == "(devel)" {

@@ -1,4 +1,4 @@
-package main
+package lesson
 
 import (
 	"context"
@@ -71,8 +71,8 @@ var lessons = []lesson{
 // a second, so reaching it means something hung.
 const lessonTimeout = 20 * time.Second
 
-// runLesson is `goroce lesson NAME`.
-func runLesson(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+// Run is `goroce lesson NAME`.
+func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var list strings.Builder
 	for _, ls := range lessons {
 		fmt.Fprintf(&list, "  %-13s %s\n", ls.name, ls.summary)
