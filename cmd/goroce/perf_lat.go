@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"time"
 
+	"github.com/goroce/goroce/cmd/goroce/internal/cli"
 	"github.com/goroce/goroce/qp"
 )
 
@@ -183,7 +184,7 @@ func (pc *perfContext) spinForByte(ctx context.Context, buf []byte, i int, want 
 			continue
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%w: waited %v for the peer's write", errStalled, pc.cfg.stall)
+			return fmt.Errorf("%w: waited %v for the peer's write", cli.ErrStalled, pc.cfg.stall)
 		}
 		if ctx.Err() != nil {
 			return ctx.Err()

@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"time"
 
+	"github.com/goroce/goroce/cmd/goroce/internal/cli"
 	"github.com/goroce/goroce/qp"
 )
 
@@ -84,7 +85,7 @@ func (pc *perfContext) waitFor(ctx context.Context, what string, ready func() bo
 					return ctx.Err()
 				}
 				if time.Now().After(deadline) {
-					return fmt.Errorf("%w: waited %v for %s", errStalled, pc.cfg.stall, what)
+					return fmt.Errorf("%w: waited %v for %s", cli.ErrStalled, pc.cfg.stall, what)
 				}
 			}
 			continue
@@ -104,7 +105,7 @@ func (pc *perfContext) waitFor(ctx context.Context, what string, ready func() bo
 		case err != nil && !errors.Is(err, context.DeadlineExceeded):
 			return err
 		case err != nil && time.Now().After(deadline):
-			return fmt.Errorf("%w: waited %v for %s", errStalled, pc.cfg.stall, what)
+			return fmt.Errorf("%w: waited %v for %s", cli.ErrStalled, pc.cfg.stall, what)
 		}
 	}
 }
@@ -120,7 +121,7 @@ func (pc *perfContext) awaitClient(ctx context.Context, done chan peerDone) (pee
 		if c := pc.dev.Counter("link_rcvd_pkts"); c != last {
 			last, since = c, now
 		} else if now.Sub(since) >= pc.cfg.stall {
-			return fmt.Errorf("%w: no packet from the client for %v", errStalled, pc.cfg.stall)
+			return fmt.Errorf("%w: no packet from the client for %v", cli.ErrStalled, pc.cfg.stall)
 		}
 		return nil
 	}

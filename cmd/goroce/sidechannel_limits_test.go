@@ -76,9 +76,9 @@ func TestPerfSideChannelLineLimit(t *testing.T) {
 
 // TestSideChannelStall: a client that sends the start of its first
 // message and then nothing is given up on after the stall timeout, by
-// each side channel: perf's text lines (no newline), perftest's fixed-size
-// messages (half a version string) and pingpong's 52-byte messages (half
-// of one). The server names the client in its error.
+// each of perf's side channels: its text lines (no newline) and perftest's
+// fixed-size messages (half a version string); TestPingpongSideChannelStall
+// does the same with pingpong's. The server names the client in its error.
 func TestSideChannelStall(t *testing.T) {
 	for _, c := range []struct {
 		name  string
@@ -88,30 +88,10 @@ func TestSideChannelStall(t *testing.T) {
 	}{
 		{"perf", []string{"perf", "write_bw", "-n", "5"}, goroceMagic + "1 write_bw", perfStall},
 		{"perftest", []string{"perf", "write_bw", "-n", "5"}, "6.06\x00", perfStall},
-		{"pingpong", []string{"pingpong", "-n", "5", "-g", "0"}, "0000:000001:", pingpongStall},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-			defer cancel()
-			srvAddr, _ := clitest.LoopbackPair()
-			port, code, srvErr := clitest.StartServer(t, ctx, run, append(c.args, "--addr", srvAddr, "-p", "0"), io.Discard)
-			conn, err := net.Dial("tcp", net.JoinHostPort(srvAddr, strconv.Itoa(port)))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer conn.Close()
-			start := time.Now()
-			io.WriteString(conn, c.start)
-			if got := <-code; got != cli.ExitFail {
-				t.Fatalf("server exit %d, want %d: %s", got, cli.ExitFail, srvErr)
-			}
-			if el := time.Since(start); el < c.stall || el > c.stall+5*time.Second {
-				t.Errorf("the server gave up after %v, want its stall timeout %v", el, c.stall)
-			}
-			if want := conn.LocalAddr().String() + ": i/o timeout"; !strings.Contains(srvErr.String(), want) {
-				t.Errorf("server said %q, want %q", srvErr, want)
-			}
+			clitest.ServerStalls(t, run, c.args, c.start, c.stall)
 		})
 	}
 }

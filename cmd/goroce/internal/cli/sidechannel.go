@@ -83,3 +83,6 @@ func RandomPSN() wire.PSN {
 	rand.Read(b[:])
 	return wire.PSN(binary.BigEndian.Uint32(b[:]) & 0xFFFFFF)
 }
+
+// ErrStalled reports a peer that stopped answering.
+var ErrStalled = errors.New("no completion (the peer stopped answering?)")

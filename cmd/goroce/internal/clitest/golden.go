@@ -10,6 +10,8 @@ import (
 	"net/netip"
 	"path/filepath"
 	"runtime"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -234,3 +236,32 @@ var Testdata = func() string {
 	_, file, _, _ := runtime.Caller(0)
 	return filepath.Join(filepath.Dir(file), "..", "..", "..", "..", "wire", "testdata")
 }()
+
+// ServerStalls starts the server of the command line run with args (plus
+// --addr and -p 0), connects to its side channel, sends start (the
+// beginning of a first message) and then nothing, and checks that the
+// server gives up after its stall timeout stall, exits 1 and names the
+// client in its error.
+func ServerStalls(t *testing.T, run RunFunc, args []string, start string, stall time.Duration) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	srvAddr, _ := LoopbackPair()
+	port, code, srvErr := StartServer(t, ctx, run, append(args, "--addr", srvAddr, "-p", "0"), io.Discard)
+	conn, err := net.Dial("tcp", net.JoinHostPort(srvAddr, strconv.Itoa(port)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	t0 := time.Now()
+	io.WriteString(conn, start)
+	if got := <-code; got != 1 {
+		t.Fatalf("server exit %d, want 1: %s", got, srvErr)
+	}
+	if el := time.Since(t0); el < stall || el > stall+5*time.Second {
+		t.Errorf("the server gave up after %v, want its stall timeout %v", el, stall)
+	}
+	if want := conn.LocalAddr().String() + ": i/o timeout"; !strings.Contains(srvErr.String(), want) {
+		t.Errorf("server said %q, want %q", srvErr, want)
+	}
+}

@@ -1,4 +1,4 @@
-package main
+package pingpong
 
 import (
 	"bytes"
@@ -186,7 +186,7 @@ func TestPingpongBadFlags(t *testing.T) {
 		{[]string{"a", "b"}, "one HOST at most"},
 		{[]string{"--bogus"}, "flag provided but not defined"},
 	} {
-		code, out, errOut := goroce(t, append([]string{"pingpong"}, tc.args...)...)
+		code, out, errOut := clitest.Goroce(t, run, append([]string{"pingpong"}, tc.args...)...)
 		if code != cli.ExitUsage || out != "" || !strings.Contains(errOut, tc.want) {
 			t.Errorf("%v: exit %d, stdout %q, stderr %q (want %q)", tc.args, code, out, errOut, tc.want)
 		}
@@ -251,8 +251,8 @@ func TestPingpongPeerStalls(t *testing.T) {
 		t.Fatal(err)
 	}
 	conn.Write([]byte(pingpongDone))
-	if err := <-done; !errors.Is(err, errStalled) {
-		t.Fatalf("got %v, want errStalled", err)
+	if err := <-done; !errors.Is(err, cli.ErrStalled) {
+		t.Fatalf("got %v, want cli.ErrStalled", err)
 	}
 }
 
@@ -333,8 +333,8 @@ func TestPingpongSRQExchange(t *testing.T) {
 		}
 		conn.Write([]byte(pingpongDone))
 		// Connected, the server waits for SENDs nobody makes.
-		if err := <-done; !errors.Is(err, errStalled) {
-			t.Fatalf("got %v, want errStalled", err)
+		if err := <-done; !errors.Is(err, cli.ErrStalled) {
+			t.Fatalf("got %v, want cli.ErrStalled", err)
 		}
 	})
 	t.Run("fewer QPs", func(t *testing.T) {
@@ -425,4 +425,11 @@ func TestPingpongCheckFailsWhenNothingArrives(t *testing.T) {
 			t.Fatalf("goroce's pattern after rdma-core's fill: %v, want errBadData", err)
 		}
 	})
+}
+
+// TestPingpongSideChannelStall: a client that sends half of pingpong's
+// 52-byte address message and then nothing is given up on after the stall
+// timeout, and the server names it in its error.
+func TestPingpongSideChannelStall(t *testing.T) {
+	clitest.ServerStalls(t, run, []string{"pingpong", "-n", "5", "-g", "0"}, "0000:000001:", pingpongStall)
 }

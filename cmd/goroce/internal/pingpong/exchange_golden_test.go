@@ -1,4 +1,4 @@
-package main
+package pingpong
 
 import (
 	"bytes"
@@ -13,6 +13,9 @@ import (
 
 	"github.com/goroce/goroce/cmd/goroce/internal/clitest"
 )
+
+// run is the goroce command line with this package's command alone.
+var run = clitest.Command("pingpong", Run)
 
 // waitWriter collects output and closes seen once it contains want.
 type waitWriter struct {

@@ -1,4 +1,4 @@
-package main
+package pingpong
 
 import (
 	"bytes"
@@ -89,8 +89,8 @@ type pingpongConfig struct {
 	stall, dialFor time.Duration
 }
 
-// runPingpong is `goroce pingpong [flags] [HOST]`.
-func runPingpong(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+// Run is `goroce pingpong [flags] [HOST]`.
+func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	cfg, code, ok := parsePingpong(args, stdout, stderr)
 	if !ok {
 		return code
@@ -332,9 +332,6 @@ func pingpong(ctx context.Context, cfg pingpongConfig, stdout, stderr io.Writer)
 	return nil
 }
 
-// errStalled reports a peer that stopped answering.
-var errStalled = errors.New("no completion (the peer stopped answering?)")
-
 // waitCompletions returns the next completions in pp.wcs. With -e it
 // sleeps on the CQ's completion events, re-arming after each as
 // ibv_rc_pingpong does (ibv_get_cq_event, ibv_req_notify_cq, ibv_poll_cq);
@@ -349,7 +346,7 @@ func (pp *ppContext) waitCompletions(ctx context.Context) (int, error) {
 			select {
 			case <-pp.cq.Events():
 			case <-timer.C:
-				return 0, fmt.Errorf("%w: waited %v for a CQ event", errStalled, pp.cfg.stall)
+				return 0, fmt.Errorf("%w: waited %v for a CQ event", cli.ErrStalled, pp.cfg.stall)
 			case <-ctx.Done():
 				return 0, ctx.Err()
 			}
@@ -372,7 +369,7 @@ func (pp *ppContext) waitCompletions(ctx context.Context) (int, error) {
 		case ctx.Err() != nil:
 			return 0, ctx.Err()
 		case errors.Is(err, context.DeadlineExceeded):
-			return 0, fmt.Errorf("%w: waited %v", errStalled, pp.cfg.stall)
+			return 0, fmt.Errorf("%w: waited %v", cli.ErrStalled, pp.cfg.stall)
 		case err != nil:
 			return 0, err
 		}
