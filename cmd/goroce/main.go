@@ -12,6 +12,7 @@ import (
 	"github.com/goroce/goroce/cmd/goroce/internal/exec"
 	"github.com/goroce/goroce/cmd/goroce/internal/lesson"
 	"github.com/goroce/goroce/cmd/goroce/internal/pcap"
+	"github.com/goroce/goroce/cmd/goroce/internal/perf"
 	"github.com/goroce/goroce/cmd/goroce/internal/pingpong"
 	"github.com/goroce/goroce/cmd/goroce/internal/soak"
 	"github.com/goroce/goroce/cmd/goroce/internal/stat"
@@ -34,7 +35,7 @@ var commands = []command{
 	{"nccl-perf", "nccl-tests (all_reduce_perf, ...) over goroce RNICs: algbw, busbw, #wrong", runNcclPerf},
 	{"dcqcn", "DCQCN experiments (incast, converge): goroce devices on a simulated switch; CSV, PNG, summary", dcqcn.Run},
 	{"pcap", "decode the RoCEv2 packets of capture files and check their ICRC", pcap.Run},
-	{"perf", "perftest (ib_write_bw, ib_send_lat, ...) over a goroce device: bandwidth and latency", runPerf},
+	{"perf", "perftest (ib_write_bw, ib_send_lat, ...) over a goroce device: bandwidth and latency", perf.Run},
 	{"pingpong", "ibv_{rc,uc,ud,srq}_pingpong over a goroce device: ping-pong between two processes", pingpong.Run},
 	{"topo", "the simulated GPU/NIC PCIe topology as nvidia-smi topo -m prints it, with each link's speed", topo.Run},
 	{"soak", "a long mixed RC/UC/UD workload under loss: WRs all accounted for, RSS and goroutines flat", soak.Run},

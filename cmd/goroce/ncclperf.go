@@ -167,7 +167,7 @@ func runNcclPerf(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	}
 	defer stopObs()
 	if *cpuprof != "" {
-		stop, err := startCPUProfile(fmt.Sprintf("%s.rank%d", *cpuprof, c.Rank()))
+		stop, err := cli.StartCPUProfile(fmt.Sprintf("%s.rank%d", *cpuprof, c.Rank()))
 		if err != nil {
 			c.Abort()
 			fmt.Fprintf(stderr, "goroce nccl-perf: rank %d: --cpuprofile: %v\n", c.Rank(), err)

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/netip"
 	"os"
+	"runtime/pprof"
 )
 
 // This file holds the command-line conventions every command shares: exit
@@ -101,4 +102,18 @@ func ParseWithHosts(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) (
 		}
 		hosts, rest = append(hosts, rest[0]), rest[1:]
 	}
+}
+
+// StartCPUProfile writes a CPU profile of this process to path until the
+// returned function is called (--cpuprofile).
+func StartCPUProfile(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }

@@ -1,4 +1,4 @@
-package main
+package perf
 
 import (
 	"context"
@@ -12,6 +12,9 @@ import (
 	"github.com/goroce/goroce/cmd/goroce/internal/clitest"
 	"github.com/goroce/goroce/qp"
 )
+
+// run is the goroce command line with this package's command alone.
+var run = clitest.Command("perf", Run)
 
 // TestPerfServerSaysWhyItsQPFailed runs a write_bw server's and client's
 // devices and QPs, connected as perf connects them, and has the client

@@ -1,4 +1,4 @@
-package main
+package perf
 
 import (
 	"bytes"
@@ -240,7 +240,7 @@ func TestPerfBadFlags(t *testing.T) {
 		{[]string{"write_bw", "a", "b"}, "one HOST at most"},
 		{[]string{"write_bw", "--bogus"}, "flag provided but not defined"},
 	} {
-		code, out, errOut := goroce(t, append([]string{"perf"}, tc.args...)...)
+		code, out, errOut := clitest.Goroce(t, run, append([]string{"perf"}, tc.args...)...)
 		if code != cli.ExitUsage || out != "" || !strings.Contains(errOut, tc.want) {
 			t.Errorf("%v: exit %d, stdout %q, stderr %q (want %q)", tc.args, code, out, errOut, tc.want)
 		}

@@ -1,4 +1,4 @@
-package main
+package perf
 
 import (
 	"context"
@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
-	"os"
-	"runtime/pprof"
 	"strings"
 	"time"
 
@@ -179,29 +177,15 @@ func (c *perfConfig) paramLine() string {
 		c.test.name, c.qps, c.size, c.all, c.iters, int(c.duration/time.Second), c.mtu)
 }
 
-// runPerf is `goroce perf TEST [flags] [HOST]`.
-// startCPUProfile writes a CPU profile of this process to path until the
-// returned function is called (--cpuprofile).
-func startCPUProfile(path string) (stop func(), err error) {
-	f, err := os.Create(path)
-	if err != nil {
-		return nil, err
-	}
-	if err := pprof.StartCPUProfile(f); err != nil {
-		f.Close()
-		return nil, err
-	}
-	return func() { pprof.StopCPUProfile(); f.Close() }, nil
-}
-
-func runPerf(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+// Run is `goroce perf TEST [flags] [HOST]`.
+func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	cfg, code, ok := parsePerf(args, stdout, stderr)
 	if !ok {
 		return code
 	}
 	defer cli.ShareLoopbackCPUs(cfg.addr)()
 	if cfg.cpuprof != "" {
-		stop, err := startCPUProfile(cfg.cpuprof)
+		stop, err := cli.StartCPUProfile(cfg.cpuprof)
 		if err != nil {
 			fmt.Fprintf(stderr, "goroce perf: %v\n", err)
 			return cli.ExitUsage
