@@ -11,9 +11,11 @@ import (
 	"github.com/goroce/goroce/cmd/goroce/internal/dcqcn"
 	"github.com/goroce/goroce/cmd/goroce/internal/exec"
 	"github.com/goroce/goroce/cmd/goroce/internal/lesson"
+	"github.com/goroce/goroce/cmd/goroce/internal/ncclperf"
 	"github.com/goroce/goroce/cmd/goroce/internal/pcap"
 	"github.com/goroce/goroce/cmd/goroce/internal/perf"
 	"github.com/goroce/goroce/cmd/goroce/internal/pingpong"
+	runcmd "github.com/goroce/goroce/cmd/goroce/internal/run"
 	"github.com/goroce/goroce/cmd/goroce/internal/soak"
 	"github.com/goroce/goroce/cmd/goroce/internal/stat"
 	"github.com/goroce/goroce/cmd/goroce/internal/topo"
@@ -31,15 +33,15 @@ type command struct {
 // commands is the table of subcommands, in the order `goroce help` lists
 // them. Each lives in its own file, named after it.
 var commands = []command{
-	{"demo", "4 ranks on loopback run every collective on checked data: what moved, what the RNICs counted", runDemo},
-	{"nccl-perf", "nccl-tests (all_reduce_perf, ...) over goroce RNICs: algbw, busbw, #wrong", runNcclPerf},
+	{"demo", "4 ranks on loopback run every collective on checked data: what moved, what the RNICs counted", ncclperf.RunDemo},
+	{"nccl-perf", "nccl-tests (all_reduce_perf, ...) over goroce RNICs: algbw, busbw, #wrong", ncclperf.Run},
 	{"dcqcn", "DCQCN experiments (incast, converge): goroce devices on a simulated switch; CSV, PNG, summary", dcqcn.Run},
 	{"pcap", "decode the RoCEv2 packets of capture files and check their ICRC", pcap.Run},
 	{"perf", "perftest (ib_write_bw, ib_send_lat, ...) over a goroce device: bandwidth and latency", perf.Run},
 	{"pingpong", "ibv_{rc,uc,ud,srq}_pingpong over a goroce device: ping-pong between two processes", pingpong.Run},
 	{"topo", "the simulated GPU/NIC PCIe topology as nvidia-smi topo -m prints it, with each link's speed", topo.Run},
 	{"soak", "a long mixed RC/UC/UD workload under loss: WRs all accounted for, RSS and goroutines flat", soak.Run},
-	{"run", "start N ranks of a command on loopback, each with its own RNIC (torchrun-style)", runRun},
+	{"run", "start N ranks of a command on loopback, each with its own RNIC (torchrun-style)", runcmd.Run},
 	{"lesson", "the course's scripted scenarios (a SEND, a lost packet, an RNR NAK, ...) with their packet trace", lesson.Run},
 	{"exec", "run an unmodified libibverbs program (ibv_rc_pingpong, ib_write_bw, ...) on a goroce device", exec.Run},
 	{"stat", "print the counters and QPs of a running device started with --metrics-addr (rdma statistic, rdma res)", stat.Run},

@@ -5,11 +5,13 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -20,19 +22,24 @@ type RunFunc func(ctx context.Context, args []string, stdout, stderr io.Writer) 
 
 // Command returns the command line whose one command, name, is run (the
 // entry point of a command package), so that a package's tests keep
-// calling it as `goroce NAME ARGS...`; `goroce help NAME` is NAME -h, as
-// in goroce's table. Any other command name is a test bug: it exits 2 and
-// says so on stderr.
+// calling it as `goroce NAME ARGS...`. See Commands.
 func Command(name string, run func(ctx context.Context, args []string, stdout, stderr io.Writer) int) RunFunc {
+	return Commands(map[string]func(ctx context.Context, args []string, stdout, stderr io.Writer) int{name: run})
+}
+
+// Commands returns the command line of the commands cmds, by name, as
+// goroce's table runs them: `goroce help NAME` is NAME -h. Any other
+// command name is a test bug: it exits 2 and says so on stderr.
+func Commands(cmds map[string]func(ctx context.Context, args []string, stdout, stderr io.Writer) int) RunFunc {
 	return func(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-		if len(args) == 2 && args[0] == "help" && args[1] == name {
-			args = []string{name, "-h"}
+		if len(args) == 2 && args[0] == "help" && cmds[args[1]] != nil {
+			args = []string{args[1], "-h"}
 		}
-		if len(args) == 0 || args[0] != name {
-			fmt.Fprintf(stderr, "clitest: command line %q does not start with %q\n", args, name)
+		if len(args) == 0 || cmds[args[0]] == nil {
+			fmt.Fprintf(stderr, "clitest: command line %q does not start with a command of %v\n", args, slices.Sorted(maps.Keys(cmds)))
 			return 2
 		}
-		return run(ctx, args[1:], stdout, stderr)
+		return cmds[args[0]](ctx, args[1:], stdout, stderr)
 	}
 }
 
@@ -93,3 +100,14 @@ func BuildGoroce(t *testing.T) string {
 	}
 	return bin
 }
+
+// KillIBTimeout is the NCCL_IB_TIMEOUT of the ranks of the tests that kill
+// one: 4.096 µs × 2^19 ≈ 2.1 s, about 17 s with the 7 retries, beyond the
+// ranks' Options.Timeout, which then decides. With
+// nccl's default (14: 67 ms, 0.5 s with the retries) a live rank that a
+// loaded machine did not schedule for half a second was taken for dead
+// (its peer's QP ran out of retries) before the victim was killed. A real
+// death is still seen and named: the bootstrap root hears the dead rank's
+// connection close and tells the others, which give up at their
+// Options.Timeout if their QPs have not failed by then.
+const KillIBTimeout = "19"

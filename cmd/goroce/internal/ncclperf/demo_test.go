@@ -1,6 +1,6 @@
 //go:build unix
 
-package main
+package ncclperf
 
 import (
 	"regexp"
@@ -16,9 +16,9 @@ import (
 // reports each one OK and the RNICs' packets.
 func TestDemo(t *testing.T) {
 	// A live rank a loaded machine leaves unscheduled for half a second
-	// must not look dead (see killIBTimeout).
-	t.Setenv("NCCL_IB_TIMEOUT", killIBTimeout)
-	code, out, errOut := goroce(t, "demo", "--addr-base", clitest.TestBase(), "--size", "256K", "--iters", "2")
+	// must not look dead (see clitest.KillIBTimeout).
+	t.Setenv("NCCL_IB_TIMEOUT", clitest.KillIBTimeout)
+	code, out, errOut := clitest.Goroce(t, run, "demo", "--addr-base", clitest.TestBase(), "--size", "256K", "--iters", "2")
 	if code != cli.ExitOK {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
 	}

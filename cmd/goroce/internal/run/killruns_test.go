@@ -1,6 +1,6 @@
 //go:build unix
 
-package main
+package run
 
 import (
 	"context"
@@ -99,7 +99,7 @@ func TestKillRuns(t *testing.T) {
 	// The ranks are this test binary running TestKillRunsRank: not goroce
 	// (TestMain), and with the run's seed.
 	t.Setenv(clitest.AsGoroceEnv, "0")
-	t.Setenv("NCCL_IB_TIMEOUT", killIBTimeout)
+	t.Setenv("NCCL_IB_TIMEOUT", clitest.KillIBTimeout)
 	t.Logf("seeds %d to %d (%s=S replays seed S)", seeds[0], seeds[len(seeds)-1], killSeedEnv)
 	bound := afterDeathBound(killOpTimeout)
 	var total, slowest, slowestAfter, slowestOp time.Duration

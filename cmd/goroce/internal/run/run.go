@@ -1,4 +1,4 @@
-package main
+package run
 
 import (
 	"bytes"
@@ -59,11 +59,11 @@ grace period; goroce run then exits 130.
 Exit status: 0 when every rank exited 0, the failing rank's status when one
 failed, 2 on bad flags, 127 when CMD cannot be started.`
 
-// runRun is `goroce run`.
-func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+// Run is `goroce run`.
+func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := cli.NewFlagSet("goroce run -n N [flags] [--] CMD [ARG...]", runAbout)
 	n := fs.Int("n", 2, "number of ranks (processes) to start")
-	base := addrBaseFlag(fs)
+	base := AddrBaseFlag(fs)
 	grace := fs.Duration("grace", 3*time.Second, "after SIGTERM (or a forwarded SIGINT), how long ranks get before SIGKILL")
 	bindTo := fs.String("bind-to", "", "`auto` binds ranks to CPUs when they outnumber them, core always, none never (default auto, or $GOROCE_BIND_TO)")
 	var obs cli.ObserveFlags
@@ -94,8 +94,8 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return launch(ctx, cfg)
 }
 
-// addrBaseFlag defines --addr-base, rank 0's RNIC address.
-func addrBaseFlag(fs *flag.FlagSet) *string {
+// AddrBaseFlag defines --addr-base, rank 0's RNIC address.
+func AddrBaseFlag(fs *flag.FlagSet) *string {
 	return fs.String("addr-base", "127.0.0.10", "rank 0's RNIC `address`; rank r gets this + r (GOROCE_ADDR)")
 }
 
@@ -336,4 +336,34 @@ func (w *rankWriter) Flush() {
 	if len(w.pending) > 0 {
 		w.Write([]byte{'\n'})
 	}
+}
+
+// Relaunch starts n ranks of this very program with cmdArgs followed by
+// every flag set on fs except skip (the flag that asked for the launch),
+// rank 0's report unprefixed. It is how nccl-perf -np and demo become
+// multi-process jobs.
+func Relaunch(ctx context.Context, fs *flag.FlagSet, cmdArgs []string, n int, base string, grace time.Duration, stdout, stderr io.Writer, skip string) int {
+	exe, err := os.Executable()
+	if err != nil {
+		fmt.Fprintf(stderr, "goroce: cannot find my own executable to start the ranks: %v\n", err)
+		return cli.ExitFail
+	}
+	addr, err := parseAddrBase(base, n)
+	if err != nil {
+		fmt.Fprintf(stderr, "goroce: %v\n", err)
+		return cli.ExitUsage
+	}
+	bind, err := parseBind("")
+	if err != nil {
+		fmt.Fprintf(stderr, "goroce: %v\n", err)
+		return cli.ExitUsage
+	}
+	argv := append([]string{exe}, cmdArgs...)
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name != skip {
+			argv = append(argv, "-"+f.Name+"="+f.Value.String())
+		}
+	})
+	return launch(ctx, launchConfig{n: n, addrBase: addr, argv: argv, grace: grace, bind: bind,
+		plainRank0: true, stdout: stdout, stderr: stderr})
 }

@@ -1,4 +1,4 @@
-package main
+package ncclperf
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"io"
 	"os"
 	"time"
+
+	runcmd "github.com/goroce/goroce/cmd/goroce/internal/run"
 
 	"github.com/goroce/goroce/cmd/goroce/internal/cli"
 	"github.com/goroce/goroce/nccl"
@@ -47,14 +49,14 @@ var demoCounters = []struct{ name, about string }{
 	{"cnp_sent", "congestion notification packets sent (DCQCN)"},
 }
 
-// runDemo is `goroce demo`.
-func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+// RunDemo is `goroce demo`.
+func RunDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := cli.NewFlagSet("goroce demo [flags]", demoAbout)
 	n := fs.Int("n", 4, "number of ranks (processes)")
 	sizeFlag := fs.String("size", "1M", "`bytes` each rank's larger buffer holds per collective (K, M suffixes)")
 	iters := fs.Int("iters", 5, "timed calls per collective, after the checked one")
 	device := fs.Bool("device", true, "also run AllReduce on simulated GPU buffers, GPUDirect RDMA and staged")
-	base := addrBaseFlag(fs)
+	base := runcmd.AddrBaseFlag(fs)
 	grace := fs.Duration("grace", 3*time.Second, "how long ranks get to stop after one fails")
 	timeout := fs.Duration("timeout", nccl.DefaultTimeout, "a collective fails when none of its transfers completes for this long")
 	var obs cli.ObserveFlags
@@ -77,7 +79,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return cli.ExitUsage
 	}
 	if _, err := nccl.ReadEnv(); errors.Is(err, nccl.ErrNoEnv) {
-		return relaunch(ctx, fs, []string{"demo"}, *n, *base, *grace, stdout, stderr, "")
+		return runcmd.Relaunch(ctx, fs, []string{"demo"}, *n, *base, *grace, stdout, stderr, "")
 	}
 	obs.Setenv() // each rank's device reads GOROCE_TRACE and GOROCE_PCAP
 	if *device {

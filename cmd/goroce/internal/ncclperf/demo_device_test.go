@@ -1,6 +1,6 @@
 //go:build unix
 
-package main
+package ncclperf
 
 import (
 	"regexp"
@@ -15,7 +15,7 @@ import (
 // staged, both right, each with its PCIe bytes on its own paths. 2 ranks
 // of 64 KiB: each rank sends and receives 64 KiB per call.
 func TestDemoDevice(t *testing.T) {
-	code, out, errOut := goroce(t, "demo", "-n", "2", "--addr-base", clitest.TestBase(), "--size", "64K", "--iters", "2")
+	code, out, errOut := clitest.Goroce(t, run, "demo", "-n", "2", "--addr-base", clitest.TestBase(), "--size", "64K", "--iters", "2")
 	if code != cli.ExitOK {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
 	}

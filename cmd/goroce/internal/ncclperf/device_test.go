@@ -1,6 +1,6 @@
 //go:build unix
 
-package main
+package ncclperf
 
 import (
 	"strconv"
@@ -17,7 +17,7 @@ import (
 // ranks sends S and receives S per rank.
 func TestNcclPerfDevice(t *testing.T) {
 	for _, gdr := range []string{"on", "off"} {
-		code, out, errOut := goroce(t, "nccl-perf", "all_reduce", "-np", "2", "-b", "64K", "-e", "256K", "-f", "4",
+		code, out, errOut := clitest.Goroce(t, run, "nccl-perf", "all_reduce", "-np", "2", "-b", "64K", "-e", "256K", "-f", "4",
 			"-n", "3", "-w", "1", "--device", "--gdr="+gdr, "--addr-base", clitest.TestBase())
 		if code != cli.ExitOK {
 			t.Fatalf("--gdr=%s: exit %d\nstdout:\n%s\nstderr:\n%s", gdr, code, out, errOut)
@@ -58,7 +58,7 @@ func TestNcclPerfDevice(t *testing.T) {
 // NCCL_NET_GDR_LEVEL is respected: PIX placement with level LOC stages.
 func TestNcclPerfDeviceGDRLevel(t *testing.T) {
 	t.Setenv("NCCL_NET_GDR_LEVEL", "LOC")
-	code, out, errOut := goroce(t, "nccl-perf", "all_reduce", "-np", "2", "-b", "4K", "-e", "4K",
+	code, out, errOut := clitest.Goroce(t, run, "nccl-perf", "all_reduce", "-np", "2", "-b", "4K", "-e", "4K",
 		"-n", "1", "-w", "0", "--device", "--gdr=on", "--addr-base", clitest.TestBase())
 	if code != cli.ExitOK || !strings.Contains(out, "path staged (GPU0-NIC0 distance PIX is beyond NCCL_NET_GDR_LEVEL LOC)") {
 		t.Errorf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
@@ -73,7 +73,7 @@ func TestNcclPerfDeviceUsage(t *testing.T) {
 		{"nccl-perf", "all_reduce", "--device", "--preset", "loc"},
 		{"nccl-perf", "sendrecv", "--device"},
 	} {
-		if code, _, errOut := goroce(t, args...); code != cli.ExitUsage {
+		if code, _, errOut := clitest.Goroce(t, run, args...); code != cli.ExitUsage {
 			t.Errorf("%q: exit %d, want %d; stderr %s", args, code, cli.ExitUsage, errOut)
 		}
 	}

@@ -1,4 +1,4 @@
-package main
+package ncclperf
 
 import (
 	"context"
@@ -6,10 +6,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"strconv"
 	"strings"
 	"time"
+
+	runcmd "github.com/goroce/goroce/cmd/goroce/internal/run"
 
 	"github.com/goroce/goroce/cmd/goroce/internal/cli"
 	"github.com/goroce/goroce/nccl"
@@ -60,8 +61,8 @@ type ncclPerfConfig struct {
 	device             *deviceConfig // --device; nil for host buffers
 }
 
-// runNcclPerf is `goroce nccl-perf`.
-func runNcclPerf(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+// Run is `goroce nccl-perf`.
+func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := cli.NewFlagSet("goroce nccl-perf COLLECTIVE [flags]", ncclPerfAbout+"\n"+ncclPerfDeviceAbout)
 	var minB, maxB, stepB, dtName, opName string
 	var factor, iters, warmup, check, root, ngpus, nthreads int
@@ -82,7 +83,7 @@ func runNcclPerf(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	dev.register(fs)
 	var obs cli.ObserveFlags
 	obs.Register(fs)
-	base := addrBaseFlag(fs)
+	base := runcmd.AddrBaseFlag(fs)
 	grace := fs.Duration("grace", 3*time.Second, "with -np: how long ranks get to stop after one fails")
 	timeout := fs.Duration("timeout", nccl.DefaultTimeout, "a collective fails when none of its transfers completes for this long")
 	cpuprof := fs.String("cpuprofile", "", "write a CPU profile (runtime/pprof) of each rank to `file`.rankN")
@@ -137,7 +138,7 @@ func runNcclPerf(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	}
 
 	if *np > 0 {
-		return relaunch(ctx, fs, []string{"nccl-perf", cfg.coll.name}, *np, *base, *grace, stdout, stderr, "np")
+		return runcmd.Relaunch(ctx, fs, []string{"nccl-perf", cfg.coll.name}, *np, *base, *grace, stdout, stderr, "np")
 	}
 	obs.Setenv() // each rank's device reads GOROCE_TRACE and GOROCE_PCAP
 	opts := nccl.Options{Timeout: cfg.timeout}
@@ -258,36 +259,6 @@ func parseNcclOp(s string) (nccl.Op, bool) {
 		}
 	}
 	return 0, false
-}
-
-// relaunch starts n ranks of this very program with cmdArgs followed by
-// every flag set on fs except skip (the flag that asked for the launch),
-// rank 0's report unprefixed. It is how nccl-perf -np and demo become
-// multi-process jobs.
-func relaunch(ctx context.Context, fs *flag.FlagSet, cmdArgs []string, n int, base string, grace time.Duration, stdout, stderr io.Writer, skip string) int {
-	exe, err := os.Executable()
-	if err != nil {
-		fmt.Fprintf(stderr, "goroce: cannot find my own executable to start the ranks: %v\n", err)
-		return cli.ExitFail
-	}
-	addr, err := parseAddrBase(base, n)
-	if err != nil {
-		fmt.Fprintf(stderr, "goroce: %v\n", err)
-		return cli.ExitUsage
-	}
-	bind, err := parseBind("")
-	if err != nil {
-		fmt.Fprintf(stderr, "goroce: %v\n", err)
-		return cli.ExitUsage
-	}
-	argv := append([]string{exe}, cmdArgs...)
-	fs.Visit(func(f *flag.Flag) {
-		if f.Name != skip {
-			argv = append(argv, "-"+f.Name+"="+f.Value.String())
-		}
-	})
-	return launch(ctx, launchConfig{n: n, addrBase: addr, argv: argv, grace: grace, bind: bind,
-		plainRank0: true, stdout: stdout, stderr: stderr})
 }
 
 // commFromEnv joins the job the launcher's environment describes, or,

@@ -1,6 +1,6 @@
 //go:build unix
 
-package main
+package ncclperf
 
 import (
 	"fmt"
@@ -20,7 +20,7 @@ import (
 // counts and bus bandwidths as nccl-tests defines them, and no wrong
 // element.
 func TestNcclPerfAllReduceNp2(t *testing.T) {
-	code, out, errOut := goroce(t, "nccl-perf", "all_reduce", "-np", "2", "-b", "8", "-e", "1M", "-f", "4", "-c", "1",
+	code, out, errOut := clitest.Goroce(t, run, "nccl-perf", "all_reduce", "-np", "2", "-b", "8", "-e", "1M", "-f", "4", "-c", "1",
 		"-n", "5", "-w", "1", "--addr-base", clitest.TestBase())
 	if code != cli.ExitOK {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
@@ -171,7 +171,7 @@ func TestNcclPerfUsage(t *testing.T) {
 		{"nccl-perf", "all_reduce", "-g", "2"},
 		{"nccl-perf", "all_reduce", "-f", "0"},
 	} {
-		if code, _, errOut := goroce(t, args...); code != cli.ExitUsage {
+		if code, _, errOut := clitest.Goroce(t, run, args...); code != cli.ExitUsage {
 			t.Errorf("%q: exit %d, want %d; stderr %s", args, code, cli.ExitUsage, errOut)
 		}
 	}

@@ -1,4 +1,4 @@
-package main
+package ncclperf
 
 import (
 	"github.com/goroce/goroce/mr/gpu"

@@ -1,6 +1,6 @@
 //go:build unix
 
-package main
+package run
 
 import (
 	"context"
@@ -147,17 +147,6 @@ const killGrace = time.Minute
 // afterDeathBound is how long goroce run may take, from reporting a rank's
 // death, to end when the ranks' Options.Timeout is timeout.
 func afterDeathBound(timeout time.Duration) time.Duration { return 2*timeout + exitSlack }
-
-// killIBTimeout is the NCCL_IB_TIMEOUT of the ranks of the tests that kill
-// one: 4.096 µs × 2^19 ≈ 2.1 s, about 17 s with the 7 retries, beyond the
-// ranks' Options.Timeout, which then decides. With
-// nccl's default (14: 67 ms, 0.5 s with the retries) a live rank that a
-// loaded machine did not schedule for half a second was taken for dead
-// (its peer's QP ran out of retries) before the victim was killed. A real
-// death is still seen and named: the bootstrap root hears the dead rank's
-// connection close and tells the others, which give up at their
-// Options.Timeout if their QPs have not failed by then.
-const killIBTimeout = "19"
 
 // A markWriter collects what goroce run writes and notes when the text
 // first contains mark: when goroce run reported an event, say a death.
@@ -325,7 +314,7 @@ func TestRunKillsAfterGrace(t *testing.T) {
 // bound, with an error naming the operation, and the rank that talks to
 // the dead one names it.
 func TestRunRankKilledMidAllReduce(t *testing.T) {
-	t.Setenv("NCCL_IB_TIMEOUT", killIBTimeout)
+	t.Setenv("NCCL_IB_TIMEOUT", clitest.KillIBTimeout)
 	r := runTimed(t, 3, "allreduce", "--grace", killGrace.String())
 	code, out, errOut := r.code, r.stdout, r.stderr
 	if code != 128+9 {
@@ -387,11 +376,11 @@ func TestRunUsage(t *testing.T) {
 		{"run", "-n", "2", "--addr-base", "10.0.0.1", "--", "true"},
 		{"run", "-n", "3", "--addr-base", "127.255.255.254", "--", "true"},
 	} {
-		if code, _, errOut := goroce(t, args...); code != cli.ExitUsage {
+		if code, _, errOut := clitest.Goroce(t, run, args...); code != cli.ExitUsage {
 			t.Errorf("%q: exit %d, want %d; stderr %s", args, code, cli.ExitUsage, errOut)
 		}
 	}
-	code, _, errOut := goroce(t, "run", "-n", "2", "--", "/nonexistent/goroce-test")
+	code, _, errOut := clitest.Goroce(t, run, "run", "-n", "2", "--", "/nonexistent/goroce-test")
 	if code != 127 || !strings.Contains(errOut, "starting rank 0") {
 		t.Errorf("missing command: exit %d, stderr %s", code, errOut)
 	}

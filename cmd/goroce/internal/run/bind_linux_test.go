@@ -1,4 +1,4 @@
-package main
+package run
 
 import (
 	"fmt"
@@ -7,7 +7,11 @@ import (
 	"testing"
 
 	"github.com/goroce/goroce/cmd/goroce/internal/cli"
+	"github.com/goroce/goroce/cmd/goroce/internal/clitest"
 )
+
+// run is the goroce command line with this package's command alone.
+var run = clitest.Command("run", Run)
 
 // goroce run binds each rank to the CPUs rankCPUs gives it, from its
 // first thread on; --bind-to none leaves every CPU to every rank, and auto

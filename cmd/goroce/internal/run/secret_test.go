@@ -1,4 +1,4 @@
-package main
+package run
 
 import (
 	"regexp"
@@ -12,7 +12,7 @@ import (
 // returns what each printed.
 func jobSecrets(t *testing.T) [2]string {
 	t.Helper()
-	code, out, errOut := goroce(t, "run", "-n", "2", "--addr-base", clitest.TestBase(), "--", "sh", "-c", `echo "secret=$GOROCE_JOB_SECRET"`)
+	code, out, errOut := clitest.Goroce(t, run, "run", "-n", "2", "--addr-base", clitest.TestBase(), "--", "sh", "-c", `echo "secret=$GOROCE_JOB_SECRET"`)
 	if code != cli.ExitOK {
 		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
 	}
