@@ -31,7 +31,8 @@ type command struct {
 }
 
 // commands is the table of subcommands, in the order `goroce help` lists
-// them. Each lives in its own file, named after it.
+// them. Each lives in its own package, cmd/goroce/internal/NAME (nccl-perf
+// and demo share internal/ncclperf).
 var commands = []command{
 	{"demo", "4 ranks on loopback run every collective on checked data: what moved, what the RNICs counted", ncclperf.RunDemo},
 	{"nccl-perf", "nccl-tests (all_reduce_perf, ...) over goroce RNICs: algbw, busbw, #wrong", ncclperf.Run},

@@ -17,9 +17,8 @@ import (
 // a receiver without a posted receive, a bad rkey), between goroce devices
 // on a simulated switch inside this process, narrates what it does, and
 // ends with what to look for in the trace. The lab they run in is in
-// lesson_lab.go; the lessons are in lesson_rc.go (the operations),
-// lesson_faults.go (what goes wrong on RC) and lesson_unreliable.go (UC
-// and UD).
+// lab.go; the lessons are in rc.go (the operations), faults.go (what goes
+// wrong on RC) and unreliable.go (UC and UD).
 
 const lessonAbout = `Runs one scripted scenario of the course "RDMA from the wire up"
 (docs/course): goroce devices A and B (and for ud, C) on a simulated switch
