@@ -34,6 +34,6 @@
 // Echo and Ping are the two halves, for running the echo side in another
 // process (the command's -procs flag), which adds cross-process wakeups.
 //
-// The command bench/udpceiling/cmd/udpceiling runs all of them and prints a
+// The command bench/cmd/udpceiling runs all of them and prints a
 // table.
 package udpceiling

@@ -21,12 +21,19 @@
 //	goroce demo                   4 ranks run every collective on checked data
 //	goroce help [COMMAND]         list the commands, or show one command's flags
 //
-// More subcommands join the table in main.go, each in a file named after it. Every
-// subcommand parses its own flags with package flag (-name and --name both
-// work) and exits 0 on success, 1 when it ran and found a problem, and 2 on
-// a usage error or an input it could not read.
+// main.go holds only the table of commands and the dispatch. Each command
+// is its own package under internal/, named after it (internal/pcap,
+// internal/perf, internal/pingpong, internal/run, ...; nccl-perf and demo
+// share internal/ncclperf), with one entry point,
+// Run(ctx, args, stdout, stderr) int, that the table names. What several
+// commands share is in internal/cli (exit statuses, flag helpers, the TCP
+// side channel, --trace/--pcap/--metrics-addr/--ui-addr and their servers);
+// what their tests share is in internal/clitest. Every subcommand parses
+// its own flags with package flag (-name and --name both work) and exits 0
+// on success, 1 when it ran and found a problem, and 2 on a usage error or
+// an input it could not read.
 //
 // Where it sits: at the top of the stack; it uses the public packages
-// (wire, wire/pcap, rnic, qp, mr, nccl) and nothing else of goroce's
-// internals.
+// (wire, wire/pcap, rnic, qp, mr, nccl, dcqcn/experiment, rnic/soak) and
+// nothing else of goroce's internals.
 package main

@@ -1,14 +1,24 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
+
+	"github.com/goroce/goroce/cmd/goroce/internal/cli"
+	"github.com/goroce/goroce/cmd/goroce/internal/dcqcn"
+	"github.com/goroce/goroce/cmd/goroce/internal/exec"
+	"github.com/goroce/goroce/cmd/goroce/internal/lesson"
+	"github.com/goroce/goroce/cmd/goroce/internal/ncclperf"
+	"github.com/goroce/goroce/cmd/goroce/internal/pcap"
+	"github.com/goroce/goroce/cmd/goroce/internal/perf"
+	"github.com/goroce/goroce/cmd/goroce/internal/pingpong"
+	runcmd "github.com/goroce/goroce/cmd/goroce/internal/run"
+	"github.com/goroce/goroce/cmd/goroce/internal/soak"
+	"github.com/goroce/goroce/cmd/goroce/internal/stat"
+	"github.com/goroce/goroce/cmd/goroce/internal/topo"
 )
 
 // A command is one `goroce` subcommand. run gets the arguments after the
@@ -21,28 +31,22 @@ type command struct {
 }
 
 // commands is the table of subcommands, in the order `goroce help` lists
-// them. Each lives in its own file, named after it.
+// them. Each lives in its own package, cmd/goroce/internal/NAME (nccl-perf
+// and demo share internal/ncclperf).
 var commands = []command{
-	{"demo", "4 ranks on loopback run every collective on checked data: what moved, what the RNICs counted", runDemo},
-	{"nccl-perf", "nccl-tests (all_reduce_perf, ...) over goroce RNICs: algbw, busbw, #wrong", runNcclPerf},
-	{"dcqcn", "DCQCN experiments (incast, converge): goroce devices on a simulated switch; CSV, PNG, summary", runDCQCN},
-	{"pcap", "decode the RoCEv2 packets of capture files and check their ICRC", runPcap},
-	{"perf", "perftest (ib_write_bw, ib_send_lat, ...) over a goroce device: bandwidth and latency", runPerf},
-	{"pingpong", "ibv_{rc,uc,ud,srq}_pingpong over a goroce device: ping-pong between two processes", runPingpong},
-	{"topo", "the simulated GPU/NIC PCIe topology as nvidia-smi topo -m prints it, with each link's speed", runTopo},
-	{"soak", "a long mixed RC/UC/UD workload under loss: WRs all accounted for, RSS and goroutines flat", runSoak},
-	{"run", "start N ranks of a command on loopback, each with its own RNIC (torchrun-style)", runRun},
-	{"lesson", "the course's scripted scenarios (a SEND, a lost packet, an RNR NAK, ...) with their packet trace", runLesson},
-	{"exec", "run an unmodified libibverbs program (ibv_rc_pingpong, ib_write_bw, ...) on a goroce device", runExec},
-	{"stat", "print the counters and QPs of a running device started with --metrics-addr (rdma statistic, rdma res)", runStat},
+	{"demo", "4 ranks on loopback run every collective on checked data: what moved, what the RNICs counted", ncclperf.RunDemo},
+	{"nccl-perf", "nccl-tests (all_reduce_perf, ...) over goroce RNICs: algbw, busbw, #wrong", ncclperf.Run},
+	{"dcqcn", "DCQCN experiments (incast, converge): goroce devices on a simulated switch; CSV, PNG, summary", dcqcn.Run},
+	{"pcap", "decode the RoCEv2 packets of capture files and check their ICRC", pcap.Run},
+	{"perf", "perftest (ib_write_bw, ib_send_lat, ...) over a goroce device: bandwidth and latency", perf.Run},
+	{"pingpong", "ibv_{rc,uc,ud,srq}_pingpong over a goroce device: ping-pong between two processes", pingpong.Run},
+	{"topo", "the simulated GPU/NIC PCIe topology as nvidia-smi topo -m prints it, with each link's speed", topo.Run},
+	{"soak", "a long mixed RC/UC/UD workload under loss: WRs all accounted for, RSS and goroutines flat", soak.Run},
+	{"run", "start N ranks of a command on loopback, each with its own RNIC (torchrun-style)", runcmd.Run},
+	{"lesson", "the course's scripted scenarios (a SEND, a lost packet, an RNR NAK, ...) with their packet trace", lesson.Run},
+	{"exec", "run an unmodified libibverbs program (ibv_rc_pingpong, ib_write_bw, ...) on a goroce device", exec.Run},
+	{"stat", "print the counters and QPs of a running device started with --metrics-addr (rdma statistic, rdma res)", stat.Run},
 }
-
-// Exit statuses shared by all commands.
-const (
-	exitOK    = 0 // success
-	exitFail  = 1 // the command ran and found a problem (bad packets, failed test)
-	exitUsage = 2 // bad arguments, or an input that could not be read
-)
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
@@ -55,14 +59,14 @@ func main() {
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		usage(stderr)
-		return exitUsage
+		return cli.ExitUsage
 	}
 	name, args := args[0], args[1:]
 	switch name {
 	case "help", "-h", "-help", "--help":
 		if len(args) == 0 {
 			usage(stdout)
-			return exitOK
+			return cli.ExitOK
 		}
 		// goroce help CMD is goroce CMD -h.
 		name, args = args[0], []string{"-h"}
@@ -74,7 +78,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stderr, "goroce: unknown command %q\n\n", name)
 	usage(stderr)
-	return exitUsage
+	return cli.ExitUsage
 }
 
 // usage lists the commands.
@@ -89,43 +93,4 @@ func usage(w io.Writer) {
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, `"goroce COMMAND -h" shows a command's flags.`)
-}
-
-// newFlagSet returns a flag set for a subcommand whose usage message is
-// synopsis (e.g. "goroce pcap [flags] FILE..."), then about, then the flags.
-// Flags take one dash or two (-json, --json), as the flag package allows.
-func newFlagSet(synopsis, about string) *flag.FlagSet {
-	fs := flag.NewFlagSet(synopsis, flag.ContinueOnError)
-	fs.Usage = func() {
-		w := fs.Output()
-		fmt.Fprintf(w, "usage: %s\n\n%s\n", synopsis, about)
-		hasFlags := false
-		fs.VisitAll(func(*flag.Flag) { hasFlags = true })
-		if hasFlags {
-			fmt.Fprintln(w, "\nflags:")
-			fs.PrintDefaults()
-		}
-	}
-	return fs
-}
-
-// parseFlags parses args with fs. Asked for help (-h, --help) it prints the
-// usage to stdout and returns exitOK; on a bad flag it prints the error and
-// the usage to stderr and returns exitUsage. Otherwise ok is true and the
-// command goes on with fs.Args().
-func parseFlags(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) (code int, ok bool) {
-	var out bytes.Buffer
-	fs.SetOutput(&out)
-	err := fs.Parse(args)
-	fs.SetOutput(stderr)
-	switch {
-	case err == nil:
-		return exitOK, true
-	case errors.Is(err, flag.ErrHelp):
-		stdout.Write(out.Bytes())
-		return exitOK, false
-	default:
-		stderr.Write(out.Bytes())
-		return exitUsage, false
-	}
 }

@@ -3,12 +3,15 @@ package main
 import (
 	"strings"
 	"testing"
+
+	"github.com/goroce/goroce/cmd/goroce/internal/cli"
+	"github.com/goroce/goroce/cmd/goroce/internal/clitest"
 )
 
 func TestHelp(t *testing.T) {
 	for _, args := range [][]string{{"help"}, {"-h"}, {"--help"}} {
 		code, out, _ := goroce(t, args...)
-		if code != exitOK || !strings.Contains(out, "usage: goroce COMMAND") {
+		if code != cli.ExitOK || !strings.Contains(out, "usage: goroce COMMAND") {
 			t.Errorf("goroce %v: exit %d\n%s", args, code, out)
 		}
 		for _, c := range commands {
@@ -21,18 +24,18 @@ func TestHelp(t *testing.T) {
 
 func TestNoCommand(t *testing.T) {
 	code, out, errOut := goroce(t)
-	if code != exitUsage || out != "" || !strings.Contains(errOut, "commands:") {
+	if code != cli.ExitUsage || out != "" || !strings.Contains(errOut, "commands:") {
 		t.Errorf("exit %d\nstdout: %s\nstderr: %s", code, out, errOut)
 	}
 }
 
 func TestUnknownCommand(t *testing.T) {
 	code, _, errOut := goroce(t, "pingpnog")
-	if code != exitUsage || !strings.Contains(errOut, `unknown command "pingpnog"`) {
+	if code != cli.ExitUsage || !strings.Contains(errOut, `unknown command "pingpnog"`) {
 		t.Errorf("exit %d, stderr %s", code, errOut)
 	}
 	code, _, errOut = goroce(t, "help", "pingpnog")
-	if code != exitUsage || !strings.Contains(errOut, `unknown command "pingpnog"`) {
+	if code != cli.ExitUsage || !strings.Contains(errOut, `unknown command "pingpnog"`) {
 		t.Errorf("help: exit %d, stderr %s", code, errOut)
 	}
 }
@@ -42,8 +45,15 @@ func TestUnknownCommand(t *testing.T) {
 func TestCommandsHaveFlagsHelp(t *testing.T) {
 	for _, c := range commands {
 		code, out, errOut := goroce(t, c.name, "-h")
-		if code != exitOK || !strings.HasPrefix(out, "usage: goroce "+c.name) || errOut != "" {
+		if code != cli.ExitOK || !strings.HasPrefix(out, "usage: goroce "+c.name) || errOut != "" {
 			t.Errorf("goroce %s -h: exit %d\nstdout: %s\nstderr: %s", c.name, code, out, errOut)
 		}
 	}
+}
+
+// goroce runs the command line in-process and returns its exit status and
+// output.
+func goroce(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	return clitest.Goroce(t, run, args...)
 }

@@ -8,6 +8,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/goroce/goroce/cmd/goroce/internal/cli"
+	"github.com/goroce/goroce/cmd/goroce/internal/clitest"
 )
 
 // TestPcapFlag runs pingpong with --pcap on the server and decodes the
@@ -17,8 +20,8 @@ func TestPcapFlag(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	file := filepath.Join(t.TempDir(), "server.pcap")
-	srvAddr, cliAddr := loopbackPair()
-	srvErr := &portWriter{port: make(chan int, 1)}
+	srvAddr, cliAddr := clitest.LoopbackPair()
+	srvErr := clitest.NewPortWriter()
 	srvCode := make(chan int, 1)
 	go func() {
 		var out bytes.Buffer
@@ -26,19 +29,19 @@ func TestPcapFlag(t *testing.T) {
 	}()
 	var port int
 	select {
-	case port = <-srvErr.port:
+	case port = <-srvErr.Port:
 	case code := <-srvCode:
 		t.Fatalf("server exited %d before listening: %s", code, srvErr)
 	}
 	var cliOut, cliErr bytes.Buffer
-	if code := run(ctx, []string{"pingpong", "--addr", cliAddr, "-p", strconv.Itoa(port), "-n", "3", "-s", "3000", srvAddr}, &cliOut, &cliErr); code != exitOK {
+	if code := run(ctx, []string{"pingpong", "--addr", cliAddr, "-p", strconv.Itoa(port), "-n", "3", "-s", "3000", srvAddr}, &cliOut, &cliErr); code != cli.ExitOK {
 		t.Fatalf("client exit %d: %s", code, cliErr.String())
 	}
-	if code := <-srvCode; code != exitOK {
+	if code := <-srvCode; code != cli.ExitOK {
 		t.Fatalf("server exit %d: %s", code, srvErr)
 	}
 	var out, errOut bytes.Buffer
-	if code := run(ctx, []string{"pcap", file}, &out, &errOut); code != exitOK {
+	if code := run(ctx, []string{"pcap", file}, &out, &errOut); code != cli.ExitOK {
 		t.Fatalf("goroce pcap exit %d: %s\n%s", code, errOut.String(), out.String())
 	}
 	// 3 iterations each way, 3 packets per 3000-byte SEND, plus ACKs.

@@ -49,6 +49,6 @@
 //
 // Where it sits: above package rnic, whose Device.Resources and
 // Device.Counters it reads; cmd/goroce starts it for --ui-addr. It does not
-// import bench/dcqcn: the command converts that package's samples into
+// import dcqcn/experiment: the command converts that package's samples into
 // [DCQCNSample].
 package ui

@@ -7,8 +7,8 @@ import (
 	"os/exec"
 	"time"
 
-	"github.com/goroce/goroce/bench/dcqcn"
 	cc "github.com/goroce/goroce/dcqcn"
+	"github.com/goroce/goroce/dcqcn/experiment"
 )
 
 // Defaults of a run.
@@ -19,7 +19,7 @@ const (
 	// bottleneck.
 	defaultRate     = 300 * cc.Mbps
 	defaultDuration = 6 * time.Second
-	// defaultMTU is goroce's path MTU: 4096, not bench/dcqcn's 1024. In
+	// defaultMTU is goroce's path MTU: 4096, not dcqcn/experiment's 1024. In
 	// real time the device's pacer lets a QP out in bursts of at least 4
 	// packets per timer wake-up; with wake-ups a millisecond or more
 	// apart, 1 KiB packets would hold a QP to 35 Mb/s or less.
@@ -95,7 +95,7 @@ func newConfig(n int, o *options, off bool, marker string) config {
 	if buffer == 0 {
 		buffer = scaledBuffer(scaledRED(o.rate, o.stretch), o.mtu)
 	}
-	sc := dcqcn.Scenario{Name: "netns-incast", Flows: n, LineRate: o.rate, Buffer: buffer, RED: red,
+	sc := experiment.Scenario{Name: "netns-incast", Flows: n, LineRate: o.rate, Buffer: buffer, RED: red,
 		DisableDCQCN: off, Duration: o.duration, Interval: o.interval, MTU: o.mtu,
 		AckTimeout: ackTimeout, Params: paperParams(o.rate, o.stretch)}
 	return config{sc: sc.WithDefaults(), marker: marker, linkMTU: 9000}
@@ -104,7 +104,7 @@ func newConfig(n int, o *options, off bool, marker string) config {
 // paperParams is the DCQCN paper's preset for a bottleneck of rate: its
 // rate steps and its minimum rate scaled from its 40 Gb/s links, its
 // timers stretched by stretch, and a first CNP that drops a QP to a tenth
-// of the rate (as bench/dcqcn's incast does).
+// of the rate (as dcqcn/experiment's incast does).
 func paperParams(rate cc.Rate, stretch float64) cc.Params {
 	p := cc.PresetPaper().ScaleRateSteps(cc.PaperLineRate, rate)
 	p.RPGMinRate = p.RPGMinRate * rate / cc.PaperLineRate

@@ -8,26 +8,26 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/goroce/goroce/bench/dcqcn"
 	cc "github.com/goroce/goroce/dcqcn"
+	"github.com/goroce/goroce/dcqcn/experiment"
 	"github.com/goroce/goroce/rnic"
 	"github.com/goroce/goroce/rnic/link"
 	"github.com/goroce/goroce/rnic/udplink"
 )
 
-// config is one run: the scenario bench/dcqcn would simulate, with
+// config is one run: the scenario dcqcn/experiment would simulate, with
 // LineRate the bottleneck's rate, RED its thresholds and Buffer its queue
 // limit, plus what only a real network has.
 type config struct {
-	sc      dcqcn.Scenario
+	sc      experiment.Scenario
 	marker  string // markerRED or markerNFT
 	linkMTU int    // the veths' MTU
 }
 
-// outcome is a run's result in bench/dcqcn's terms, with the kernel's
+// outcome is a run's result in dcqcn/experiment's terms, with the kernel's
 // view of the bottleneck beside it.
 type outcome struct {
-	res    *dcqcn.Result
+	res    *experiment.Result
 	queue  queueStats // the bottleneck's counters at the end
 	marker string
 	// ECNMarked counts the CE-marked packets the receiver saw.
@@ -51,7 +51,7 @@ type netnsRun struct {
 	neck     *bottleneck
 	receiver *rnic.Device
 	senders  []*rnic.Device
-	flows    []*dcqcn.Flow
+	flows    []*experiment.Flow
 	counts   []*atomic.Uint64
 	closed   bool
 }
@@ -104,7 +104,7 @@ func runNetns(ctx context.Context, cfg config) (out *outcome, err error) {
 // openDevice opens a udplink socket for addr inside namespace ns and a
 // goroce device on it. count, if not nil, wraps the link to count bytes
 // by sender.
-func openDevice(ns string, addr netip.AddrPort, sc *dcqcn.Scenario, params cc.Params,
+func openDevice(ns string, addr netip.AddrPort, sc *experiment.Scenario, params cc.Params,
 	count map[netip.AddrPort]*atomic.Uint64) (*rnic.Device, error) {
 	var ul *udplink.Link
 	// One datagram per packet (no RoCEv2GSO): the marker and the queue
@@ -141,7 +141,7 @@ func (r *netnsRun) open(params cc.Params) error {
 	if r.receiver, err = openDevice(r.topo.rx, r.topo.rxAddr, sc, params, count); err != nil {
 		return err
 	}
-	rx, err := dcqcn.NewHost(r.receiver, 16, sc.MessageSize)
+	rx, err := experiment.NewHost(r.receiver, 16, sc.MessageSize)
 	if err != nil {
 		return err
 	}
@@ -151,11 +151,11 @@ func (r *netnsRun) open(params cc.Params) error {
 			return err
 		}
 		r.senders = append(r.senders, dev)
-		h, err := dcqcn.NewHost(dev, 2*sc.Window, sc.MessageSize)
+		h, err := experiment.NewHost(dev, 2*sc.Window, sc.MessageSize)
 		if err != nil {
 			return err
 		}
-		f, err := dcqcn.NewFlow(h, rx, sc, r.counts[i])
+		f, err := experiment.NewFlow(h, rx, sc, r.counts[i])
 		if err != nil {
 			return fmt.Errorf("flow %d: %w", i, err)
 		}
@@ -165,9 +165,9 @@ func (r *netnsRun) open(params cc.Params) error {
 }
 
 // traffic runs the flows for Duration and samples every Interval.
-func (r *netnsRun) traffic(ctx context.Context) (*dcqcn.Result, error) {
+func (r *netnsRun) traffic(ctx context.Context) (*experiment.Result, error) {
 	sc := &r.cfg.sc
-	res := &dcqcn.Result{Scenario: *sc, FlowErrors: make([]error, sc.Flows)}
+	res := &experiment.Result{Scenario: *sc, FlowErrors: make([]error, sc.Flows)}
 	t0 := time.Now()
 	flowCtx, stop := context.WithCancel(ctx)
 	var wg sync.WaitGroup
@@ -209,7 +209,7 @@ func (r *netnsRun) traffic(ctx context.Context) (*dcqcn.Result, error) {
 // backlog tc reports at each sample in the second half goes into
 // ArrivalQueue, so queue_p99_bytes is a percentile of sampled depths (a
 // real queue cannot report the depth each packet found).
-func (r *netnsRun) sample(ctx context.Context, t0 time.Time, res *dcqcn.Result) error {
+func (r *netnsRun) sample(ctx context.Context, t0 time.Time, res *experiment.Result) error {
 	sc := &r.cfg.sc
 	tick := time.NewTicker(sc.Interval)
 	defer tick.Stop()
@@ -225,7 +225,7 @@ func (r *netnsRun) sample(ctx context.Context, t0 time.Time, res *dcqcn.Result) 
 			return err
 		}
 		at := time.Since(t0)
-		s := dcqcn.Sample{At: at, Throughput: make([]cc.Rate, sc.Flows), Rate: make([]cc.Rate, sc.Flows)}
+		s := experiment.Sample{At: at, Throughput: make([]cc.Rate, sc.Flows), Rate: make([]cc.Rate, sc.Flows)}
 		dt := (at - prevAt).Seconds()
 		for i, f := range r.flows {
 			d := r.counts[i].Load()

@@ -9,10 +9,10 @@
 // notification point answers the marks with CNPs; the senders' reaction
 // points cut their rates.
 //
-// It prints, per run, the summary line of bench/dcqcn's simulated
+// It prints, per run, the summary line of dcqcn/experiment's simulated
 // experiments (plus the goodput), the kernel's counters (tc -s) and
 // goroce's (CNPs, rate cuts, retransmissions), and a verdict; it writes a
-// CSV and a PNG per run (bench/dcqcn.WriteFiles).
+// CSV and a PNG per run (dcqcn/experiment.WriteFiles).
 //
 // Needs root (network namespaces, tc). Usage:
 //
@@ -32,8 +32,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/goroce/goroce/bench/dcqcn"
 	cc "github.com/goroce/goroce/dcqcn"
+	"github.com/goroce/goroce/dcqcn/experiment"
 )
 
 func main() {
@@ -128,11 +128,11 @@ func mainErr(ctx context.Context, args []string, stdout io.Writer) error {
 			cfg := newConfig(n, o, off, marker)
 			out, err := runNetns(ctx, cfg)
 			if err != nil {
-				return fmt.Errorf("%s: %w", dcqcn.FileStem(&cfg.sc), err)
+				return fmt.Errorf("%s: %w", experiment.FileStem(&cfg.sc), err)
 			}
 			bad := report(stdout, out, o.out)
 			if len(bad) > 0 {
-				missed = append(missed, fmt.Sprintf("%s: %s", dcqcn.FileStem(&cfg.sc), strings.Join(bad, "; ")))
+				missed = append(missed, fmt.Sprintf("%s: %s", experiment.FileStem(&cfg.sc), strings.Join(bad, "; ")))
 			}
 		}
 	}

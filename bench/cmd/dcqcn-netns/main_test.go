@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/goroce/goroce/bench/dcqcn"
 	cc "github.com/goroce/goroce/dcqcn"
+	"github.com/goroce/goroce/dcqcn/experiment"
 	"github.com/goroce/goroce/wire/testenv"
 )
 
@@ -54,7 +54,7 @@ func TestIncast(t *testing.T) {
 	for _, n := range []int{2, 4} {
 		for _, off := range []bool{false, true} {
 			cfg := newConfig(n, testOptions(), off, marker)
-			t.Run(dcqcn.FileStem(&cfg.sc), func(t *testing.T) {
+			t.Run(experiment.FileStem(&cfg.sc), func(t *testing.T) {
 				out, err := runNetns(ctx, cfg)
 				if err != nil {
 					t.Fatal(err)

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/goroce/goroce/bench/dcqcn"
 	cc "github.com/goroce/goroce/dcqcn"
+	"github.com/goroce/goroce/dcqcn/experiment"
 )
 
 // Errors preflight returns: a machine that cannot run the experiment.
@@ -25,7 +25,7 @@ const (
 
 // goodput is the flows' delivered rate over the second half of the run
 // (datagram bytes), in all.
-func goodput(r *dcqcn.Result) cc.Rate {
+func goodput(r *experiment.Result) cc.Rate {
 	half := r.Scenario.Duration / 2
 	var bits float64
 	var span time.Duration
@@ -48,7 +48,7 @@ func goodput(r *dcqcn.Result) cc.Rate {
 
 // verdict checks a run against the criteria and returns what it
 // missed: the mechanism's (mechanism) and the performance's (performance).
-func verdict(o *outcome, sum dcqcn.Summary) []string {
+func verdict(o *outcome, sum experiment.Summary) []string {
 	return append(mechanism(o), performance(o, sum)...)
 }
 
@@ -98,7 +98,7 @@ func mechanism(o *outcome) []string {
 // These are real-time results: the command checks them (-verdict), run
 // alone, as .ci/run does; a machine whose CPUs are busy with other work
 // wakes the senders late and can miss them.
-func performance(o *outcome, sum dcqcn.Summary) []string {
+func performance(o *outcome, sum experiment.Summary) []string {
 	r := o.res
 	if r.Scenario.DisableDCQCN {
 		return nil
@@ -123,7 +123,7 @@ func report(w io.Writer, o *outcome, dir string) []string {
 	r := o.res
 	sc := &r.Scenario
 	t := &r.Totals
-	sum := dcqcn.Summarize(r)
+	sum := experiment.Summarize(r)
 	mode := "on"
 	if sc.DisableDCQCN {
 		mode = "off"
@@ -141,7 +141,7 @@ func report(w io.Writer, o *outcome, dir string) []string {
 	}
 	fmt.Fprintf(w, "per-flow mean Mb/s: %s\n", strings.Join(mb, " "))
 	if dir != "" {
-		csvPath, pngPath, err := dcqcn.WriteFiles(dir, r)
+		csvPath, pngPath, err := experiment.WriteFiles(dir, r)
 		if err != nil {
 			fmt.Fprintf(w, "files: %v\n", err)
 		} else {

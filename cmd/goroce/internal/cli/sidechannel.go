@@ -1,0 +1,88 @@
+package cli
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strconv"
+	"time"
+
+	"github.com/goroce/goroce/wire"
+)
+
+// This file holds what the two-process tools (pingpong, perf) share to set
+// up their TCP side channel, the out-of-band connection over which two
+// RDMA programs trade QPNs, PSNs and GIDs before their queue pairs can
+// talk: the server accepts one client, the client dials with retries.
+
+// DialRetry connects to hostPort, retrying for up to patience while the
+// connection is refused (the server may not be listening yet).
+func DialRetry(ctx context.Context, hostPort string, patience time.Duration) (net.Conn, error) {
+	ctx, cancel := context.WithTimeout(ctx, patience)
+	defer cancel()
+	var d net.Dialer
+	retry := time.NewTicker(50 * time.Millisecond)
+	defer retry.Stop()
+	var last error // the last refusal, more telling than the final timeout
+	for {
+		conn, err := d.DialContext(ctx, "tcp", hostPort)
+		if err == nil {
+			return conn, nil
+		}
+		if ne, ok := errors.AsType[net.Error](err); last == nil || !ok || !ne.Timeout() {
+			last = err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, last
+		case <-retry.C:
+		}
+	}
+}
+
+// AcceptPeer listens on TCP port (0: a free one, reported on stderr as
+// "<who>: listening on port N") and waits, until ctx is done, for one
+// client. The listener is closed before it returns.
+func AcceptPeer(ctx context.Context, port int, who string, stderr io.Writer) (net.Conn, error) {
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", net.JoinHostPort("", strconv.Itoa(port)))
+	if err != nil {
+		return nil, fmt.Errorf("couldn't listen to port %d: %w", port, err)
+	}
+	defer ln.Close()
+	if port == 0 {
+		fmt.Fprintf(stderr, "%s: listening on port %d\n", who, ln.Addr().(*net.TCPAddr).Port)
+	}
+	stop := context.AfterFunc(ctx, func() { ln.Close() })
+	defer stop()
+	conn, err := ln.Accept()
+	if err != nil {
+		return nil, fmt.Errorf("accept() failed: %w", CtxErr(ctx, err))
+	}
+	return conn, nil
+}
+
+// CtxErr prefers the context's error (an interrupt) to the I/O error it
+// caused by closing the socket.
+func CtxErr(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return err
+}
+
+// RandomPSN draws a 24-bit initial PSN, as ibv_rc_pingpong does with
+// lrand48() & 0xffffff (here from crypto/rand: predictable PSNs make
+// packet injection easy).
+func RandomPSN() wire.PSN {
+	var b [4]byte
+	rand.Read(b[:])
+	return wire.PSN(binary.BigEndian.Uint32(b[:]) & 0xFFFFFF)
+}
+
+// ErrStalled reports a peer that stopped answering.
+var ErrStalled = errors.New("no completion (the peer stopped answering?)")

@@ -1,0 +1,146 @@
+package dcqcn
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/goroce/goroce/cmd/goroce/internal/cli"
+	"github.com/goroce/goroce/dcqcn"
+	"github.com/goroce/goroce/dcqcn/experiment"
+	"github.com/goroce/goroce/dcqcn/experiment/vtime"
+	"github.com/goroce/goroce/rnic"
+)
+
+// Run is `goroce dcqcn incast|converge`: the DCQCN experiments of
+// dcqcn/experiment, with a CSV, a PNG and a summary line.
+//
+// The experiments run in virtual time, in a testing/synctest bubble that
+// dcqcn/experiment/vtime sets up outside `go test`: the defaults are the
+// scenarios of dcqcn/experiment's tests (10 Gb/s, 200 ms), and the command prints
+// the summary the tests check. Only when vtime cannot make a bubble (inside
+// a running test) does it fall back to real time, and says so.
+func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	const about = `Runs a DCQCN experiment: goroce devices in one process, connected through a
+simulated switch whose queue towards the receiver is the bottleneck (RED/ECN
+marking, a finite buffer). Every sender writes (RDMA WRITE) to the receiver
+without pause.
+
+  incast    N senders start together (--flows N)
+  converge  two senders, the second starting a quarter into the run
+
+Writes DIR/<experiment>-n<N>-<preset|off>.csv and .png and prints
+  summary: flows=N jain=F utilization=F queue_p99_bytes=N drops=N converge_ms=F
+
+The run is in virtual time (testing/synctest): a 200 ms experiment at 10 Gb/s
+takes about a second of CPU, and the defaults are the scenarios that
+"go test ./dcqcn/experiment" checks.`
+	fs := cli.NewFlagSet("goroce dcqcn incast|converge [flags]", about)
+	flows := fs.Int("flows", 4, "number of senders (incast)")
+	on := fs.Bool("dcqcn", true, "run DCQCN; --dcqcn=false shows the network without it")
+	preset := fs.String("preset", dcqcn.PresetNamePaper, "DCQCN parameters: "+strings.Join(dcqcn.Presets(), "|"))
+	duration := fs.Duration("duration", experiment.DefaultDuration, "how long the experiment runs (virtual time)")
+	interval := fs.Duration("interval", experiment.DefaultInterval, "sampling interval")
+	rateGbps := fs.Float64("rate", float64(experiment.DefaultLineRate/dcqcn.Gbps), "line rate of every link, in Gb/s")
+	out := fs.String("o", "dcqcn-out", "output `directory`")
+	seed := fs.Uint64("seed", 0, "seed of the switch's random marking")
+	uiAddr := fs.String("ui-addr", "", cli.UIDCQCNFlagHelp)
+	var obs cli.ObserveFlags // --trace and --pcap only: every device of the experiment shares them
+	obs.RegisterTrace(fs)
+	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
+		if code, ok := cli.ParseFlags(fs, args, stdout, stderr); !ok {
+			return code
+		}
+		fs.Usage()
+		return cli.ExitUsage
+	}
+	name, args := args[0], args[1:]
+	if code, ok := cli.ParseFlags(fs, args, stdout, stderr); !ok {
+		return code
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "goroce dcqcn: unexpected argument %q\n", fs.Arg(0))
+		return cli.ExitUsage
+	}
+	var sc experiment.Scenario
+	switch name {
+	case "incast":
+		sc = experiment.Scenario{Name: "incast", Flows: *flows}
+	case "converge":
+		sc = experiment.Scenario{Name: "converge", Flows: 2, Starts: []time.Duration{0, *duration / 4}}
+	default:
+		fmt.Fprintf(stderr, "goroce dcqcn: unknown experiment %q (want incast or converge)\n", name)
+		return cli.ExitUsage
+	}
+	rate := dcqcn.Rate(*rateGbps) * dcqcn.Gbps
+	sc.LineRate = rate
+	sc.Buffer = experiment.DefaultBuffer(rate)
+	sc.Preset = *preset
+	sc.DisableDCQCN = !*on
+	sc.Duration = *duration
+	sc.Interval = *interval
+	sc.Seed = *seed
+	var dc rnic.Config
+	closeCapture, err := obs.Apply(&dc, stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "goroce dcqcn: %v\n", err)
+		return cli.ExitUsage
+	}
+	defer closeCapture()
+	sc.Trace, sc.Tap = dc.Trace, dc.Tap
+	if *uiAddr != "" {
+		srv, stopUI, err := cli.StartUI(*uiAddr, stderr)
+		if err != nil {
+			fmt.Fprintf(stderr, "goroce dcqcn: %v\n", err)
+			return cli.ExitUsage
+		}
+		defer stopUI()
+		cli.WatchDCQCN(srv, &sc)
+	}
+
+	fmt.Fprintf(stdout, "goroce dcqcn %s: %d flows at %v for %v in virtual time\n",
+		name, sc.Flows, rate, sc.Duration)
+	var res *experiment.Result
+	verr := vtime.Run(ctx, func(ctx context.Context) { res, err = experiment.Run(ctx, sc) })
+	if errors.Is(verr, vtime.ErrInTest) {
+		fmt.Fprintln(stdout, "(inside a running test there is no bubble to spare: running in REAL time)")
+		res, err = experiment.Run(ctx, sc)
+	} else if verr != nil {
+		fmt.Fprintf(stderr, "goroce dcqcn: %v\n", verr)
+		return cli.ExitFail
+	}
+	if err != nil && res == nil {
+		fmt.Fprintf(stderr, "goroce dcqcn: %v\n", err)
+		return cli.ExitUsage
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "goroce dcqcn: stopped early: %v\n", err)
+	}
+	for i, ferr := range res.FlowErrors {
+		if ferr != nil {
+			fmt.Fprintf(stdout, "flow %d stopped: %v\n", i, ferr)
+		}
+	}
+	t := res.Totals
+	fmt.Fprintf(stdout, "marked=%d cnps=%d rate_reductions=%d retransmitted=%d timeouts=%d queue_max_bytes=%d\n",
+		t.Marked, t.CNPsSent, t.RateReductions, t.Retransmitted, t.Timeouts, t.QueueMaxBytes)
+	csvPath, pngPath, werr := experiment.WriteFiles(*out, res)
+	if werr != nil {
+		fmt.Fprintf(stderr, "goroce dcqcn: %v\n", werr)
+		return cli.ExitFail
+	}
+	fmt.Fprintf(stdout, "wrote %s and %s\n", csvPath, pngPath)
+	fmt.Fprintln(stdout, experiment.Summarize(res))
+	if *uiAddr != "" && ctx.Err() == nil {
+		// The run takes a second of real time: keep the page up to read.
+		fmt.Fprintln(stderr, "ui: the run is over; the page keeps its chart until goroce is interrupted (Ctrl-C)")
+		<-ctx.Done()
+	}
+	if err != nil {
+		return cli.ExitFail
+	}
+	return cli.ExitOK
+}

@@ -1,0 +1,238 @@
+package exec
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"strconv"
+	"strings"
+
+	"github.com/goroce/goroce/cmd/goroce-verbs/build"
+	"github.com/goroce/goroce/cmd/goroce/internal/cli"
+)
+
+const execAbout = `Runs an unmodified libibverbs program (ibv_rc_pingpong, ibv_devinfo,
+perftest's ib_write_bw, ...) on a goroce device inside its own process:
+it preloads the goroce-verbs library (see cmd/goroce-verbs/doc.go), sets
+the GOROCE_* variables from the flags, and replaces itself with PROGRAM,
+so signals and the exit status are PROGRAM's own. Flags override the
+environment.
+
+The libraries are taken from beside the goroce binary, else from
+$XDG_CACHE_HOME/goroce/VERSION (~/.cache/goroce/VERSION), where they are
+built from the goroce source (go, gcc and libibverbs-dev) when missing
+or stale.`
+
+func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("goroce exec [flags] -- PROGRAM [ARGS...]", flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: %s\n\n%s\n\nflags:\n", fs.Name(), execAbout)
+		fs.PrintDefaults()
+	}
+	addr := fs.String("addr", "", "goroce0's IP address (GOROCE_ADDR; default 127.0.0.1)")
+	mtu := fs.Int("mtu", 0, "the port's active MTU: 256, 512, 1024, 2048 or 4096 (GOROCE_MTU; default 4096)")
+	trace := fs.Bool("trace", false, "print the packet trace on stderr (GOROCE_TRACE=1)")
+	pcap := fs.String("pcap", "", "write every packet to this pcap `file` (GOROCE_PCAP)")
+	debugFlag := fs.Bool("debug", false, "say on stderr why a verb failed (GOROCE_DEBUG=1)")
+	src := fs.String("src", "", "the goroce source `dir` to build the libraries from (GOROCE_SRC; default: where goroce was built)")
+	printEnv := fs.Bool("print-env", false, "print the variables as shell export lines instead of running a program")
+	fail := func(err error) int {
+		fs.SetOutput(stderr)
+		fs.Usage()
+		fmt.Fprintf(stderr, "\ngoroce exec: %v\n", err)
+		return cli.ExitUsage
+	}
+	fs.SetOutput(io.Discard)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fs.SetOutput(stdout)
+			fs.Usage()
+			return cli.ExitOK
+		}
+		return fail(err)
+	}
+	set := map[string]string{}
+	if *addr != "" {
+		if net.ParseIP(*addr) == nil {
+			return fail(fmt.Errorf("--addr %q: not an IP address", *addr))
+		}
+		set["GOROCE_ADDR"] = *addr
+	}
+	if *mtu != 0 {
+		if !validMTU(*mtu) {
+			return fail(fmt.Errorf("--mtu %d: not an RoCE MTU (256, 512, 1024, 2048 or 4096)", *mtu))
+		}
+		set["GOROCE_MTU"] = strconv.Itoa(*mtu)
+	}
+	if *trace {
+		set["GOROCE_TRACE"] = "1"
+	}
+	if *pcap != "" {
+		p, err := filepath.Abs(*pcap) // the program may change directory
+		if err != nil {
+			return fail(err)
+		}
+		set["GOROCE_PCAP"] = p
+	}
+	if *debugFlag {
+		set["GOROCE_DEBUG"] = "1"
+	}
+	if fs.NArg() == 0 && !*printEnv {
+		return fail(errors.New("no PROGRAM to run"))
+	}
+
+	shim, err := verbsLibs(ctx, *src, stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "goroce exec: %v\n", err)
+		return cli.ExitFail
+	}
+	set["LD_PRELOAD"] = addPreload(os.Getenv("LD_PRELOAD"), shim)
+	if *printEnv {
+		for _, name := range []string{"LD_PRELOAD", "GOROCE_ADDR", "GOROCE_MTU", "GOROCE_TRACE", "GOROCE_PCAP", "GOROCE_DEBUG"} {
+			if v, ok := set[name]; ok {
+				fmt.Fprintf(stdout, "export %s=%s\n", name, shellQuote(v))
+			}
+		}
+		return cli.ExitOK
+	}
+	env := os.Environ()
+	for name, v := range set {
+		env = setEnv(env, name, v)
+	}
+	path, err := exec.LookPath(fs.Arg(0))
+	if err != nil {
+		fmt.Fprintf(stderr, "goroce exec: %v\n", err)
+		return 127 // as a shell says command not found
+	}
+	err = execProgram(path, fs.Args(), env)
+	fmt.Fprintf(stderr, "goroce exec: %s: %v\n", path, err)
+	return 126 // as a shell says it could not execute a found command
+}
+
+// validMTU reports whether mtu is one a RoCE port can have (enum ibv_mtu).
+func validMTU(mtu int) bool {
+	switch mtu {
+	case 256, 512, 1024, 2048, 4096:
+		return true
+	}
+	return false
+}
+
+// addPreload returns the LD_PRELOAD value list with lib in front (so that
+// its definitions win), keeping the other entries; ld.so separates them
+// with colons or spaces.
+func addPreload(list, lib string) string {
+	keep := []string{lib}
+	for _, e := range strings.FieldsFunc(list, func(r rune) bool { return r == ':' || r == ' ' }) {
+		if e != lib {
+			keep = append(keep, e)
+		}
+	}
+	return strings.Join(keep, ":")
+}
+
+// setEnv returns env with name set to v, replacing any earlier value.
+func setEnv(env []string, name, v string) []string {
+	out := env[:0:0]
+	for _, e := range env {
+		if !strings.HasPrefix(e, name+"=") {
+			out = append(out, e)
+		}
+	}
+	return append(out, name+"="+v)
+}
+
+// shellQuote quotes s for a POSIX shell.
+func shellQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// verbsLibs returns the path of the shim to preload: beside the goroce
+// binary if both libraries are there, else in the per-version cache, built
+// there from the source if missing or stale.
+func verbsLibs(ctx context.Context, src string, stderr io.Writer) (string, error) {
+	self, err := os.Executable()
+	if err == nil {
+		dir := filepath.Dir(self)
+		_, e1 := os.Stat(filepath.Join(dir, build.Shim))
+		_, e2 := os.Stat(filepath.Join(dir, build.Core))
+		if e1 == nil && e2 == nil {
+			return filepath.Join(dir, build.Shim), nil
+		}
+	}
+	cache, err := os.UserCacheDir() // $XDG_CACHE_HOME, else ~/.cache
+	if err != nil {
+		return "", err
+	}
+	dir := filepath.Join(cache, "goroce", goroceVersion(self))
+	if src == "" {
+		src = os.Getenv("GOROCE_SRC")
+	}
+	if src == "" {
+		src = sourceDir()
+	}
+	if err := build.CheckSource(src); err != nil {
+		return "", err
+	}
+	hash, err := build.SourceHash(src)
+	if err != nil {
+		return "", err
+	}
+	if build.UpToDate(dir, hash) {
+		return filepath.Join(dir, build.Shim), nil
+	}
+	fmt.Fprintf(stderr, "goroce exec: building the verbs libraries from %s into %s\n", src, dir)
+	if err := build.Build(ctx, src, dir, hash); err != nil {
+		return "", err
+	}
+	return filepath.Join(dir, build.Shim), nil
+}
+
+// goroceVersion names this goroce for the cache: its module version, else
+// the commit it was built from, else a hash of the binary self.
+func goroceVersion(self string) string {
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		if v := bi.Main.Version; v != "" && v != "(devel)" {
+			return v
+		}
+		for _, s := range bi.Settings {
+			if s.Key == "vcs.revision" && len(s.Value) >= 12 {
+				return s.Value[:12]
+			}
+		}
+	}
+	if b, err := os.ReadFile(self); err == nil {
+		h := sha256.Sum256(b)
+		return hex.EncodeToString(h[:8])
+	}
+	return "unknown"
+}
+
+// sourceDir returns where goroce's source was when this binary was built:
+// the module root above this file's compile-time path, or, for a binary
+// built with -trimpath from a released version, its copy in the module
+// cache. It returns "" when neither is known.
+func sourceDir() string {
+	if _, file, _, ok := runtime.Caller(0); ok && filepath.IsAbs(file) {
+		return filepath.Join(filepath.Dir(file), "..", "..", "..", "..") // .../cmd/goroce/internal/exec/exec.go
+	}
+	bi, ok := debug.ReadBuildInfo()
+	if !ok || bi.Main.Version == "" || bi.Main.Version == "(devel)" {
+		return ""
+	}
+	out, err := exec.Command("go", "env", "GOMODCACHE").Output()
+	if err != nil {
+		return ""
+	}
+	return filepath.Join(strings.TrimSpace(string(out)), build.Module+"@"+bi.Main.Version)
+}

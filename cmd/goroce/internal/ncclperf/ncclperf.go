@@ -1,0 +1,278 @@
+package ncclperf
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	runcmd "github.com/goroce/goroce/cmd/goroce/internal/run"
+
+	"github.com/goroce/goroce/cmd/goroce/internal/cli"
+	"github.com/goroce/goroce/nccl"
+)
+
+const ncclPerfAbout = `nccl-tests (all_reduce_perf, all_gather_perf, ...) over goroce: every rank
+runs the collective on its own RNIC, RoCEv2 over UDP on loopback, and rank
+0 prints nccl-tests' table: for each size, the time of one call averaged
+over the ranks, algbw (bytes/time) and busbw (algbw times the collective's
+bus factor, nccl-tests' doc/PERFORMANCE.md), out of place, then in place,
+and the number of wrong elements (-c 1: every rank checks its result
+against a reference it computes from every rank's input).
+
+COLLECTIVE is one of all_reduce, all_gather, reduce_scatter, alltoall,
+broadcast, reduce, gather, scatter, sendrecv. busbw factors, for n ranks:
+all_reduce 2(n-1)/n; all_gather, reduce_scatter, alltoall, gather and
+scatter (n-1)/n; broadcast, reduce and sendrecv 1. The size of a row is
+the larger of a rank's send and recv buffers; its count is the count
+argument of the call (for all_gather, reduce_scatter, alltoall, gather and
+scatter: size / type size / n). sendrecv sends to rank+1 and receives from
+rank-1; its in-place result is not checked (N/A), as in nccl-tests.
+
+Where the ranks come from:
+  -np N      start N ranks on this host (re-executing goroce under the same
+             launcher as goroce run, RNICs at --addr-base + rank)
+  otherwise  this process is one rank of a job started by goroce run,
+             torchrun, mpirun or srun (nccl.CommInitFromEnv reads RANK,
+             WORLD_SIZE, MASTER_ADDR, MASTER_PORT, GOROCE_ADDR, ...); with
+             none of those set, a single rank at --addr-base.
+
+Sizes take K, M and G suffixes (powers of 1024): -b 8 -e 64M -f 4. -g
+(GPUs per process) and -t (threads) must be 1: a goroce process is one rank.
+
+Exit status: 0 when every result was right, 1 when a collective failed or
+returned wrong elements, 2 on bad flags.`
+
+// ncclPerfConfig is what the flags ask for.
+type ncclPerfConfig struct {
+	coll               *perfColl
+	minBytes, maxBytes int
+	stepBytes, factor  int // factor > 1 multiplies, otherwise stepBytes adds
+	iters, warmup      int
+	check              bool
+	dt                 nccl.DataType
+	op                 nccl.Op
+	root               int
+	timeout            time.Duration
+	device             *deviceConfig // --device; nil for host buffers
+}
+
+// Run is `goroce nccl-perf`.
+func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := cli.NewFlagSet("goroce nccl-perf COLLECTIVE [flags]", ncclPerfAbout+"\n"+ncclPerfDeviceAbout)
+	var minB, maxB, stepB, dtName, opName string
+	var factor, iters, warmup, check, root, ngpus, nthreads int
+	strFlag(fs, &minB, "b", "minbytes", "32M", "smallest size in `bytes`")
+	strFlag(fs, &maxB, "e", "maxbytes", "32M", "largest size in `bytes`")
+	strFlag(fs, &stepB, "i", "stepbytes", "1M", "step between sizes in `bytes`, when -f is 1")
+	cli.IntFlag(fs, &factor, "f", "stepfactor", 1, "multiply the size by this `factor` from one row to the next")
+	cli.IntFlag(fs, &iters, "n", "iters", 20, "timed `iterations` per size")
+	cli.IntFlag(fs, &warmup, "w", "warmup_iters", 5, "untimed `iterations` at the largest and smallest size first")
+	cli.IntFlag(fs, &check, "c", "check", 1, "1: check every result (one more, untimed call per row); 0: do not")
+	strFlag(fs, &dtName, "d", "datatype", "float", "element `type`: int8, uint8, int32, uint32, int64, uint64, half, float, double, bfloat16")
+	strFlag(fs, &opName, "o", "op", "sum", "reduction `op`: sum, prod, max, min, avg")
+	cli.IntFlag(fs, &root, "r", "root", 0, "root `rank` of broadcast, reduce, gather and scatter")
+	cli.IntFlag(fs, &ngpus, "g", "ngpus", 1, "GPUs per process (nccl-tests' flag; must be 1)")
+	cli.IntFlag(fs, &nthreads, "t", "nthreads", 1, "threads per process (nccl-tests' flag; must be 1)")
+	np := fs.Int("np", 0, "start this many ranks on this host (0: this process is a rank)")
+	var dev deviceFlags
+	dev.register(fs)
+	var obs cli.ObserveFlags
+	obs.Register(fs)
+	base := runcmd.AddrBaseFlag(fs)
+	grace := fs.Duration("grace", 3*time.Second, "with -np: how long ranks get to stop after one fails")
+	timeout := fs.Duration("timeout", nccl.DefaultTimeout, "a collective fails when none of its transfers completes for this long")
+	cpuprof := fs.String("cpuprofile", "", "write a CPU profile (runtime/pprof) of each rank to `file`.rankN")
+	pos, code, ok := cli.ParseWithHosts(fs, args, stdout, stderr)
+	if !ok {
+		return code
+	}
+	usageErr := func(format string, a ...any) int {
+		fmt.Fprintf(stderr, "goroce nccl-perf: "+format+"\n", a...)
+		return cli.ExitUsage
+	}
+	if len(pos) != 1 {
+		return usageErr("want one COLLECTIVE (all_reduce, all_gather, ...), got %q", pos)
+	}
+	cfg := ncclPerfConfig{factor: factor, iters: iters, warmup: warmup, check: check != 0, root: root, timeout: *timeout}
+	if cfg.coll, ok = findPerfColl(strings.TrimSuffix(pos[0], "_perf")); !ok {
+		return usageErr("unknown collective %q", pos[0])
+	}
+	var err error
+	for _, s := range []struct {
+		flag, val string
+		p         *int
+	}{{"-b", minB, &cfg.minBytes}, {"-e", maxB, &cfg.maxBytes}, {"-i", stepB, &cfg.stepBytes}} {
+		if *s.p, err = parseSize(s.val); err != nil {
+			return usageErr("%s: %v", s.flag, err)
+		}
+	}
+	switch {
+	case cfg.maxBytes < cfg.minBytes:
+		return usageErr("-e %d is smaller than -b %d", cfg.maxBytes, cfg.minBytes)
+	case factor < 1:
+		return usageErr("-f %d: the factor must be at least 1", factor)
+	case factor == 1 && cfg.stepBytes < 1:
+		return usageErr("-i %d: the step must be at least 1 byte", cfg.stepBytes)
+	case factor > 1 && cfg.minBytes == 0:
+		return usageErr("-b 0 with -f %d would never grow", factor)
+	case iters < 1 || warmup < 0:
+		return usageErr("-n %d -w %d: want at least one iteration and no negative warmup", iters, warmup)
+	case ngpus != 1 || nthreads != 1:
+		return usageErr("-g %d -t %d: a goroce process drives one RNIC with one thread (-g 1 -t 1)", ngpus, nthreads)
+	case *np < 0:
+		return usageErr("-np %d", *np)
+	}
+	if cfg.dt, ok = parseNcclType(dtName); !ok {
+		return usageErr("-d %q: unknown type", dtName)
+	}
+	if cfg.op, ok = parseNcclOp(opName); !ok {
+		return usageErr("-o %q: unknown op", opName)
+	}
+	if cfg.device, err = dev.config(fs, cfg.coll); err != nil {
+		return usageErr("%v", err)
+	}
+
+	if *np > 0 {
+		return runcmd.Relaunch(ctx, fs, []string{"nccl-perf", cfg.coll.name}, *np, *base, *grace, stdout, stderr, "np")
+	}
+	obs.Setenv() // each rank's device reads GOROCE_TRACE and GOROCE_PCAP
+	opts := nccl.Options{Timeout: cfg.timeout}
+	if cfg.device != nil {
+		// The GPU is chosen before the communicator, as cudaSetDevice
+		// comes before ncclCommInitRank: with GPUDirect RDMA the
+		// connections' FIFOs are then allocated in its memory.
+		if opts.GPU, err = cfg.device.setup(cfg.maxBytes); err != nil {
+			fmt.Fprintf(stderr, "goroce nccl-perf: --device: %v\n", err)
+			return cli.ExitFail
+		}
+	}
+	c, err := commFromEnv(ctx, *base, opts)
+	if err != nil {
+		fmt.Fprintf(stderr, "goroce nccl-perf: %v\n", err)
+		return cli.ExitFail
+	}
+	if cfg.root < 0 || cfg.root >= c.Size() {
+		c.Abort()
+		return usageErr("-r %d: there are %d ranks", cfg.root, c.Size())
+	}
+	stopObs, err := obs.AttachRank(c.Device(), c.Rank(), stderr)
+	if err != nil {
+		c.Abort()
+		fmt.Fprintf(stderr, "goroce nccl-perf: rank %d: %v\n", c.Rank(), err)
+		return cli.ExitFail
+	}
+	defer stopObs()
+	if *cpuprof != "" {
+		stop, err := cli.StartCPUProfile(fmt.Sprintf("%s.rank%d", *cpuprof, c.Rank()))
+		if err != nil {
+			c.Abort()
+			fmt.Fprintf(stderr, "goroce nccl-perf: rank %d: --cpuprofile: %v\n", c.Rank(), err)
+			return cli.ExitFail
+		}
+		defer stop()
+	}
+	code, err = ncclPerf(ctx, c, &cfg, stdout)
+	if err != nil {
+		c.Abort()
+		fmt.Fprintf(stderr, "goroce nccl-perf: rank %d: %v\n", c.Rank(), err)
+		return cli.ExitFail
+	}
+	if err := c.Destroy(); err != nil {
+		fmt.Fprintf(stderr, "goroce nccl-perf: rank %d: destroy: %v\n", c.Rank(), err)
+		return cli.ExitFail
+	}
+	return code
+}
+
+// strFlag defines a string flag under a short and a long name.
+func strFlag(fs *flag.FlagSet, p *string, short, long, value, usage string) {
+	fs.StringVar(p, short, value, usage)
+	fs.StringVar(p, long, value, "same as -"+short)
+}
+
+// parseSize reads a byte count with an optional K, M or G suffix (powers
+// of 1024), as nccl-tests' parsesize does.
+func parseSize(s string) (int, error) {
+	mult := 1
+	switch {
+	case strings.HasSuffix(s, "K") || strings.HasSuffix(s, "k"):
+		mult = 1 << 10
+	case strings.HasSuffix(s, "M") || strings.HasSuffix(s, "m"):
+		mult = 1 << 20
+	case strings.HasSuffix(s, "G") || strings.HasSuffix(s, "g"):
+		mult = 1 << 30
+	}
+	num := s
+	if mult > 1 {
+		num = s[:len(s)-1]
+	}
+	v, err := strconv.Atoi(num)
+	if err != nil || v < 0 || v > (1<<40)/mult {
+		return 0, fmt.Errorf("%q is not a size (bytes, with an optional K, M or G)", s)
+	}
+	return v * mult, nil
+}
+
+// ncclTypeNames are nccl-tests' spellings of the element types (the
+// first one of each is what the table prints), with NCCL's as aliases.
+var ncclTypeNames = []struct {
+	dt    nccl.DataType
+	names []string
+}{
+	{nccl.Int8, []string{"int8", "char"}}, {nccl.Uint8, []string{"uint8"}},
+	{nccl.Int32, []string{"int32", "int"}}, {nccl.Uint32, []string{"uint32"}},
+	{nccl.Int64, []string{"int64"}}, {nccl.Uint64, []string{"uint64"}},
+	{nccl.Float16, []string{"half", "float16"}}, {nccl.Float32, []string{"float", "float32"}},
+	{nccl.Float64, []string{"double", "float64"}}, {nccl.BFloat16, []string{"bfloat16"}},
+}
+
+func parseNcclType(s string) (nccl.DataType, bool) {
+	for _, t := range ncclTypeNames {
+		for _, n := range t.names {
+			if strings.EqualFold(s, n) {
+				return t.dt, true
+			}
+		}
+	}
+	return 0, false
+}
+
+// ncclTypeName is the type's name in nccl-tests' table.
+func ncclTypeName(dt nccl.DataType) string {
+	for _, t := range ncclTypeNames {
+		if t.dt == dt {
+			return t.names[0]
+		}
+	}
+	return dt.String()
+}
+
+func parseNcclOp(s string) (nccl.Op, bool) {
+	for _, op := range []nccl.Op{nccl.Sum, nccl.Prod, nccl.Max, nccl.Min, nccl.Avg} {
+		if strings.EqualFold(s, op.String()) {
+			return op, true
+		}
+	}
+	return 0, false
+}
+
+// commFromEnv joins the job the launcher's environment describes, or,
+// with no launcher, makes a communicator of one rank whose RNIC is at
+// base.
+func commFromEnv(ctx context.Context, base string, opts nccl.Options) (*nccl.Comm, error) {
+	c, err := nccl.CommInitFromEnv(ctx, opts)
+	if !errors.Is(err, nccl.ErrNoEnv) {
+		return c, err
+	}
+	id, err := nccl.GetUniqueID()
+	if err != nil {
+		return nil, err
+	}
+	opts.Addr = base
+	return nccl.CommInitRank(ctx, 1, id, 0, opts)
+}

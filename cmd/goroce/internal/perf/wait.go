@@ -1,0 +1,160 @@
+package perf
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"time"
+
+	"github.com/goroce/goroce/cmd/goroce/internal/cli"
+	"github.com/goroce/goroce/qp"
+)
+
+// This file holds perf's waits. Every wait is bounded: cfg.stall without
+// progress is an error naming what was awaited, never a hang.
+
+// errPeerDone ends a server's wait when the client's done line arrives
+// (with -D the server learns the number of operations only then).
+var errPeerDone = errors.New("the client is done")
+
+// perfBusyPoll is the device's polling budget when the test polls (the
+// default, as in perftest; -e sleeps on CQ events instead): CQ.Wait spins
+// this long, driving the receive path, before it parks.
+const perfBusyPoll = 200 * time.Microsecond
+
+// latNap is how long write_lat sleeps between looks at its buffer with -e.
+const latNap = 5 * time.Microsecond
+
+// pollChecks is how many empty polls pass between looks at the clock, the
+// context and the peer's done line while a test spins.
+const pollChecks = 1024
+
+// drain polls the CQ once and hands each completion to handle. A
+// completion with an error status ends the run with that status.
+func (pc *perfContext) drain(handle func(wc *qp.WC)) (int, error) {
+	n := pc.cq.Poll(pc.wcs)
+	for i := range pc.wcs[:n] {
+		wc := &pc.wcs[i]
+		if wc.Status != qp.WCSuccess {
+			return n, fmt.Errorf("%w: status %q (%d) for wr_id %d opcode %v on QP %#x",
+				errWC, wc.Status, wc.Status, wc.WRID, wc.Opcode, wc.QPNum)
+		}
+		handle(wc)
+	}
+	return n, nil
+}
+
+// waitFor polls the CQ, handing completions to handle, until ready
+// reports true. It spins, as perftest does, the device in polling mode so
+// that each poll also runs its receive path (rnic.Config.BusyPoll); with
+// -e it blocks on the CQ instead. It fails after cfg.stall without a
+// completion, when ctx is done, and, if done is not nil, returns
+// errPeerDone when the client's done line arrives (its value is put back
+// for the caller).
+func (pc *perfContext) waitFor(ctx context.Context, what string, ready func() bool,
+	handle func(wc *qp.WC), done chan peerDone) error {
+	deadline := time.Now().Add(pc.cfg.stall)
+	for i := 0; ; i++ {
+		if ready() {
+			return nil
+		}
+		n, err := pc.drain(handle)
+		if err != nil {
+			return err
+		}
+		if n > 0 {
+			deadline = time.Now().Add(pc.cfg.stall)
+			i = 0
+			continue
+		}
+		if done != nil {
+			select {
+			case d := <-done:
+				done <- d
+				return errPeerDone
+			default:
+			}
+		}
+		if !pc.cfg.events {
+			if i%16 == 15 {
+				runtime.Gosched() // the device's goroutines (timers) share this P
+			}
+			if i%pollChecks == pollChecks-1 {
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				if time.Now().After(deadline) {
+					return fmt.Errorf("%w: waited %v for %s", cli.ErrStalled, pc.cfg.stall, what)
+				}
+			}
+			continue
+		}
+		// Block until a completion, in slices short enough to notice
+		// the client's done line.
+		slice := time.Now().Add(50 * time.Millisecond)
+		if deadline.Before(slice) {
+			slice = deadline
+		}
+		wctx, cancel := context.WithDeadline(ctx, slice)
+		err = pc.cq.Wait(wctx)
+		cancel()
+		switch {
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case err != nil && !errors.Is(err, context.DeadlineExceeded):
+			return err
+		case err != nil && time.Now().After(deadline):
+			return fmt.Errorf("%w: waited %v for %s", cli.ErrStalled, pc.cfg.stall, what)
+		}
+	}
+}
+
+// awaitClient is a passive server's run: it waits for the client's done
+// line, and fails if for cfg.stall no packet arrives while it waits (a
+// client that hangs without closing the side channel).
+func (pc *perfContext) awaitClient(ctx context.Context, done chan peerDone) (peerDone, error) {
+	tick := time.NewTicker(pc.cfg.stall / 4)
+	defer tick.Stop()
+	last, since := pc.dev.Counter("link_rcvd_pkts"), time.Now()
+	stalled := func(now time.Time) error {
+		if c := pc.dev.Counter("link_rcvd_pkts"); c != last {
+			last, since = c, now
+		} else if now.Sub(since) >= pc.cfg.stall {
+			return fmt.Errorf("%w: no packet from the client for %v", cli.ErrStalled, pc.cfg.stall)
+		}
+		return nil
+	}
+	for i := 0; ; i++ {
+		var idle <-chan time.Time // blocks: with -e, wait in the select
+		if !pc.cfg.events {
+			// Polling: this goroutine runs the device's receive path, as
+			// a polled driver's thread does, so that no arrival has a
+			// parked goroutine to wake (a wake-up the sender's CPU pays
+			// for on loopback).
+			pc.dev.Progress()
+			if i%16 == 15 {
+				runtime.Gosched()
+			}
+			idle = closedTime
+		}
+		select {
+		case d := <-done:
+			return d, d.err
+		case <-ctx.Done():
+			return peerDone{}, ctx.Err()
+		case now := <-tick.C:
+			if err := stalled(now); err != nil {
+				return peerDone{}, err
+			}
+		case <-idle:
+		}
+	}
+}
+
+// closedTime is a channel that is always ready: a select's default.
+var closedTime = func() chan time.Time {
+	c := make(chan time.Time)
+	close(c)
+	return c
+}()
