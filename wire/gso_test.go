@@ -11,11 +11,11 @@ import (
 )
 
 // TestSplitGSOCapture takes apart two GSO runs a capture recorded whole on
-// a veth (testdata/gso_veth.txt says how): the kernel's segments, with the
+// a veth (testdata/gso/veth.txt says how): the kernel's segments, with the
 // IPv4 Identification and lengths it gives each, are the oracle, by their
 // ICRCs, computed by the sending host.
 func TestSplitGSOCapture(t *testing.T) {
-	recs, err := pcap.ReadFile("testdata/gso_veth.pcap")
+	recs, err := pcap.ReadFile("testdata/gso/veth.pcap")
 	if err != nil {
 		t.Fatal(err)
 	}

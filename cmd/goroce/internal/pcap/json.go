@@ -33,7 +33,9 @@ type datagramJSON struct {
 	Dst   string      `json:"dst"`
 	SPort uint16      `json:"sport"`
 	IPID  *uint16     `json:"ip_id,omitempty"`
-	ECN   string      `json:"ecn"` // not_ect, ect0, ect1, ce
+	ECN   string      `json:"ecn"`           // not_ect, ect0, ect1, ce
+	GSO   int         `json:"gso,omitempty"` // packet K of a GSO run (see GSOOf)
+	GSOOf int         `json:"gso_of,omitempty"`
 }
 
 // malformedJSON is a datagram that wire.Parse rejected.
@@ -116,6 +118,8 @@ func newPacketJSON(pk *pcapPacket) any {
 		Dst:   pk.d.Dst.Addr().String(),
 		SPort: pk.d.Src.Port(),
 		ECN:   ecnName(pk.d.TOS),
+		GSO:   pk.gso,
+		GSOOf: pk.gsoOf,
 	}
 	if pk.d.IP[0]>>4 == 4 {
 		id := uint16(pk.d.IP[4])<<8 | uint16(pk.d.IP[5])

@@ -25,9 +25,13 @@ the connection-manager message it carries (CM_REQ, CM_REP, CM_RTU, CM_REJ,
 CM_DREQ, ... with their key fields), and whether the ICRC verifies against
 the captured IP and UDP headers. A packet that does not parse
 is printed as malformed; "ce" after the port marks ECN Congestion
-Experienced. Other packets (TCP side channels, ARP, ...) are
+Experienced. A capture taken where the kernel had not yet cut a UDP GSO
+send into datagrams (on the sending host, on a veth) holds a run of
+packets as one datagram: each packet of such a run is printed on its own
+line, marked gso=K/N, with the ICRC it has once the kernel gives it its own
+IP and UDP headers. Other packets (TCP side channels, ARP, ...) are
 skipped. Each file ends with
-  summary: packets=N icrc_ok=N icrc_bad=N malformed=N
+  summary: packets=N icrc_ok=N icrc_bad=N malformed=N [gso_runs=N]
 Exit status: 0 if no packet had a bad ICRC or was malformed, 1 otherwise, 2 if
 a file could not be read.`
 
@@ -79,6 +83,7 @@ type pcapSummary struct {
 	ICRCOK      int    `json:"icrc_ok"`   // parsed, ICRC verifies
 	ICRCBad     int    `json:"icrc_bad"`  // parsed, ICRC does not verify
 	Malformed   int    `json:"malformed"` // rejected by wire.Parse
+	GSORuns     int    `json:"gso_runs"`  // datagrams that were GSO runs, each of its packets counted above
 	TruncatedIP int    `json:"-"`         // IP packets cut by the snap length, not counted above
 }
 
@@ -126,19 +131,36 @@ func decodeCapture(ctx context.Context, p *pcapPrinter, name string, r io.Reader
 			}
 			continue
 		}
-		sum.Packets++
 		pk := pcapPacket{time: rec.Time.Sub(t0), d: d}
 		pk.pkt, pk.err = wire.Parse(d.Payload)
-		switch {
-		case pk.err != nil:
-			sum.Malformed++
-		case wire.VerifyICRC(d.IP, d.UDP, d.Payload):
-			pk.icrcOK = true
-			sum.ICRCOK++
-		default:
-			sum.ICRCBad++
+		pk.icrcOK = pk.err == nil && wire.VerifyICRC(d.IP, d.UDP, d.Payload)
+		if !pk.icrcOK {
+			if segs, ok := wire.SplitGSO(d); ok {
+				sum.GSORuns++
+				for k, seg := range segs {
+					sp := pcapPacket{time: pk.time, d: seg, gso: k + 1, gsoOf: len(segs), icrcOK: true}
+					sp.pkt, sp.err = wire.Parse(seg.Payload)
+					sum.count(&sp)
+					p.packet(&sp)
+				}
+				continue
+			}
 		}
+		sum.count(&pk)
 		p.packet(&pk)
+	}
+}
+
+// count adds a packet to the summary.
+func (s *pcapSummary) count(pk *pcapPacket) {
+	s.Packets++
+	switch {
+	case pk.err != nil:
+		s.Malformed++
+	case pk.icrcOK:
+		s.ICRCOK++
+	default:
+		s.ICRCBad++
 	}
 }
 
@@ -149,6 +171,9 @@ type pcapPacket struct {
 	pkt    wire.Packet // valid if err is nil
 	err    error       // why wire.Parse rejected the datagram
 	icrcOK bool
+	// gso and gsoOf number a packet of a GSO run: packet gso of gsoOf (0
+	// for a datagram that is one packet).
+	gso, gsoOf int
 }
 
 // malformedReason says why wire.Parse rejected the packet, without the
@@ -191,8 +216,12 @@ func (p *pcapPrinter) summary(s *pcapSummary) {
 		}{s})
 		return
 	}
-	fmt.Fprintf(p.w, "summary: packets=%d icrc_ok=%d icrc_bad=%d malformed=%d\n",
+	fmt.Fprintf(p.w, "summary: packets=%d icrc_ok=%d icrc_bad=%d malformed=%d",
 		s.Packets, s.ICRCOK, s.ICRCBad, s.Malformed)
+	if s.GSORuns > 0 {
+		fmt.Fprintf(p.w, " gso_runs=%d", s.GSORuns)
+	}
+	fmt.Fprintln(p.w)
 }
 
 // packet prints one RoCEv2 datagram:
@@ -227,6 +256,9 @@ func (p *pcapPrinter) packet(pk *pcapPacket) {
 			b = append(b, " icrc=ok"...)
 		} else {
 			b = append(b, " icrc=bad"...)
+		}
+		if pk.gso > 0 {
+			b = fmt.Appendf(b, " gso=%d/%d", pk.gso, pk.gsoOf)
 		}
 	}
 	b = append(b, '\n')
