@@ -2,14 +2,12 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"strings"
 	"time"
 
 	dcqcnbench "github.com/goroce/goroce/bench/dcqcn"
-	"github.com/goroce/goroce/bench/dcqcn/vtime"
 	"github.com/goroce/goroce/dcqcn"
 	"github.com/goroce/goroce/rnic"
 )
@@ -17,11 +15,10 @@ import (
 // runDCQCN is `goroce dcqcn incast|converge`: the DCQCN experiments of
 // bench/dcqcn, with a CSV, a PNG and a summary line.
 //
-// The experiments run in virtual time, in a testing/synctest bubble that
-// bench/dcqcn/vtime sets up outside `go test`: the defaults are the
+// The experiments run in virtual time, on a virtual clock (package
+// rnic/clock, through dcqcnbench.RunVirtual): the defaults are the
 // scenarios of bench/dcqcn's tests (10 Gb/s, 200 ms), and the command prints
-// the summary the tests check. Only when vtime cannot make a bubble (inside
-// a running test) does it fall back to real time, and says so.
+// the summary the tests check.
 func runDCQCN(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	const about = `Runs a DCQCN experiment: goroce devices in one process, connected through a
 simulated switch whose queue towards the receiver is the bottleneck (RED/ECN
@@ -34,9 +31,9 @@ without pause.
 Writes DIR/<experiment>-n<N>-<preset|off>.csv and .png and prints
   summary: flows=N jain=F utilization=F queue_p99_bytes=N drops=N converge_ms=F
 
-The run is in virtual time (testing/synctest): a 200 ms experiment at 10 Gb/s
-takes about a second of CPU, and the defaults are the scenarios that
-"go test ./bench/dcqcn" checks.`
+The run is in virtual time (a virtual clock; the same seed gives the same
+run): a 200 ms experiment at 10 Gb/s takes a few seconds of CPU, and the
+defaults are the scenarios that "go test ./bench/dcqcn" checks.`
 	fs := newFlagSet("goroce dcqcn incast|converge [flags]", about)
 	flows := fs.Int("flows", 4, "number of senders (incast)")
 	on := fs.Bool("dcqcn", true, "run DCQCN; --dcqcn=false shows the network without it")
@@ -102,15 +99,7 @@ takes about a second of CPU, and the defaults are the scenarios that
 
 	fmt.Fprintf(stdout, "goroce dcqcn %s: %d flows at %v for %v in virtual time\n",
 		experiment, sc.Flows, rate, sc.Duration)
-	var res *dcqcnbench.Result
-	verr := vtime.Run(ctx, func(ctx context.Context) { res, err = dcqcnbench.Run(ctx, sc) })
-	if errors.Is(verr, vtime.ErrInTest) {
-		fmt.Fprintln(stdout, "(inside a running test there is no bubble to spare: running in REAL time)")
-		res, err = dcqcnbench.Run(ctx, sc)
-	} else if verr != nil {
-		fmt.Fprintf(stderr, "goroce dcqcn: %v\n", verr)
-		return exitFail
-	}
+	res, err := dcqcnbench.RunVirtual(ctx, sc)
 	if err != nil && res == nil {
 		fmt.Fprintf(stderr, "goroce dcqcn: %v\n", err)
 		return exitUsage
