@@ -103,7 +103,11 @@ func (v *Virtual) NewWaiter(chs ...<-chan struct{}) Waiter {
 // Run runs f in a goroutine of the clock and drives the simulation from
 // the calling goroutine until f and every goroutine started with Go have
 // returned. Timers still pending then are dropped. Run returns ErrRunning
-// if the clock is already running.
+// if the clock is already running. When every goroutine waits and no timer
+// is pending, Run waits for one of their channels to be made ready from
+// outside the simulation (a context cancelled by a signal handler); if
+// nothing outside can, the simulation hangs, as a program whose goroutines
+// all wait for each other does.
 func (v *Virtual) Run(f func()) error {
 	v.mu.Lock()
 	if v.driving {
@@ -115,6 +119,9 @@ func (v *Virtual) Run(f func()) error {
 	defer func() {
 		v.mu.Lock()
 		v.driving = false
+		for _, t := range v.timers {
+			t.index = -1 // dropped: Stop and Reset find it not pending
+		}
 		v.timers = nil
 		v.mu.Unlock()
 	}()

@@ -96,3 +96,24 @@ func TestRealWaiter(t *testing.T) {
 		t.Errorf("Wait on (nil, closed) = %d, want 1", got)
 	}
 }
+
+// TestVirtualRunDropsTimers: a timer still pending when Run returns is
+// dropped; stopping or resetting it afterwards reports it was not pending,
+// and a second Run starts with no timer left over.
+func TestVirtualRunDropsTimers(t *testing.T) {
+	v := NewVirtual(time.Time{})
+	fired := false
+	var tm Timer
+	if err := v.Run(func() { tm = v.AfterFunc(time.Hour, func() { fired = true }) }); err != nil {
+		t.Fatal(err)
+	}
+	if tm.Stop() || fired {
+		t.Errorf("after Run: Stop reported pending (or the timer fired: %v)", fired)
+	}
+	if err := v.Run(func() { sleep(v, time.Minute) }); err != nil {
+		t.Fatal(err)
+	}
+	if fired || !v.Now().Equal(Epoch.Add(time.Minute)) {
+		t.Errorf("second Run: now %v (want %v), dropped timer fired: %v", v.Now(), Epoch.Add(time.Minute), fired)
+	}
+}
