@@ -11,8 +11,9 @@
 // QP's, and drives them from several goroutines: whichever goroutine sends
 // the QP's packets asks the pacer and tells both of what it sent, the
 // receive path feeds CNPs to the reaction point and CE marks to the
-// notification point, and the QP's worker runs the timers (rnic's package
-// doc has the table). The simulated link (simlink) uses RED as its switch
+// notification point, and the QP's worker runs the timers, which the QP's
+// timer on the device's clock (rnic.Config.Clock) wakes it for (rnic's
+// package doc has the table). The simulated link (simlink) uses RED as its switch
 // queue's marking rule. Everything here is pure: no goroutines, no clock
 // reads (every method that needs the time takes now), no allocation on the
 // per-packet path. None of the types is safe for concurrent use.

@@ -16,6 +16,7 @@ import (
 	"github.com/goroce/goroce/dcqcn"
 	"github.com/goroce/goroce/mr"
 	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/rnic/clock"
 	"github.com/goroce/goroce/rnic/link"
 	"github.com/goroce/goroce/rnic/udplink"
 	"github.com/goroce/goroce/wire"
@@ -84,6 +85,13 @@ type Config struct {
 	// its ICRC verified): a *pcap.Writer from package wire/pcap writes
 	// them to a capture file that Wireshark decodes as RoCE.
 	Tap Tap
+	// Clock is the device's time: the QPs' timers (retransmission, RNR,
+	// DCQCN's timers and pacing), the times the engines are given, the
+	// device's goroutines and their waits. Nil is clock.Real, the time
+	// package (virtual inside a testing/synctest bubble); a *clock.Virtual
+	// runs the device in virtual time, on a simlink network with the same
+	// clock (see package clock).
+	Clock clock.Clock
 }
 
 // Tap sees packets: roce is the UDP payload (BTH to ICRC), ipID the IPv4
@@ -99,6 +107,7 @@ type Tap interface {
 type Device struct {
 	// Fixed at Open.
 	cfg     Config
+	clock   clock.Clock
 	link    link.Link
 	caps    link.Caps
 	local   netip.AddrPort
@@ -110,6 +119,7 @@ type Device struct {
 	workers []*worker
 	events  chan qp.Event
 	closing chan struct{}
+	exited  chan struct{} // a send per goroutine of the device that returned
 
 	// Atomic: updated from every goroutine of the device.
 	counters qp.Counters
@@ -135,8 +145,6 @@ type Device struct {
 	mu   sync.Mutex
 	qps  map[uint32]*QP
 	srqs map[*qp.SRQ]*mr.PD // SRQs and the PDs they hold
-
-	wg sync.WaitGroup // the workers and the receive goroutine
 
 	share qp.WindowShare // the RC QPs' shares of Config.InflightBytes
 }
@@ -183,7 +191,7 @@ const (
 	MaxCQE      = 1 << 22
 )
 
-// closeDrainTimeout bounds how long Close waits for a busy worker.
+// closeDrainTimeout bounds how long Close waits for busy workers to drain.
 const closeDrainTimeout = 100 * time.Millisecond
 
 // Open creates a device. The caller must Close it.
@@ -244,7 +252,7 @@ func Open(cfg Config) (*Device, error) {
 		}
 	}
 	d := &Device{
-		cfg: cfg, link: l, caps: l.Caps(), local: l.LocalAddr(), mem: mem, log: log,
+		cfg: cfg, clock: clock.Or(cfg.Clock), link: l, caps: l.Caps(), local: l.LocalAddr(), mem: mem, log: log,
 		qps: make(map[uint32]*QP), srqs: make(map[*qp.SRQ]*mr.PD), events: make(chan qp.Event, 256), closing: make(chan struct{}),
 	}
 	d.limits = qp.Limits{MaxMTU: mtu, MaxRdAtomic: MaxRdAtomic, MaxSendWR: MaxQPWR, MaxSGE: MaxSGE,
@@ -256,26 +264,25 @@ func Open(cfg Config) (*Device, error) {
 		d.share.Bytes = d.caps.ReadBuffer / 4
 	}
 	if cfg.Trace != nil {
-		d.tracer = newTracer(cfg.Trace, d.local)
+		d.tracer = newTracer(cfg.Trace, d.local, d.clock.Now())
 	}
 	empty := map[uint32]*QP{}
 	d.view.Store(&empty)
 	for i := 0; i < cfg.Workers; i++ {
 		d.workers = append(d.workers, newWorker(d))
 	}
+	d.exited = make(chan struct{}, len(d.workers)+1)
 	for _, w := range d.workers {
-		d.wg.Add(1)
-		go w.run()
+		d.clock.Go(w.run)
 	}
 	d.rx = newRxPath(d)
 	if pl, ok := l.(link.Pollable); ok && cfg.BusyPoll > 0 {
 		d.poller = pl.Poller()
 	}
-	d.wg.Add(1)
 	if d.poller != nil {
-		go d.receivePolled()
+		d.clock.Go(d.receivePolled)
 	} else {
-		go d.receive()
+		d.clock.Go(d.receive)
 	}
 	// The port is up as soon as its link is (rxe reports the same when the
 	// netdev is up): the first event on Events.
@@ -291,17 +298,24 @@ func (d *Device) Close() error {
 	if d.closed.Swap(true) {
 		return nil
 	}
+	// The waits go through the device's clock: the workers and the
+	// receive goroutine wait in it, and a virtual clock must see Close wait
+	// too.
+	timeout := make(chan struct{})
+	t := d.clock.AfterFunc(closeDrainTimeout, func() { close(timeout) })
 	for _, w := range d.workers {
-		done := make(chan struct{})
-		select {
-		case w.drain <- done:
-			<-done
-		case <-time.After(closeDrainTimeout):
+		clock.Signal(w.drain)
+		if d.clock.NewWaiter(w.drained, timeout).Wait() == 1 {
+			break // a worker busy that long: the rest are left to closing
 		}
 	}
+	t.Stop()
 	close(d.closing)
 	err := d.link.Close()
-	d.wg.Wait()
+	exited := d.clock.NewWaiter(d.exited)
+	for range len(d.workers) + 1 {
+		exited.Wait()
+	}
 	d.mu.Lock()
 	for _, q := range d.qps {
 		q.timer.Stop()
@@ -428,7 +442,7 @@ type QP struct {
 	// timers or pacing) is due. rearm only ever moves it earlier; a timer
 	// that fires early finds nothing due and is re-armed.
 	timerMu sync.Mutex
-	timer   *time.Timer
+	timer   clock.Timer
 	timerAt time.Time // when the timer fires; zero if stopped or fired
 }
 
@@ -447,7 +461,7 @@ func (q *QP) rearm() {
 	q.timerMu.Lock()
 	if q.timerAt.IsZero() || dl.Before(q.timerAt) {
 		q.timerAt = dl
-		q.timer.Reset(time.Until(dl))
+		q.timer.Reset(dl.Sub(q.d.clock.Now()))
 	}
 	q.timerMu.Unlock()
 }
@@ -487,7 +501,7 @@ func (d *Device) CreateQP(pd *mr.PD, ia *qp.InitAttr) (*QP, error) {
 		}
 	}
 	q := &QP{d: d, w: d.workers[int(qpn)%len(d.workers)]}
-	q.timer = time.AfterFunc(time.Hour, q.fired)
+	q.timer = d.clock.AfterFunc(time.Hour, q.fired)
 	q.timer.Stop()
 	q.env = qp.Env{Mem: d.mem, Counters: &d.counters, Limits: d.limits, Local: d.local.Addr().Unmap(),
 		Doorbell: func(*qp.QP) { q.w.ring(q) }, Post: func(*qp.QP) { d.post(q) }, Event: d.event, Share: &d.share}
@@ -499,7 +513,7 @@ func (d *Device) CreateQP(pd *mr.PD, ia *qp.InitAttr) (*QP, error) {
 		return nil, err
 	}
 	if ia.Type != qp.UD && !d.cfg.DCQCN.Disable {
-		if q.cc, err = newCongestion(d, time.Now()); err != nil {
+		if q.cc, err = newCongestion(d, d.clock.Now()); err != nil {
 			return nil, err
 		}
 		if d.tracer != nil {
@@ -526,7 +540,7 @@ func (d *Device) post(q *QP) {
 	if s == nil {
 		s = newSender(d)
 	}
-	s.send(time.Now(), q)
+	s.send(d.clock.Now(), q)
 	d.senders.Put(s)
 }
 
@@ -545,7 +559,7 @@ func (q *QP) Modify(attr *qp.Attr, mask qp.AttrMask) error {
 	if err := q.d.open("Modify"); err != nil {
 		return err
 	}
-	err := q.QP.Modify(attr, mask, time.Now())
+	err := q.QP.Modify(attr, mask, q.d.clock.Now())
 	q.w.ring(q)
 	return err
 }

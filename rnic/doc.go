@@ -32,8 +32,8 @@
 //	Config.Workers; a QP's    timeout, RNR wait); the reaction point's timers  state change, a go-back, answers
 //	is fixed by its QPN)      and the pacer's release (congestion.advance);    a poller left owed; Close's
 //	                          Engine.Transmit of every ready QP; its sender    drain
-//	the QP's runtime timer    QP.fired: rings the QP's worker, nothing else    the earlier of the engine's and
-//	(time.AfterFunc)                                                           DCQCN's deadlines
+//	the QP's timer            QP.fired: rings the QP's worker, nothing else    the earlier of the engine's and
+//	(Config.Clock's AfterFunc)                                                 DCQCN's deadlines
 //	the application           Modify, Query, Status (the QP's lock; rnic's     any time
 //	                          Modify then rings the worker: the flush of ERR,
 //	                          new timers); Rate (congestion.mu); Destroy
@@ -111,6 +111,18 @@
 // Config.Tap is called under sendMu by senders and at the same time by
 // the receive path (under rxMu in polling mode): it locks for itself, as
 // pcap.Writer does. Config.Trace is written under tracer.mu.
+//
+// # Time
+//
+// The device reads the time, sets its QPs' timers, starts its goroutines
+// and has them wait only through Config.Clock (package rnic/clock): the
+// engines get now from it, a QP's timer is one of its timers, the workers
+// and the receive goroutine are its goroutines and wait on its Waiters
+// (the doorbell, drain and closing; simlink's ReadBatch on a Waiter of the
+// network's clock, which must be the same), and Close waits through it. The
+// default, clock.Real, is the time package (virtual in a testing/synctest
+// bubble); a *clock.Virtual runs devices on a simlink network in virtual
+// time in any program, one goroutine at a time.
 //
 // Where it sits: rnic owns the goroutines, sockets and time; the protocol
 // lives in package qp, memory protection in mr, packet formats in wire.

@@ -59,7 +59,7 @@ func (d *Device) tryRead(rx *rxPath) (int, error) {
 // (well-formed, ICRC), hand it to its QP, then send what the QPs that got
 // packets now have to send.
 func (d *Device) receive() {
-	defer d.wg.Done()
+	defer func() { d.exited <- struct{}{} }()
 	rx := d.rx
 	for {
 		n, err := d.link.ReadBatch(rx.offer())
@@ -78,7 +78,7 @@ func (d *Device) receive() {
 // what arrives while nobody polls. It parks until the socket is readable,
 // then reads under rxMu, as the pollers do (see progress).
 func (d *Device) receivePolled() {
-	defer d.wg.Done()
+	defer func() { d.exited <- struct{}{} }()
 	for {
 		d.rxMu.Lock()
 		n, err := d.tryRead(d.rx)
@@ -156,7 +156,7 @@ func (d *Device) progress() {
 // a rule, when the application has posted to them since) and forgets
 // them.
 func (d *Device) sendOwed(rx *rxPath) {
-	d.answer(rx, rx.owed, time.Now())
+	d.answer(rx, rx.owed, d.clock.Now())
 	clear(rx.owed)
 	rx.owed = rx.owed[:0]
 }
@@ -199,7 +199,7 @@ func (d *Device) answer(rx *rxPath, qs []*QP, now time.Time) {
 // it lists in rx.touched, with the CNPs to send in rx.cnps. It returns
 // the time it took as now.
 func (d *Device) deliverBatch(rx *rxPath, n int) (now time.Time) {
-	now = time.Now()
+	now = d.clock.Now()
 	view := *d.view.Load()
 	rx.touched, rx.cnps = rx.touched[:0], rx.cnps[:0]
 	bytes := 0

@@ -29,8 +29,8 @@ type tracer struct {
 	pkt []byte
 }
 
-func newTracer(w io.Writer, local netip.AddrPort) *tracer {
-	return &tracer{w: w, start: time.Now(), local: local}
+func newTracer(w io.Writer, local netip.AddrPort, start time.Time) *tracer {
+	return &tracer{w: w, start: start, local: local}
 }
 
 func (t *tracer) stamp(now time.Time) {

@@ -15,7 +15,7 @@ import (
 // communication IDs instead of stopping at an opaque UD SEND to QP1.
 func TestTraceNamesCMMADs(t *testing.T) {
 	var out bytes.Buffer
-	tr := newTracer(&out, netip.MustParseAddrPort("10.99.0.1:4791"))
+	tr := newTracer(&out, netip.MustParseAddrPort("10.99.0.1:4791"), time.Now())
 	src := netip.MustParseAddrPort("10.99.0.2:55410")
 	for _, b := range goldenPackets(t, "rping.pcap") {
 		if p, err := wire.Parse(b); err == nil && p.BTH().DestQP() == wire.GSIQPN {

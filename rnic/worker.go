@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/rnic/clock"
 	"github.com/goroce/goroce/rnic/link"
 	"github.com/goroce/goroce/wire"
 )
@@ -27,7 +28,9 @@ type worker struct {
 	// Fixed at Open.
 	d        *Device
 	doorbell chan struct{}
-	drain    chan chan struct{} // Close asks for a last transmit
+	drain    chan struct{} // Close asks for a last transmit
+	drained  chan struct{} // and hears that it is done
+	wait     clock.Waiter  // on doorbell, drain and the device's closing
 
 	// mu guards the QPs the worker serves and which of them are ready
 	// (and each QP's ready flag). A leaf: held, it calls into no QP.
@@ -41,8 +44,10 @@ type worker struct {
 }
 
 func newWorker(d *Device) *worker {
-	return &worker{d: d, doorbell: make(chan struct{}, 1), drain: make(chan chan struct{}), qps: make(map[*QP]struct{}),
-		snd: newSender(d)}
+	w := &worker{d: d, doorbell: make(chan struct{}, 1), drain: make(chan struct{}, 1), drained: make(chan struct{}, 1),
+		qps: make(map[*QP]struct{}), snd: newSender(d)}
+	w.wait = d.clock.NewWaiter(w.doorbell, w.drain, d.closing)
+	return w
 }
 
 func (w *worker) add(q *QP) {
@@ -76,18 +81,15 @@ func (w *worker) ring(q *QP) {
 		}
 	}
 	w.mu.Unlock()
-	select {
-	case w.doorbell <- struct{}{}:
-	default:
-	}
+	clock.Signal(w.doorbell)
 }
 
 func (w *worker) run() {
-	defer w.d.wg.Done()
+	defer func() { w.d.exited <- struct{}{} }()
 	for {
-		select {
-		case <-w.doorbell:
-		case done := <-w.drain:
+		switch w.wait.Wait() {
+		case 0: // the doorbell
+		case 1: // drain
 			// Send what the QPs still owe their peers (the ACK of a
 			// message just received, say) before the device goes.
 			w.mu.Lock()
@@ -98,13 +100,13 @@ func (w *worker) run() {
 				}
 			}
 			w.mu.Unlock()
-			w.serve(time.Now())
-			close(done)
+			w.serve(w.d.clock.Now())
+			clock.Signal(w.drained)
 			continue
-		case <-w.d.closing:
+		case 2: // closing
 			return
 		}
-		w.serve(time.Now())
+		w.serve(w.d.clock.Now())
 	}
 }
 
@@ -139,7 +141,7 @@ func (w *worker) serve(now time.Time) {
 		for _, q := range w.batch {
 			q.rearm()
 		}
-		now = time.Now()
+		now = w.d.clock.Now()
 	}
 }
 

@@ -19,16 +19,22 @@
 //
 // # Time
 //
-// Run reads the clock only through the time package. Called inside a
-// testing/synctest bubble it runs in virtual time: timings do not depend on
-// the machine's load, and a 200 ms experiment at 10 Gb/s costs about a
-// second of CPU. Tests get their bubble from synctest.Test; the goroce
-// command gets one from package vtime. (Runs are repeatable to within the
-// order in which the bubble's goroutines run at one instant, which Go does
-// not fix: the summary's numbers move in their last digits from run to
-// run.) Called anywhere else it runs in real time, where the runtime's
-// timers (about a millisecond of granularity on Linux) make the queue
-// build in bursts. Result.VirtualTime says which it was.
+// Run reads the clock only through Scenario.Clock (package rnic/clock),
+// which the network, the devices, the flows and the sampler share. Two
+// ways give virtual time, where timings do not depend on the machine's
+// load and a 200 ms experiment at 10 Gb/s costs a few seconds of CPU:
+//
+//   - RunVirtual (what the goroce command uses, in any program): a
+//     clock.Virtual, which runs the experiment's goroutines one at a time,
+//     so the same Scenario gives the same Result every time.
+//   - Run with the default clock inside a testing/synctest bubble (what
+//     most tests do). The bubble's goroutines run in parallel, in an order
+//     Go does not fix: the summary's numbers move in their last digits from
+//     run to run.
+//
+// Called anywhere else with the default clock it runs in real time, where
+// the runtime's timers (about a millisecond of granularity on Linux) make
+// the queue build in bursts. Result.VirtualTime says which it was.
 //
 // # The model, and what it needs to hold
 //

@@ -9,6 +9,7 @@ import (
 	cc "github.com/goroce/goroce/dcqcn"
 	"github.com/goroce/goroce/qp"
 	"github.com/goroce/goroce/rnic"
+	"github.com/goroce/goroce/rnic/clock"
 )
 
 // Flow is one sender's RC QP writing to the receiver without pause:
@@ -22,6 +23,7 @@ type Flow struct {
 	window    int
 	gap       time.Duration  // between posts at PostRate
 	delivered *atomic.Uint64 // bytes the receiver read from this flow
+	clock     clock.Clock    // the Scenario's
 }
 
 // NewFlow creates a QP on s and one on the receiver r, and connects them.
@@ -43,7 +45,7 @@ func NewFlow(s, r *Host, sc *Scenario, delivered *atomic.Uint64) (*Flow, error) 
 		return nil, err
 	}
 	f := &Flow{qp: local, cq: s.cq, window: sc.Window, delivered: delivered,
-		gap: wireTime(sc.MessageSize, sc.PostRate)}
+		gap: wireTime(sc.MessageSize, sc.PostRate), clock: clock.Or(sc.Clock)}
 	f.sge[0] = qp.SGE{Addr: s.buf.Addr(), Length: uint32(sc.MessageSize), LKey: s.buf.LKey()}
 	f.wr = qp.SendWR{Opcode: qp.WRRDMAWrite, Flags: qp.SendSignaled, SGL: f.sge[:],
 		RemoteAddr: r.buf.Addr(), RKey: r.buf.RKey()}
@@ -55,12 +57,19 @@ func wireTime(n int, rate cc.Rate) time.Duration {
 	return time.Duration(float64(n) * 8 / float64(rate) * float64(time.Second))
 }
 
-// Run posts WRITEs from start on: one every gap at most, and only while
-// fewer than window are in flight; it reaps completions as they come. It
-// returns nil when ctx ends, or the error of a WRITE that failed.
+// Run posts WRITEs from start on, on the Scenario's clock: one every gap
+// at most, and only while fewer than window are in flight; it reaps
+// completions as they come. It returns nil when ctx ends, or the error of
+// a WRITE that failed. It waits through the clock: for the CQ's completion
+// channel (CQ.ReqNotify and Events, as ibv_req_notify_cq and
+// ibv_get_cq_event) and for its next post.
 func (f *Flow) Run(ctx context.Context, start time.Time) error {
+	clk := f.clock
 	wcs := make([]qp.WC, f.window)
 	inFlight, next := 0, start
+	sleep := newSleeper(clk, ctx)
+	defer sleep.stop()
+	completion := clk.NewWaiter(f.cq.Events(), ctx.Done())
 	for ctx.Err() == nil {
 		n := f.cq.Poll(wcs)
 		for _, wc := range wcs[:n] {
@@ -73,12 +82,15 @@ func (f *Flow) Run(ctx context.Context, start time.Time) error {
 		}
 		inFlight -= n
 		if inFlight == f.window {
-			if err := f.cq.Wait(ctx); err != nil && ctx.Err() == nil {
+			if err := f.cq.ReqNotify(false); err != nil {
 				return err
+			}
+			if f.cq.Len() == 0 { // armed with none waiting: the next one rings
+				completion.Wait()
 			}
 			continue
 		}
-		if !sleepUntil(ctx, next) {
+		if !sleep.until(next) {
 			return nil
 		}
 		f.wr.WRID++
@@ -90,26 +102,49 @@ func (f *Flow) Run(ctx context.Context, start time.Time) error {
 		}
 		inFlight++
 		// A flow held back by its window does not catch up in a burst.
-		next = later(next, time.Now()).Add(f.gap)
+		next = later(next, clk.Now()).Add(f.gap)
 	}
 	return nil
 }
 
-// sleepUntil waits until t; it reports false if ctx ended first.
-func sleepUntil(ctx context.Context, t time.Time) bool {
-	wait := time.Until(t)
-	if wait <= 0 {
-		return ctx.Err() == nil
+// sleeper waits on a clock until a time or the end of a context, with one
+// timer for all its waits.
+type sleeper struct {
+	clk   clock.Clock
+	ctx   context.Context
+	rang  chan struct{}
+	timer clock.Timer
+	wait  clock.Waiter
+}
+
+func newSleeper(clk clock.Clock, ctx context.Context) *sleeper {
+	s := &sleeper{clk: clk, ctx: ctx, rang: make(chan struct{}, 1)}
+	s.timer = clk.AfterFunc(time.Hour, func() { clock.Signal(s.rang) })
+	s.timer.Stop()
+	s.wait = clk.NewWaiter(s.rang, ctx.Done())
+	return s
+}
+
+// until waits until t; it reports false if ctx ended first.
+func (s *sleeper) until(t time.Time) bool {
+	d := t.Sub(s.clk.Now())
+	if d <= 0 {
+		return s.ctx.Err() == nil
 	}
-	timer := time.NewTimer(wait)
-	defer timer.Stop()
-	select {
-	case <-timer.C:
-		return true
-	case <-ctx.Done():
-		return false
+	s.timer.Reset(d)
+	for {
+		if s.wait.Wait() == 1 {
+			s.timer.Stop()
+			return false
+		}
+		if !s.clk.Now().Before(t) {
+			return true
+		}
+		// A ring left from a timer that fired as it was reset: wait on.
 	}
 }
+
+func (s *sleeper) stop() { s.timer.Stop() }
 
 func later(a, b time.Time) time.Time {
 	if a.After(b) {

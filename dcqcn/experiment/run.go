@@ -4,12 +4,12 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	cc "github.com/goroce/goroce/dcqcn"
 	"github.com/goroce/goroce/rnic"
+	"github.com/goroce/goroce/rnic/clock"
 	"github.com/goroce/goroce/rnic/link"
 	"github.com/goroce/goroce/rnic/simlink"
 )
@@ -18,7 +18,8 @@ import (
 type Result struct {
 	// Scenario is the scenario as run, defaults filled in.
 	Scenario Scenario
-	// VirtualTime reports whether the run was in a synctest bubble.
+	// VirtualTime reports whether the run was in virtual time: in a
+	// synctest bubble, or on a virtual clock (Scenario.Clock).
 	VirtualTime bool
 	// Elapsed is the run's length on its clock (Duration, or less if the
 	// context ended it early).
@@ -71,8 +72,9 @@ type Sample struct {
 
 // Run performs the experiment sc and returns what it recorded. It builds a
 // simulated network, one receiver device and sc.Flows sender devices, runs
-// the traffic for sc.Duration while sampling, then closes everything. Call
-// it inside a synctest bubble for virtual time (see the package doc). If
+// the traffic for sc.Duration while sampling, then closes everything. For
+// virtual time, call it inside a synctest bubble or with a virtual
+// sc.Clock (see the package doc and RunVirtual). If
 // ctx ends first, Run stops early and returns what it has with ctx's error.
 // Invalid scenarios return an error matching ErrInvalidScenario.
 func Run(ctx context.Context, sc Scenario) (*Result, error) {
@@ -84,7 +86,8 @@ func Run(ctx context.Context, sc Scenario) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &experiment{sc: sc, t0: time.Now()}
+	clk := clock.Or(sc.Clock)
+	e := &experiment{sc: sc, clock: clk, t0: clk.Now(), exited: make(chan struct{}, sc.Flows)}
 	defer e.close()
 	if err := e.build(params); err != nil {
 		return nil, err
@@ -92,23 +95,41 @@ func Run(ctx context.Context, sc Scenario) (*Result, error) {
 	res := &Result{Scenario: sc, VirtualTime: inBubble(e.t0), FlowErrors: make([]error, sc.Flows)}
 	flowCtx, stop := context.WithCancel(ctx)
 	for i, f := range e.flows {
-		e.wg.Add(1)
-		go func() {
-			defer e.wg.Done()
+		clk.Go(func() {
+			defer func() { e.exited <- struct{}{} }()
 			res.FlowErrors[i] = f.Run(flowCtx, e.t0.Add(sc.start(i)))
-		}()
+		})
 	}
 	runErr := e.sample(ctx, res)
 	stop()
-	e.closeDevices() // wakes flows blocked in PostSend
-	e.wg.Wait()
+	e.closeDevices()
+	exited := clk.NewWaiter(e.exited) // a wait the clock sees
+	for range e.flows {
+		exited.Wait()
+	}
 	e.finish(res)
 	return res, runErr
 }
 
+// RunVirtual performs sc in virtual time in any program: on a new
+// clock.Virtual, whose Run drives it from the calling goroutine. The run
+// is repeatable: the same Scenario (Seed included) gives the same Result.
+// sc.Clock is replaced.
+func RunVirtual(ctx context.Context, sc Scenario) (*Result, error) {
+	v := clock.NewVirtual(time.Time{})
+	sc.Clock = v
+	var res *Result
+	var err error
+	if verr := v.Run(func() { res, err = Run(ctx, sc) }); verr != nil {
+		return nil, verr
+	}
+	return res, err
+}
+
 // inBubble reports whether t, read at the start of a run, comes from a
 // synctest bubble's clock, which starts at midnight UTC 2000-01-01 (as the
-// testing/synctest documentation guarantees). No real clock reads that.
+// testing/synctest documentation guarantees), or from a virtual clock
+// started there (clock.Epoch). No real clock reads that.
 func inBubble(t time.Time) bool {
 	return t.Before(time.Date(2001, 1, 1, 0, 0, 0, 0, time.UTC))
 }
@@ -116,6 +137,7 @@ func inBubble(t time.Time) bool {
 // experiment is one run's network, devices and flows.
 type experiment struct {
 	sc       Scenario
+	clock    clock.Clock
 	t0       time.Time
 	net      *simlink.Network
 	queue    *queueRecorder
@@ -123,7 +145,7 @@ type experiment struct {
 	receiver *Host
 	senders  []*Host
 	flows    []*Flow
-	wg       sync.WaitGroup
+	exited   chan struct{} // a send per flow goroutine that returned
 	closed   bool
 }
 
@@ -131,7 +153,7 @@ type experiment struct {
 func (e *experiment) build(params cc.Params) error {
 	sc := &e.sc
 	e.queue = &queueRecorder{port: receiverAddr, from: e.t0.Add(sc.Duration / 2)}
-	e.net = simlink.NewNetwork(simlink.Config{Seed: sc.Seed, Observer: e.queue.observe})
+	e.net = simlink.NewNetwork(simlink.Config{Seed: sc.Seed, Observer: e.queue.observe, Clock: e.clock})
 	wire := simlink.Wire{Rate: int64(sc.LineRate), Latency: sc.Latency}
 	cable := simlink.PortConfig{Uplink: wire, Downlink: wire, Buffer: sc.Buffer, Marker: sc.RED,
 		MarkAt: simlink.MarkOnDequeue}
@@ -157,7 +179,7 @@ func (e *experiment) build(params cc.Params) error {
 			l = &countingPort{Port: port, from: delivered}
 		}
 		dev, err := rnic.Open(rnic.Config{Addr: addr, Link: l, MTU: sc.MTU, StrictICRC: true, DCQCN: cfg,
-			Trace: sc.Trace, Tap: sc.Tap})
+			Trace: sc.Trace, Tap: sc.Tap, Clock: e.clock})
 		if err != nil {
 			port.Close()
 			return nil, nil, err
@@ -191,16 +213,14 @@ func (e *experiment) build(params cc.Params) error {
 // sample records a Sample every Interval until Duration has passed.
 func (e *experiment) sample(ctx context.Context, res *Result) error {
 	sc := &e.sc
-	tick := time.NewTicker(sc.Interval)
-	defer tick.Stop()
+	sleep := newSleeper(e.clock, ctx)
+	defer sleep.stop()
 	prev, prevAt := make([]uint64, sc.Flows), time.Duration(0)
-	for {
-		select {
-		case <-tick.C:
-		case <-ctx.Done():
+	for k := 1; ; k++ {
+		if !sleep.until(e.t0.Add(time.Duration(k) * sc.Interval)) {
 			return ctx.Err()
 		}
-		at := time.Since(e.t0)
+		at := e.clock.Now().Sub(e.t0)
 		s := Sample{At: at, Throughput: make([]cc.Rate, sc.Flows), Rate: make([]cc.Rate, sc.Flows)}
 		dt := (at - prevAt).Seconds()
 		for i, f := range e.flows {

@@ -8,6 +8,7 @@ import (
 
 	cc "github.com/goroce/goroce/dcqcn"
 	"github.com/goroce/goroce/rnic"
+	"github.com/goroce/goroce/rnic/clock"
 )
 
 // ErrInvalidScenario is wrapped by every error Run returns for a Scenario
@@ -114,6 +115,12 @@ type Scenario struct {
 	// changes among them), and a capture of every packet.
 	Trace io.Writer
 	Tap   rnic.Tap
+	// Clock is the run's time, shared by the network, the devices, the
+	// flows and the sampler. Nil is clock.Real: virtual time inside a
+	// testing/synctest bubble, real time elsewhere. A *clock.Virtual runs
+	// the experiment in virtual time in any program: call Run inside the
+	// clock's Run (see RunVirtual).
+	Clock clock.Clock
 }
 
 // Defaults of Incast, at 10 Gb/s.

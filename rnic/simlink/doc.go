@@ -1,7 +1,8 @@
 // Package simlink is the simulated network of the software RNIC: an
 // in-memory switch whose ports implement [link.Link], so whole-stack tests
-// run the real device code over it in virtual time (testing/synctest) and
-// DCQCN experiments watch a congested queue build and drain.
+// run the real device code over it in virtual time (testing/synctest, or a
+// virtual clock from package rnic/clock) and DCQCN experiments watch a
+// congested queue build and drain.
 //
 // Where it sits: wire < link < udplink, simlink (this package) < rnic. It is
 // the in-memory twin of udplink: same interface, no sockets.
@@ -43,13 +44,16 @@
 //
 // # Time
 //
-// The package reads the clock only through the time package (time.Now and
-// one time.AfterFunc timer per network). Inside a synctest bubble everything
-// runs in virtual time; outside one, in real time. There is no goroutine per
-// packet and no long-lived goroutine at all: the timer's callback moves
-// packets along and returns, and WriteBatch moves along whatever is already
-// due. Close leaves nothing running. Create and use a Network within one
-// bubble (or outside all bubbles).
+// The package reads the clock only through Config.Clock (package
+// rnic/clock): Now, one AfterFunc timer per network, and the Waiter a
+// port's ReadBatch blocks on. The default, clock.Real, is the time package:
+// inside a synctest bubble everything runs in virtual time, outside one in
+// real time. With a *clock.Virtual shared with the devices on the network,
+// it runs in virtual time in any program. There is no goroutine per packet
+// and no long-lived goroutine at all: the timer's callback moves packets
+// along and returns, and WriteBatch moves along whatever is already due.
+// Close leaves nothing running. Create and use a Network within one bubble
+// (or outside all bubbles), on the clock its devices use.
 //
 // # Using it in a test
 //

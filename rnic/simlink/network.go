@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/goroce/goroce/rnic/clock"
 	"github.com/goroce/goroce/rnic/link"
 )
 
@@ -55,11 +56,18 @@ type Config struct {
 	// series without polling. It runs with the network locked: it must be
 	// quick and must not call methods of the Network or its Ports.
 	Observer func(Event)
+	// Clock is the network's time: when packets leave, cross and arrive,
+	// its one timer, and how a port's reader waits. Nil is clock.Real (the
+	// time package, virtual inside a testing/synctest bubble); a
+	// *clock.Virtual runs the network in virtual time in any program. The
+	// devices on the network and the goroutines that use it must share it.
+	Clock clock.Clock
 }
 
 // Network is a simulated switch and the cables to its ports. Its methods are
 // safe for concurrent use.
 type Network struct {
+	clock    clock.Clock
 	epoch    time.Time // virtual or real time zero of the simulation
 	observer func(Event)
 	rules    []Impairment
@@ -71,7 +79,7 @@ type Network struct {
 	ports   map[netip.AddrPort]*Port // open ports, by address
 	all     []*Port                  // every port ever attached, for Stats
 	events  eventQueue               // what happens next, earliest first
-	timer   *time.Timer              // fires n.run at the earliest event
+	timer   clock.Timer              // fires n.run at the earliest event
 	armed   bool                     // timer is set to fire at armedAt
 	armedAt time.Duration
 	// unroutable counts packets that reached the switch for an address no
@@ -79,12 +87,14 @@ type Network struct {
 	unroutable uint64
 }
 
-// NewNetwork returns an empty network. Call it inside the synctest bubble
-// that will use it. NewNetwork does not fail: if cfg is invalid, every
+// NewNetwork returns an empty network. With clock.Real, call it inside the
+// synctest bubble that will use it, if any. NewNetwork does not fail: if cfg is invalid, every
 // Attach returns an error that says what is wrong.
 func NewNetwork(cfg Config) *Network {
+	clk := clock.Or(cfg.Clock)
 	return &Network{
-		epoch:    time.Now(),
+		clock:    clk,
+		epoch:    clk.Now(),
 		observer: cfg.Observer,
 		rules:    cfg.Impairments,
 		seed:     cfg.Seed,
@@ -126,6 +136,7 @@ func (n *Network) Attach(addr netip.AddrPort, cfg PortConfig) (*Port, error) {
 		readable: make(chan struct{}, 1),
 		done:     make(chan struct{}),
 	}
+	p.wait = n.clock.NewWaiter(p.readable, p.done)
 	p.egress.line.rate = cfg.Downlink.Rate
 	n.ports[addr] = p
 	n.all = append(n.all, p)
@@ -188,7 +199,7 @@ func (n *Network) Stats() NetworkStats {
 }
 
 // now is the simulation time: how long since the network was created.
-func (n *Network) now() time.Duration { return time.Since(n.epoch) }
+func (n *Network) now() time.Duration { return n.clock.Now().Sub(n.epoch) }
 
 // schedule adds an event; the caller holds n.mu and calls n.advance (or is
 // inside it) before unlocking, which arms the timer.
@@ -221,7 +232,7 @@ func (n *Network) advance(now time.Duration) {
 		return
 	}
 	if n.timer == nil {
-		n.timer = time.AfterFunc(next-now, n.run)
+		n.timer = n.clock.AfterFunc(next-now, n.run)
 	} else {
 		n.timer.Reset(next - now)
 	}

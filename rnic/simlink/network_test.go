@@ -8,16 +8,24 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/goroce/goroce/rnic/clock"
 	"github.com/goroce/goroce/rnic/link"
 )
 
-func TestTiming(t *testing.T) {
+// timingCases are datagrams sent back to back over a cable and when each
+// arrives, worked out by hand.
+var timingCases = func() []struct {
+	name     string
+	up, down Wire
+	sizes    []int
+	want     []time.Duration // arrival of each datagram
+} {
 	const us = time.Microsecond
-	tests := []struct {
+	return []struct {
 		name     string
 		up, down Wire
 		sizes    []int
-		want     []time.Duration // arrival of each datagram
+		want     []time.Duration
 	}{
 		{
 			name:  "ideal cable delivers at once",
@@ -57,7 +65,10 @@ func TestTiming(t *testing.T) {
 			want:  []time.Duration{10 * us, 18 * us},
 		},
 	}
-	for _, tt := range tests {
+}()
+
+func TestTiming(t *testing.T) {
+	for _, tt := range timingCases {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				net := NewNetwork(Config{})
@@ -77,6 +88,49 @@ func TestTiming(t *testing.T) {
 					}
 				}
 			})
+		})
+	}
+}
+
+// TestTimingOnVirtualClock: the same cables on a clock.Virtual, in the
+// test's goroutine with no synctest bubble: the arrivals are the same to
+// the nanosecond, read from the virtual clock.
+func TestTimingOnVirtualClock(t *testing.T) {
+	for _, tt := range timingCases {
+		t.Run(tt.name, func(t *testing.T) {
+			v := clock.NewVirtual(time.Time{})
+			var at []time.Duration
+			var err error
+			verr := v.Run(func() {
+				net := NewNetwork(Config{Clock: v})
+				defer net.Close()
+				cfg := PortConfig{Uplink: tt.up, Downlink: tt.down}
+				a := attach(t, net, "10.0.0.1:4791", cfg)
+				b := attach(t, net, "10.0.0.2:4791", cfg)
+				start := v.Now()
+				var pkts []link.Packet
+				for i, size := range tt.sizes {
+					pkts = append(pkts, link.Packet{Buf: datagram(0, byte(i), size), Addr: b.LocalAddr()})
+				}
+				if _, err = a.WriteBatch(pkts); err != nil {
+					return
+				}
+				in := []link.Packet{{Buf: make([]byte, MaxDatagram)}}
+				for range tt.sizes {
+					if _, err = b.ReadBatch(in); err != nil {
+						return
+					}
+					at = append(at, v.Now().Sub(start))
+				}
+			})
+			if verr != nil || err != nil {
+				t.Fatalf("Run: %v; in the run: %v", verr, err)
+			}
+			for i := range tt.want {
+				if at[i] != tt.want[i] {
+					t.Errorf("datagram %d arrived at %v, want %v", i, at[i], tt.want[i])
+				}
+			}
 		})
 	}
 }

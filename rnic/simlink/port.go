@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/goroce/goroce/rnic/clock"
 	"github.com/goroce/goroce/rnic/link"
 )
 
@@ -71,6 +72,7 @@ type Port struct {
 
 	readable chan struct{} // signalled when rx becomes non-empty
 	done     chan struct{} // closed by Close
+	wait     clock.Waiter  // ReadBatch's, on readable and done
 
 	outbox []*frame // WriteBatch's frames before they are scheduled
 	inbox  []*frame // ReadBatch's frames after they leave rx
@@ -190,10 +192,7 @@ func (p *Port) ReadBatch(pkts []link.Packet) (int, error) {
 		if len(in) > 0 {
 			break
 		}
-		select {
-		case <-p.readable:
-		case <-p.done:
-		}
+		p.wait.Wait() // readable or done: either way, look again
 	}
 	for i, f := range in {
 		pkt := &pkts[i]

@@ -2,7 +2,6 @@ package dcqcn
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -11,18 +10,16 @@ import (
 	"github.com/goroce/goroce/cmd/goroce/internal/cli"
 	"github.com/goroce/goroce/dcqcn"
 	"github.com/goroce/goroce/dcqcn/experiment"
-	"github.com/goroce/goroce/dcqcn/experiment/vtime"
 	"github.com/goroce/goroce/rnic"
 )
 
 // Run is `goroce dcqcn incast|converge`: the DCQCN experiments of
 // dcqcn/experiment, with a CSV, a PNG and a summary line.
 //
-// The experiments run in virtual time, in a testing/synctest bubble that
-// dcqcn/experiment/vtime sets up outside `go test`: the defaults are the
-// scenarios of dcqcn/experiment's tests (10 Gb/s, 200 ms), and the command prints
-// the summary the tests check. Only when vtime cannot make a bubble (inside
-// a running test) does it fall back to real time, and says so.
+// The experiments run in virtual time, on a virtual clock (package
+// rnic/clock, through experiment.RunVirtual): the defaults are the
+// scenarios of dcqcn/experiment's tests (10 Gb/s, 200 ms), and the command
+// prints the summary the tests check.
 func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	const about = `Runs a DCQCN experiment: goroce devices in one process, connected through a
 simulated switch whose queue towards the receiver is the bottleneck (RED/ECN
@@ -35,9 +32,9 @@ without pause.
 Writes DIR/<experiment>-n<N>-<preset|off>.csv and .png and prints
   summary: flows=N jain=F utilization=F queue_p99_bytes=N drops=N converge_ms=F
 
-The run is in virtual time (testing/synctest): a 200 ms experiment at 10 Gb/s
-takes about a second of CPU, and the defaults are the scenarios that
-"go test ./dcqcn/experiment" checks.`
+The run is in virtual time (a virtual clock; the same seed gives the same
+run): a 200 ms experiment at 10 Gb/s takes a few seconds of CPU, and the
+defaults are the scenarios that "go test ./dcqcn/experiment" checks.`
 	fs := cli.NewFlagSet("goroce dcqcn incast|converge [flags]", about)
 	flows := fs.Int("flows", 4, "number of senders (incast)")
 	on := fs.Bool("dcqcn", true, "run DCQCN; --dcqcn=false shows the network without it")
@@ -103,15 +100,7 @@ takes about a second of CPU, and the defaults are the scenarios that
 
 	fmt.Fprintf(stdout, "goroce dcqcn %s: %d flows at %v for %v in virtual time\n",
 		name, sc.Flows, rate, sc.Duration)
-	var res *experiment.Result
-	verr := vtime.Run(ctx, func(ctx context.Context) { res, err = experiment.Run(ctx, sc) })
-	if errors.Is(verr, vtime.ErrInTest) {
-		fmt.Fprintln(stdout, "(inside a running test there is no bubble to spare: running in REAL time)")
-		res, err = experiment.Run(ctx, sc)
-	} else if verr != nil {
-		fmt.Fprintf(stderr, "goroce dcqcn: %v\n", verr)
-		return cli.ExitFail
-	}
+	res, err := experiment.RunVirtual(ctx, sc)
 	if err != nil && res == nil {
 		fmt.Fprintf(stderr, "goroce dcqcn: %v\n", err)
 		return cli.ExitUsage
