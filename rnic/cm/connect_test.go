@@ -1,0 +1,81 @@
+package cm
+
+import (
+	"net/netip"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/rnic/simlink"
+)
+
+// connectPair listens on a, connects from b and waits until both sides are
+// ESTABLISHED; it returns the server's and the client's connection IDs.
+func connectPair(t *testing.T, a, b *node) (srv, cli *ID) {
+	t.Helper()
+	listen(t, a, rpingPort)
+	cli = dial(t, b, netip.AddrPort{}, netip.AddrPortFrom(addrA.Addr(), rpingPort), rpingParam())
+	srv = accept(t, a)
+	expect(t, b.ch, EventEstablished)
+	expect(t, a.ch, EventEstablished)
+	return srv, cli
+}
+
+// disconnect ends the connection from cli's side and checks that both
+// sides see DISCONNECTED and then TIMEWAIT_EXIT, and that both CMs forget
+// it.
+func disconnect(t *testing.T, a, b *node, srv, cli *ID) {
+	t.Helper()
+	if err := cli.Disconnect(); err != nil {
+		t.Fatal(err)
+	}
+	expect(t, a.ch, EventDisconnected)
+	if err := srv.Disconnect(); err != nil {
+		t.Fatal(err)
+	}
+	expect(t, b.ch, EventDisconnected)
+	expect(t, b.ch, EventTimewaitExit)
+	expect(t, a.ch, EventTimewaitExit)
+	for _, n := range []*node{a, b} {
+		if c := n.cm.Connections(); c != 0 {
+			t.Errorf("%v: %d connections after TIMEWAIT", n.dev.Addr(), c)
+		}
+	}
+	if cli.QP().State() != qp.StateErr || srv.QP().State() != qp.StateErr {
+		t.Errorf("QPs in %v and %v after the disconnect, want ERR", cli.QP().State(), srv.QP().State())
+	}
+}
+
+// TestConnectSendDisconnect connects two devices with the CM, as rping
+// does, sends a message each way over the RC QPs the CM moved to RTS, and
+// disconnects.
+func TestConnectSendDisconnect(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		network := simlink.NewNetwork(simlink.Config{})
+		t.Cleanup(func() { network.Close() })
+		a, b := simNode(t, network, addrA), simNode(t, network, addrB)
+		srv, cli := connectPair(t, a, b)
+		if got, want := cli.QP().Query().DestQPN, srv.QP().QPN(); got != want {
+			t.Errorf("client QP's dest QPN %#x, want the server's %#x", got, want)
+		}
+		if got, want := srv.QP().Query().DestQPN, cli.QP().QPN(); got != want {
+			t.Errorf("server QP's dest QPN %#x, want the client's %#x", got, want)
+		}
+		sendRecv(t, b, a, cli, srv, "rdma-ping-0: ABCDEFGHIJKLMNOPQRSTUVWXYZ")
+		sendRecv(t, a, b, srv, cli, "rdma-pong-0: abcdefghijklmnopqrstuvwxyz")
+		disconnect(t, a, b, srv, cli)
+		for _, n := range []*node{a, b} {
+			for _, name := range []string{"cm_rx_drop_bad_mad", "cm_rx_drop_unmatched", "cm_rx_drop_bad_state", "cm_tx_retries_req"} {
+				if v := n.cm.Counter(name); v != 0 {
+					t.Errorf("%v: %s = %d, want 0", n.dev.Addr(), name, v)
+				}
+			}
+		}
+		if b.cm.Counter("cm_tx_msgs_req") != 1 || a.cm.Counter("cm_tx_msgs_rep") != 1 || b.cm.Counter("cm_tx_msgs_rtu") != 1 ||
+			b.cm.Counter("cm_tx_msgs_dreq") != 1 || a.cm.Counter("cm_tx_msgs_drep") != 1 {
+			t.Errorf("messages sent: client %v; server %v", b.cm.Counters()[:7], a.cm.Counters()[:7])
+		}
+		_ = time.Second
+	})
+}
