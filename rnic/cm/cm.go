@@ -121,20 +121,9 @@ func Open(dev *rnic.Device, cfg Config) (*CM, error) {
 	if err != nil {
 		return nil, err
 	}
-	// QP1 through INIT (Q_Key 0x80010000, IBTA 13.5.3.2), RTR and RTS, as
-	// ib_mad's ib_mad_port_start does.
-	for _, s := range []struct {
-		attr qp.Attr
-		mask qp.AttrMask
-	}{
-		{qp.Attr{State: qp.StateInit, QKey: wire.GSIQKey, PortNum: 1}, qp.AttrState | qp.AttrPKeyIndex | qp.AttrPort | qp.AttrQKey},
-		{qp.Attr{State: qp.StateRTR}, qp.AttrState},
-		{qp.Attr{State: qp.StateRTS}, qp.AttrState | qp.AttrSQPSN},
-	} {
-		if err := c.qp1.Modify(&s.attr, s.mask); err != nil {
-			c.qp1.Destroy()
-			return nil, fmt.Errorf("cm: QP1 to %v: %w", s.attr.State, err)
-		}
+	if err := readyGSI(c.qp1); err != nil {
+		c.qp1.Destroy()
+		return nil, err
 	}
 	for i := range recvSlots {
 		if err := c.postRecv(i); err != nil {
@@ -146,6 +135,24 @@ func Open(dev *rnic.Device, cfg Config) (*CM, error) {
 	c.cancel = cancel
 	go c.run(ctx)
 	return c, nil
+}
+
+// readyGSI moves QP1 through INIT (Q_Key 0x80010000, IBTA 13.5.3.2), RTR
+// and RTS, as ib_mad's ib_mad_port_start does.
+func readyGSI(q *rnic.QP) error {
+	for _, s := range []struct {
+		attr qp.Attr
+		mask qp.AttrMask
+	}{
+		{qp.Attr{State: qp.StateInit, QKey: wire.GSIQKey, PortNum: 1}, qp.AttrState | qp.AttrPKeyIndex | qp.AttrPort | qp.AttrQKey},
+		{qp.Attr{State: qp.StateRTR}, qp.AttrState},
+		{qp.Attr{State: qp.StateRTS}, qp.AttrState | qp.AttrSQPSN},
+	} {
+		if err := q.Modify(&s.attr, s.mask); err != nil {
+			return fmt.Errorf("cm: QP1 to %v: %w", s.attr.State, err)
+		}
+	}
+	return nil
 }
 
 // Close stops the CM: its timers stop, QP1 is destroyed and its

@@ -1,7 +1,6 @@
 package cm
 
 import (
-	"bytes"
 	"context"
 	"net/netip"
 	"testing"
@@ -109,6 +108,12 @@ func rcInit(cq *qp.CQ) *qp.InitAttr {
 // listen makes n listen on port.
 func listen(t *testing.T, n *node, port uint16) *ID {
 	t.Helper()
+	return listenBacklog(t, n, port, 0)
+}
+
+// listenBacklog makes n listen on port with a backlog.
+func listenBacklog(t *testing.T, n *node, port uint16, backlog int) *ID {
+	t.Helper()
 	lid, err := n.ch.CreateID("listener", wire.PortSpaceTCP)
 	if err != nil {
 		t.Fatal(err)
@@ -116,7 +121,7 @@ func listen(t *testing.T, n *node, port uint16) *ID {
 	if err := lid.Bind(netip.AddrPortFrom(netip.IPv4Unspecified(), port)); err != nil {
 		t.Fatal(err)
 	}
-	if err := lid.Listen(0); err != nil {
+	if err := lid.Listen(backlog); err != nil {
 		t.Fatal(err)
 	}
 	return lid
@@ -214,5 +219,3 @@ func isCM(attr uint16) func(p *simlink.Packet) bool {
 		return err == nil && m.IsCM() && m.Header().AttrID() == attr
 	}
 }
-
-var _ = bytes.Equal
