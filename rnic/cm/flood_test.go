@@ -27,15 +27,7 @@ type attacker struct {
 
 func newAttacker(t *testing.T, network *simlink.Network, addr, victim netip.AddrPort) *attacker {
 	t.Helper()
-	port, err := network.Attach(addr, simlink.PortConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	dev, err := rnic.Open(rnic.Config{Addr: addr, Link: port, MTU: 1024, StrictICRC: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { dev.Close() })
+	dev := openDevice(t, simPort(t, network, addr), addr, 1024)
 	pd, _ := dev.AllocPD()
 	cq, _ := dev.CreateCQ(4096)
 	q, err := dev.CreateGSI(pd, &qp.InitAttr{Type: qp.UD, SendCQ: cq, RecvCQ: cq,

@@ -40,11 +40,7 @@ const rpingPort = 7174
 // the test.
 func newNode(t *testing.T, l link.Link, addr netip.AddrPort, mtu int) *node {
 	t.Helper()
-	dev, err := rnic.Open(rnic.Config{Addr: addr, Link: l, MTU: mtu, StrictICRC: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { dev.Close() })
+	dev := openDevice(t, l, addr, mtu)
 	c, err := Open(dev, Config{})
 	if err != nil {
 		t.Fatal(err)
@@ -68,14 +64,31 @@ func newNode(t *testing.T, l link.Link, addr netip.AddrPort, mtu int) *node {
 	return &node{dev: dev, cm: c, ch: ch, pd: pd, cq: cq, buf: buf, mr: m}
 }
 
-// simNode attaches a node to a simulated network.
-func simNode(t *testing.T, n *simlink.Network, addr netip.AddrPort) *node {
+// openDevice opens a device on l that closes at the end of the test.
+func openDevice(t *testing.T, l link.Link, addr netip.AddrPort, mtu int) *rnic.Device {
+	t.Helper()
+	dev, err := rnic.Open(rnic.Config{Addr: addr, Link: l, MTU: mtu, StrictICRC: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { dev.Close() })
+	return dev
+}
+
+// simPort attaches a port to a simulated network.
+func simPort(t *testing.T, n *simlink.Network, addr netip.AddrPort) *simlink.Port {
 	t.Helper()
 	port, err := n.Attach(addr, simlink.PortConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return newNode(t, port, addr, 1024)
+	return port
+}
+
+// simNode attaches a node to a simulated network.
+func simNode(t *testing.T, n *simlink.Network, addr netip.AddrPort) *node {
+	t.Helper()
+	return newNode(t, simPort(t, n, addr), addr, 1024)
 }
 
 // next waits (virtual time, in a bubble) for the channel's next event.
