@@ -100,10 +100,14 @@ func next(t *testing.T, ch *EventChannel, d time.Duration) (*Event, bool) {
 	return ev, err == nil
 }
 
+// eventWait bounds how long expect waits: virtual time in a bubble, real
+// time on real sockets.
+var eventWait = 10 * time.Minute
+
 // expect waits for the channel's next event and checks its type.
 func expect(t *testing.T, ch *EventChannel, typ EventType) *Event {
 	t.Helper()
-	ev, ok := next(t, ch, 10*time.Minute)
+	ev, ok := next(t, ch, eventWait)
 	if !ok {
 		t.Fatalf("no event; want %v", typ)
 	}
