@@ -4,7 +4,6 @@ import (
 	"net/netip"
 	"testing"
 	"testing/synctest"
-	"time"
 
 	"github.com/goroce/goroce/qp"
 	"github.com/goroce/goroce/rnic/simlink"
@@ -15,7 +14,7 @@ import (
 func connectPair(t *testing.T, a, b *node) (srv, cli *ID) {
 	t.Helper()
 	listen(t, a, rpingPort)
-	cli = dial(t, b, netip.AddrPort{}, netip.AddrPortFrom(addrA.Addr(), rpingPort), rpingParam())
+	cli = dial(t, b, netip.AddrPort{}, netip.AddrPortFrom(a.dev.Addr().Addr(), rpingPort), rpingParam())
 	srv = accept(t, a)
 	expect(t, b.ch, EventEstablished)
 	expect(t, a.ch, EventEstablished)
@@ -48,34 +47,46 @@ func disconnect(t *testing.T, a, b *node, srv, cli *ID) {
 }
 
 // TestConnectSendDisconnect connects two devices with the CM, as rping
-// does, sends a message each way over the RC QPs the CM moved to RTS, and
-// disconnects.
+// does, over IPv4 and IPv6, sends a message each way over the RC QPs the
+// CM moved to RTS, and disconnects.
 func TestConnectSendDisconnect(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		network := simlink.NewNetwork(simlink.Config{})
-		t.Cleanup(func() { network.Close() })
-		a, b := simNode(t, network, addrA), simNode(t, network, addrB)
-		srv, cli := connectPair(t, a, b)
-		if got, want := cli.QP().Query().DestQPN, srv.QP().QPN(); got != want {
-			t.Errorf("client QP's dest QPN %#x, want the server's %#x", got, want)
-		}
-		if got, want := srv.QP().Query().DestQPN, cli.QP().QPN(); got != want {
-			t.Errorf("server QP's dest QPN %#x, want the client's %#x", got, want)
-		}
-		sendRecv(t, b, a, cli, srv, "rdma-ping-0: ABCDEFGHIJKLMNOPQRSTUVWXYZ")
-		sendRecv(t, a, b, srv, cli, "rdma-pong-0: abcdefghijklmnopqrstuvwxyz")
-		disconnect(t, a, b, srv, cli)
-		for _, n := range []*node{a, b} {
-			for _, name := range []string{"cm_rx_drop_bad_mad", "cm_rx_drop_unmatched", "cm_rx_drop_bad_state", "cm_tx_retries_req"} {
-				if v := n.cm.Counter(name); v != 0 {
-					t.Errorf("%v: %s = %d, want 0", n.dev.Addr(), name, v)
+	for _, fam := range []struct {
+		name string
+		a, b netip.AddrPort
+	}{
+		{"IPv4", addrA, addrB},
+		{"IPv6", netip.MustParseAddrPort("[fd00:99::1]:4791"), netip.MustParseAddrPort("[fd00:99::2]:4791")},
+	} {
+		t.Run(fam.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				network := simlink.NewNetwork(simlink.Config{})
+				t.Cleanup(func() { network.Close() })
+				a, b := simNode(t, network, fam.a), simNode(t, network, fam.b)
+				srv, cli := connectPair(t, a, b)
+				if got, want := cli.QP().Query().DestQPN, srv.QP().QPN(); got != want {
+					t.Errorf("client QP's dest QPN %#x, want the server's %#x", got, want)
 				}
-			}
-		}
-		if b.cm.Counter("cm_tx_msgs_req") != 1 || a.cm.Counter("cm_tx_msgs_rep") != 1 || b.cm.Counter("cm_tx_msgs_rtu") != 1 ||
-			b.cm.Counter("cm_tx_msgs_dreq") != 1 || a.cm.Counter("cm_tx_msgs_drep") != 1 {
-			t.Errorf("messages sent: client %v; server %v", b.cm.Counters()[:7], a.cm.Counters()[:7])
-		}
-		_ = time.Second
-	})
+				if got, want := srv.QP().Query().DestQPN, cli.QP().QPN(); got != want {
+					t.Errorf("server QP's dest QPN %#x, want the client's %#x", got, want)
+				}
+				if got := srv.PeerAddr(); got.Addr() != fam.b.Addr() || got.Port() != cli.LocalAddr().Port() {
+					t.Errorf("the server sees the client at %v, want %v port %d", got, fam.b.Addr(), cli.LocalAddr().Port())
+				}
+				sendRecv(t, b, a, cli, srv, "rdma-ping-0: ABCDEFGHIJKLMNOPQRSTUVWXYZ")
+				sendRecv(t, a, b, srv, cli, "rdma-pong-0: abcdefghijklmnopqrstuvwxyz")
+				disconnect(t, a, b, srv, cli)
+				for _, n := range []*node{a, b} {
+					for _, name := range []string{"cm_rx_drop_bad_mad", "cm_rx_drop_unmatched", "cm_rx_drop_bad_state", "cm_tx_retries_req"} {
+						if v := n.cm.Counter(name); v != 0 {
+							t.Errorf("%v: %s = %d, want 0", n.dev.Addr(), name, v)
+						}
+					}
+				}
+				if b.cm.Counter("cm_tx_msgs_req") != 1 || a.cm.Counter("cm_tx_msgs_rep") != 1 || b.cm.Counter("cm_tx_msgs_rtu") != 1 ||
+					b.cm.Counter("cm_tx_msgs_dreq") != 1 || a.cm.Counter("cm_tx_msgs_drep") != 1 {
+					t.Errorf("messages sent: client %v; server %v", b.cm.Counters()[:7], a.cm.Counters()[:7])
+				}
+			})
+		})
+	}
 }

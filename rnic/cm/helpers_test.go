@@ -135,7 +135,11 @@ func listenBacklog(t *testing.T, n *node, port uint16, backlog int) *ID {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := lid.Bind(netip.AddrPortFrom(netip.IPv4Unspecified(), port)); err != nil {
+	any := netip.IPv4Unspecified()
+	if n.dev.Addr().Addr().Is6() {
+		any = netip.IPv6Unspecified()
+	}
+	if err := lid.Bind(netip.AddrPortFrom(any, port)); err != nil {
 		t.Fatal(err)
 	}
 	if err := lid.Listen(backlog); err != nil {
