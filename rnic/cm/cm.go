@@ -155,7 +155,7 @@ func readyGSI(q *rnic.QP) error {
 	return nil
 }
 
-// Close stops the CM: its timers stop, QP1 is destroyed and its
+// Close stops the CM: its timers stop, QP1 and its memory are released and its
 // connections are forgotten without a word to their peers. Destroy the IDs
 // first to tell them.
 func (c *CM) Close() error {
@@ -171,7 +171,7 @@ func (c *CM) Close() error {
 	c.mu.Unlock()
 	c.cancel()
 	<-c.done
-	return c.qp1.Destroy()
+	return errors.Join(c.qp1.Destroy(), c.recv.Dereg(), c.send.Dereg(), c.pd.Dealloc())
 }
 
 func (c *CM) postRecv(slot int) error {

@@ -45,7 +45,11 @@ func newNode(t *testing.T, l link.Link, addr netip.AddrPort, mtu int) *node {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { c.Close() })
+	t.Cleanup(func() {
+		if err := c.Close(); err != nil {
+			t.Errorf("closing the CM: %v", err)
+		}
+	})
 	pd, err := dev.AllocPD()
 	if err != nil {
 		t.Fatal(err)
