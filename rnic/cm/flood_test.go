@@ -162,3 +162,32 @@ func TestREQFlood(t *testing.T) {
 		}
 	})
 }
+
+// TestAnswerToRoCEPort has a REQ arrive from UDP source port 55410, as
+// rxe's do (it draws the port from the flow label): the REJ goes to the
+// sender's RoCEv2 port, 4791, not back to 55410.
+func TestAnswerToRoCEPort(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var rejTo []netip.AddrPort
+		network := simlink.NewNetwork(simlink.Config{Impairments: []simlink.Impairment{{Action: simlink.Drop,
+			Match: func(p *simlink.Packet) bool {
+				if isCM(wire.CMAttrREJ)(p) {
+					rejTo = append(rejTo, p.Dst)
+				}
+				return false
+			}}}})
+		t.Cleanup(func() { network.Close() })
+		a := simNode(t, network, addrA)
+		at := newAttacker(t, network, netip.AddrPortFrom(addrC.Addr(), 55410), addrA)
+		simPort(t, network, addrC) // where 10.0.0.3's RoCEv2 traffic is due
+		at.sendREQ(t, wire.ServiceID(wire.PortSpaceTCP, 1), 0x1234, addrA.Addr())
+		time.Sleep(time.Millisecond)
+		synctest.Wait()
+		if want := netip.AddrPortFrom(addrC.Addr(), 4791); len(rejTo) != 1 || rejTo[0] != want {
+			t.Errorf("REJs sent to %v, want one to %v", rejTo, want)
+		}
+		if n := a.cm.Counter("cm_req_no_listener"); n != 1 {
+			t.Errorf("cm_req_no_listener = %d, want 1", n)
+		}
+	})
+}

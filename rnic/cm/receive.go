@@ -24,7 +24,10 @@ func (c *CM) receive(now time.Time, src netip.AddrPort, b []byte) {
 		return
 	}
 	c.cnt.rxMsgs[i].Add(1)
-	src = netip.AddrPortFrom(src.Addr().Unmap(), src.Port())
+	// Answers go to the sender's RoCEv2 port, not to the UDP source port
+	// it sent from (rxe draws that from the flow label): on goroce the
+	// peer's port is taken to be this device's (see ID.ResolveAddr).
+	src = netip.AddrPortFrom(src.Addr().Unmap(), c.dev.Addr().Port())
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
