@@ -9,7 +9,6 @@ import (
 	"math/bits"
 	"net/netip"
 	"sync"
-	"time"
 
 	"github.com/goroce/goroce/mr"
 	"github.com/goroce/goroce/qp"
@@ -193,7 +192,7 @@ func (c *CM) run(ctx context.Context) {
 			slot := int(wc.WRID)
 			if wc.Status == qp.WCSuccess && wc.Opcode == qp.WCRecv {
 				b := c.recv.Bytes()[slot*slotLen : (slot+1)*slotLen]
-				c.receive(time.Now(), wc.Src, b[qp.GRHLen:min(int(wc.ByteLen), slotLen)])
+				c.receive(wc.Src, b[qp.GRHLen:min(int(wc.ByteLen), slotLen)])
 			}
 			if wc.Status != qp.WCWRFlushErr {
 				c.postRecv(slot)

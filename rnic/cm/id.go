@@ -248,6 +248,7 @@ func (id *ID) Listen(backlog int) error {
 // ID first. ADDR_RESOLVED (or ADDR_ERROR) follows on the channel. On
 // goroce the device is the CM's, and the peer's RoCEv2 UDP port is taken
 // to be this device's (4791 unless both were opened on another).
+// Resolution takes no time, so timeout is not used.
 func (id *ID) ResolveAddr(src, dst netip.AddrPort, timeout time.Duration) error {
 	c := id.cm
 	c.mu.Lock()
@@ -286,7 +287,7 @@ func (id *ID) ResolveAddr(src, dst netip.AddrPort, timeout time.Duration) error 
 
 // ResolveRoute resolves the route to the peer (rdma_resolve_route):
 // ROUTE_RESOLVED follows. On RoCE the route is the IP one; the path's MTU
-// is the port's active MTU.
+// is the port's active MTU. Resolution takes no time: timeout is not used.
 func (id *ID) ResolveRoute(timeout time.Duration) error {
 	c := id.cm
 	c.mu.Lock()

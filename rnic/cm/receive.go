@@ -2,7 +2,6 @@ package cm
 
 import (
 	"net/netip"
-	"time"
 
 	"github.com/goroce/goroce/qp"
 	"github.com/goroce/goroce/wire"
@@ -11,7 +10,7 @@ import (
 // receive takes one MAD that arrived on QP1 from src and runs the state
 // machine's handler for its message (cm.c cm_recv_handler, which checks
 // what ib_mad has not, then cm_work_handler).
-func (c *CM) receive(now time.Time, src netip.AddrPort, b []byte) {
+func (c *CM) receive(src netip.AddrPort, b []byte) {
 	m, err := wire.ParseMAD(b)
 	if err != nil || !m.IsCM() {
 		c.cnt.badMAD.Add(1)
