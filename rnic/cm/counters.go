@@ -22,6 +22,7 @@ type counters struct {
 	unmatched   atomic.Uint64 // no connection has the comm IDs the message names
 	badSource   atomic.Uint64 // the message came from another address than the connection's peer
 	badState    atomic.Uint64 // the message is not expected in the connection's state
+	unsupported atomic.Uint64 // SIDR, LAP and APR messages, which this CM does not implement
 	noListener  atomic.Uint64 // REQs for a service nobody listens on (answered with REJ)
 	badCMAHdr   atomic.Uint64 // REQs whose rdma_cm header does not match the listener (answered with REJ)
 	backlogFull atomic.Uint64 // REQs dropped because the listener's backlog was full
@@ -62,6 +63,7 @@ func (c *CM) Counters() []rnic.Counter {
 		rnic.Counter{Name: "cm_rx_drop_unmatched", Value: c.cnt.unmatched.Load()},
 		rnic.Counter{Name: "cm_rx_drop_bad_source", Value: c.cnt.badSource.Load()},
 		rnic.Counter{Name: "cm_rx_drop_bad_state", Value: c.cnt.badState.Load()},
+		rnic.Counter{Name: "cm_rx_drop_unsupported", Value: c.cnt.unsupported.Load()},
 		rnic.Counter{Name: "cm_req_no_listener", Value: c.cnt.noListener.Load()},
 		rnic.Counter{Name: "cm_req_bad_cma_header", Value: c.cnt.badCMAHdr.Load()},
 		rnic.Counter{Name: "cm_req_backlog_full", Value: c.cnt.backlogFull.Load()},

@@ -47,8 +47,8 @@ func (c *CM) receive(src netip.AddrPort, b []byte) {
 		c.onDREQ(src, m)
 	case wire.CMAttrDREP:
 		c.onDREP(src, m)
-	default: // SIDR, LAP, APR: not implemented; ib_cm would answer some
-		c.cnt.badMAD.Add(1)
+	default: // SIDR, LAP, APR: not implemented
+		c.cnt.unsupported.Add(1)
 	}
 }
 
