@@ -96,6 +96,8 @@
 //	Device.mu → worker.mu, mr's locks (CreateQP)
 //	rxMu → QP.timerMu (rearm runs after sendMu and the QP's and congestion locks are
 //	                   released; fired lets go of it before it rings the worker)
+//	cm.CM.mu (package rnic/cm) → any of the above: the CM calls CreateQP, Modify,
+//	                   CreateAH and PostSend under it; nothing in rnic takes it
 //
 // The locks in braces are leaves: nothing is called into a QP while one
 // is held, which is why an engine may ring its worker (Env.Doorbell) or

@@ -16,7 +16,9 @@ func connectPair(t *testing.T, a, b *node) (srv, cli *ID) {
 	listen(t, a, rpingPort)
 	cli = dial(t, b, netip.AddrPort{}, netip.AddrPortFrom(a.dev.Addr().Addr(), rpingPort), rpingParam())
 	srv = accept(t, a)
-	expect(t, b.ch, EventEstablished)
+	if ev := expect(t, b.ch, EventEstablished); ev.Param.QPNum != srv.QP().QPN() {
+		t.Errorf("the client's ESTABLISHED names QPN %#x, want the server's %#x", ev.Param.QPNum, srv.QP().QPN())
+	}
 	expect(t, a.ch, EventEstablished)
 	return srv, cli
 }

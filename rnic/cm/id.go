@@ -35,7 +35,8 @@ type ConnParam struct {
 	RNRRetryCount uint8
 	// SRQ: this side's QP takes its receives from a shared receive queue.
 	SRQ bool
-	// QPNum is the peer's QPN, in CONNECT_REQUEST's Param.
+	// QPNum is the peer's QPN, in the Param of CONNECT_REQUEST and of the
+	// active side's ESTABLISHED.
 	QPNum uint32
 }
 

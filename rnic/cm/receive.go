@@ -238,8 +238,8 @@ func (c *CM) onREP(src netip.AddrPort, m wire.MAD) {
 	c.sendRTU(id)
 	id.state = StateEstablished
 	id.ch.push(&Event{Type: EventEstablished, ID: id,
-		Param: ConnParam{ResponderResources: id.respRes, InitiatorDepth: id.initDepth,
-			PrivateData: append([]byte(nil), rep.PrivateData()...)}})
+		Param: ConnParam{ResponderResources: id.respRes, InitiatorDepth: id.initDepth, QPNum: id.remoteQPN,
+			RNRRetryCount: id.rnrRetry, PrivateData: append([]byte(nil), rep.PrivateData()...)}})
 }
 
 // onRTU: the handshake is done (IBTA 12.9.6 passive: REP_SENT →
