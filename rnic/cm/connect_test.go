@@ -28,6 +28,7 @@ func connectPair(t *testing.T, a, b *node) (srv, cli *ID) {
 // it.
 func disconnect(t *testing.T, a, b *node, srv, cli *ID) {
 	t.Helper()
+	before := []int{a.cm.Connections(), b.cm.Connections()}
 	if err := cli.Disconnect(); err != nil {
 		t.Fatal(err)
 	}
@@ -38,10 +39,13 @@ func disconnect(t *testing.T, a, b *node, srv, cli *ID) {
 	expect(t, b.ch, EventDisconnected)
 	expect(t, b.ch, EventTimewaitExit)
 	expect(t, a.ch, EventTimewaitExit)
-	for _, n := range []*node{a, b} {
-		if c := n.cm.Connections(); c != 0 {
-			t.Errorf("%v: %d connections after TIMEWAIT", n.dev.Addr(), c)
+	for i, n := range []*node{a, b} {
+		if c := n.cm.Connections(); c != before[i]-1 {
+			t.Errorf("%v: %d connections after TIMEWAIT, want %d", n.dev.Addr(), c, before[i]-1)
 		}
+	}
+	if cli.State() != StateIdle || srv.State() != StateIdle {
+		t.Errorf("IDs in %v and %v after TIMEWAIT, want IDLE", cli.State(), srv.State())
 	}
 	if cli.QP().State() != qp.StateErr || srv.QP().State() != qp.StateErr {
 		t.Errorf("QPs in %v and %v after the disconnect, want ERR", cli.QP().State(), srv.QP().State())

@@ -191,3 +191,33 @@ func TestAnswerToRoCEPort(t *testing.T) {
 		}
 	})
 }
+
+// TestMaxConnections fills a server's connection table (Config.MaxConnections
+// 2) with two clients: a third one's REQs are dropped and counted
+// (cm_req_no_resources) until one of the first two disconnects and its
+// TIMEWAIT ends; then the third connects on a retry.
+func TestMaxConnections(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		network := simlink.NewNetwork(simlink.Config{})
+		t.Cleanup(func() { network.Close() })
+		a := newNodeConfig(t, simPort(t, network, addrA), addrA, 1024, Config{MaxConnections: 2})
+		b := simNode(t, network, addrB)
+		srv, cli := connectPair(t, a, b)
+		dst := netip.AddrPortFrom(addrA.Addr(), rpingPort)
+		dial(t, b, netip.AddrPort{}, dst, rpingParam())
+		accept(t, a)
+		expect(t, b.ch, EventEstablished)
+		expect(t, a.ch, EventEstablished)
+		third := dial(t, b, netip.AddrPort{}, dst, rpingParam())
+		time.Sleep(cmTimeout / 2)
+		synctest.Wait()
+		if n, c := a.cm.Counter("cm_req_no_resources"), a.cm.Connections(); n != 1 || c != 2 {
+			t.Errorf("cm_req_no_resources = %d with %d connections, want 1 with 2", n, c)
+		}
+		disconnect(t, a, b, srv, cli)
+		srv3 := accept(t, a)
+		expect(t, b.ch, EventEstablished)
+		expect(t, a.ch, EventEstablished)
+		sendRecv(t, b, a, third, srv3, "third time lucky")
+	})
+}

@@ -40,8 +40,14 @@ const rpingPort = 7174
 // the test.
 func newNode(t *testing.T, l link.Link, addr netip.AddrPort, mtu int) *node {
 	t.Helper()
+	return newNodeConfig(t, l, addr, mtu, Config{})
+}
+
+// newNodeConfig is newNode with a CM configuration.
+func newNodeConfig(t *testing.T, l link.Link, addr netip.AddrPort, mtu int, cfg Config) *node {
+	t.Helper()
 	dev := openDevice(t, l, addr, mtu)
-	c, err := Open(dev, Config{})
+	c, err := Open(dev, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
