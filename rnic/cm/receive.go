@@ -101,40 +101,22 @@ func (c *CM) onREQ(src netip.AddrPort, m wire.MAD) {
 		c.issueREJ(src, m, wire.CMRejInvalidServiceID)
 		return
 	}
-	// Bounds: a full backlog or connection table drops the REQ; its
-	// sender retries (cm.c cm_req_handler returns -ENOMEM and sends
-	// nothing).
-	if lis.pending >= lis.backlog {
-		c.cnt.backlogFull.Add(1)
+	if !c.admit(lis) {
 		return
 	}
-	if len(c.byLocal) >= c.cfg.MaxConnections {
-		c.cnt.noResources.Add(1)
-		return
-	}
-	// rdma_cm's header must be there and name the listener's address
-	// (cma.c cma_check_req_qp_type, cma_save_ip_info,
-	// cma_match_private_data); otherwise the handler fails and ib_cm's
-	// cm_destroy_id rejects with reason 28, consumer defined.
 	hdr := wire.CMAHeader(req.PrivateData()[:wire.CMAHeaderLen])
-	dst, srcIP := hdr.DstIP().Unmap(), hdr.SrcIP().Unmap()
-	if hdr.Version() != wire.CMAVersion || (hdr.IPVersion() != 4 && hdr.IPVersion() != 6) ||
-		req.TransportServiceType() != 0 || (!lis.local.Addr().IsUnspecified() && dst != lis.local.Addr()) ||
-		dst != c.dev.Addr().Addr().Unmap() {
+	if !c.cmaHeaderOK(hdr, lis) || req.TransportServiceType() != 0 {
 		c.cnt.badCMAHdr.Add(1)
 		c.issueREJ(src, m, wire.CMRejConsumerDefined)
 		return
 	}
-	id := &ID{cm: c, ch: lis.ch, ps: lis.ps, context: lis.context, addr: routeResolved,
-		local: netip.AddrPortFrom(dst, lis.local.Port()), remote: netip.AddrPortFrom(srcIP, hdr.SrcPort()),
-		peer: src, listen: lis, localID: c.newLocalID(), remoteID: req.LocalCommID(),
-		tid: m.Header().TransactionID(), remoteQPN: req.LocalQPN(), remotePSN: req.StartingPSN(),
-		mtu: min(c.mtu, qpMTU(req.PathMTU())), retryCnt: req.RetryCount(), rnrRetry: req.RNRRetryCount(),
-		ackTimeout: req.Primary().LocalACKTimeout(), targetACKDelay: ACKDelay,
-		peerTimeout: req.LocalCMResponseTimeout(), maxRetries: req.MaxCMRetries(), state: StateReqRcvd}
-	lis.pending++
-	c.byLocal[id.localID] = id
-	c.byRemote[remoteKey{id.remoteID, src.Addr()}] = id
+	id := c.newPassive(lis, src, hdr, req.LocalCommID(), m.Header().TransactionID())
+	id.remoteQPN, id.remotePSN = req.LocalQPN(), req.StartingPSN()
+	id.mtu = min(c.mtu, qpMTU(req.PathMTU()))
+	id.retryCnt, id.rnrRetry = req.RetryCount(), req.RNRRetryCount()
+	id.ackTimeout, id.targetACKDelay = req.Primary().LocalACKTimeout(), ACKDelay
+	id.peerTimeout, id.maxRetries = req.LocalCMResponseTimeout(), req.MaxCMRetries()
+	id.state = StateReqRcvd
 	// rdma_cm reports the REQ from this side: the peer's initiator depth
 	// is what this side must answer (cma.c cma_set_req_event_data).
 	p := ConnParam{ResponderResources: req.InitiatorDepth(), InitiatorDepth: req.ResponderResources(),
@@ -142,6 +124,46 @@ func (c *CM) onREQ(src netip.AddrPort, m wire.MAD) {
 		SRQ: req.SRQ(), QPNum: req.LocalQPN(),
 		PrivateData: append([]byte(nil), req.PrivateData()[wire.CMAHeaderLen:]...)}
 	lis.ch.push(&Event{Type: EventConnectRequest, ID: id, ListenID: lis, Param: p})
+}
+
+// admit applies the bounds on a request for the listener lis: a full
+// backlog or connection table drops it, and its sender retries (cm.c
+// cm_req_handler returns -ENOMEM and sends nothing).
+func (c *CM) admit(lis *ID) bool {
+	if lis.pending >= lis.backlog {
+		c.cnt.backlogFull.Add(1)
+		return false
+	}
+	if len(c.byLocal) >= c.cfg.MaxConnections {
+		c.cnt.noResources.Add(1)
+		return false
+	}
+	return true
+}
+
+// cmaHeaderOK checks rdma_cm's header of a request: it must be there and
+// name the listener's address (cma.c cma_save_ip_info,
+// cma_match_private_data); otherwise rdma_cm's handler fails and ib_cm
+// rejects (cm.c cm_destroy_id: REJ reason 28, consumer defined, or a
+// SIDR_REP with status REJECT).
+func (c *CM) cmaHeaderOK(hdr wire.CMAHeader, lis *ID) bool {
+	dst := hdr.DstIP().Unmap()
+	return hdr.Version() == wire.CMAVersion && (hdr.IPVersion() == 4 || hdr.IPVersion() == 6) &&
+		(lis.local.Addr().IsUnspecified() || dst == lis.local.Addr()) && dst == c.dev.Addr().Addr().Unmap()
+}
+
+// newPassive returns the ID of a request that a listener admitted, with
+// its addresses from rdma_cm's header, entered in the CM's tables and
+// counted in the listener's backlog; the caller fills in the rest.
+func (c *CM) newPassive(lis *ID, src netip.AddrPort, hdr wire.CMAHeader, remoteID uint32, tid uint64) *ID {
+	id := &ID{cm: c, ch: lis.ch, ps: lis.ps, context: lis.context, addr: routeResolved,
+		local:  netip.AddrPortFrom(hdr.DstIP().Unmap(), lis.local.Port()),
+		remote: netip.AddrPortFrom(hdr.SrcIP().Unmap(), hdr.SrcPort()),
+		peer:   src, listen: lis, localID: c.newLocalID(), remoteID: remoteID, tid: tid}
+	lis.pending++
+	c.byLocal[id.localID] = id
+	c.byRemote[remoteKey{remoteID, src.Addr()}] = id
+	return id
 }
 
 // qpMTU reads a path MTU field (enum ibv_mtu), clamping nonsense to 256.
