@@ -26,8 +26,8 @@ func TestAPIMisuse(t *testing.T) {
 			}
 			return id
 		}
-		if _, err := a.ch.CreateID(nil, wire.PortSpaceUDP); !errors.Is(err, ErrInvalidArg) {
-			t.Errorf("CreateID in RDMA_PS_UDP: %v, want ErrInvalidArg", err)
+		if _, err := a.ch.CreateID(nil, wire.PortSpaceIB); !errors.Is(err, ErrInvalidArg) {
+			t.Errorf("CreateID in RDMA_PS_IB: %v, want ErrInvalidArg", err)
 		}
 		lis := listen(t, a, rpingPort)
 		id := newID()

@@ -120,7 +120,7 @@ func Open(dev *rnic.Device, cfg Config) (*CM, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := readyGSI(c.qp1); err != nil {
+	if err := readyUD(c.qp1, wire.GSIQKey); err != nil {
 		c.qp1.Destroy()
 		return nil, err
 	}
@@ -136,19 +136,20 @@ func Open(dev *rnic.Device, cfg Config) (*CM, error) {
 	return c, nil
 }
 
-// readyGSI moves QP1 through INIT (Q_Key 0x80010000, IBTA 13.5.3.2), RTR
-// and RTS, as ib_mad's ib_mad_port_start does.
-func readyGSI(q *rnic.QP) error {
+// readyUD moves a UD QP through INIT with Q_Key qkey, RTR and RTS: QP1
+// with 0x80010000 (IBTA 13.5.3.2), as ib_mad's ib_mad_port_start does,
+// and rdma_cm's UD QPs with UDPQKey (cma.c cma_init_ud_qp).
+func readyUD(q *rnic.QP, qkey uint32) error {
 	for _, s := range []struct {
 		attr qp.Attr
 		mask qp.AttrMask
 	}{
-		{qp.Attr{State: qp.StateInit, QKey: wire.GSIQKey, PortNum: 1}, qp.AttrState | qp.AttrPKeyIndex | qp.AttrPort | qp.AttrQKey},
+		{qp.Attr{State: qp.StateInit, QKey: qkey, PortNum: 1}, qp.AttrState | qp.AttrPKeyIndex | qp.AttrPort | qp.AttrQKey},
 		{qp.Attr{State: qp.StateRTR}, qp.AttrState},
 		{qp.Attr{State: qp.StateRTS}, qp.AttrState | qp.AttrSQPSN},
 	} {
 		if err := q.Modify(&s.attr, s.mask); err != nil {
-			return fmt.Errorf("cm: QP1 to %v: %w", s.attr.State, err)
+			return fmt.Errorf("cm: UD QP %#x to %v: %w", q.QPN(), s.attr.State, err)
 		}
 	}
 	return nil

@@ -22,7 +22,7 @@ type counters struct {
 	unmatched   atomic.Uint64 // no connection has the comm IDs the message names
 	badSource   atomic.Uint64 // the message came from another address than the connection's peer
 	badState    atomic.Uint64 // the message is not expected in the connection's state
-	unsupported atomic.Uint64 // SIDR, LAP and APR messages, which this CM does not implement
+	unsupported atomic.Uint64 // LAP and APR messages, which this CM does not implement
 	noListener  atomic.Uint64 // REQs for a service nobody listens on (answered with REJ)
 	badCMAHdr   atomic.Uint64 // REQs whose rdma_cm header does not match the listener (answered with REJ)
 	backlogFull atomic.Uint64 // REQs dropped because the listener's backlog was full
@@ -53,7 +53,7 @@ func (c *CM) Counters() []rnic.Counter {
 	}{{"cm_tx_msgs", &c.cnt.txMsgs}, {"cm_tx_retries", &c.cnt.txRetries}, {"cm_rx_msgs", &c.cnt.rxMsgs},
 		{"cm_rx_duplicates", &c.cnt.rxDups}}
 	for _, g := range groups {
-		for i, n := range attrNames[:7] {
+		for i, n := range attrNames[:9] {
 			out = append(out, rnic.Counter{Name: g.name + "_" + n, Value: g.v[i].Load()})
 		}
 	}

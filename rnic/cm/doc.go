@@ -34,13 +34,13 @@
 //	rdma_destroy_event_channel        EventChannel.Close
 //	rdma_get_cm_event                 EventChannel.Get(ctx) → *Event
 //	rdma_ack_cm_event                 (nothing: events are garbage collected)
-//	rdma_create_id(ch, ctx, RDMA_PS_TCP)  EventChannel.CreateID(ctx, wire.PortSpaceTCP)
+//	rdma_create_id(ch, ctx, ps)       EventChannel.CreateID(ctx, wire.PortSpaceTCP or PortSpaceUDP)
 //	rdma_destroy_id                   ID.Destroy
 //	rdma_bind_addr                    ID.Bind
 //	rdma_listen                       ID.Listen(backlog)
 //	rdma_resolve_addr                 ID.ResolveAddr(src, dst, timeout)
 //	rdma_resolve_route                ID.ResolveRoute(timeout)
-//	rdma_create_qp                    ID.CreateQP(pd, *qp.InitAttr) (RC, moved to INIT)
+//	rdma_create_qp                    ID.CreateQP(pd, *qp.InitAttr) (RC to INIT; UD to RTS)
 //	rdma_destroy_qp                   ID.DestroyQP
 //	rdma_connect(id, conn_param)      ID.Connect(*ConnParam)
 //	rdma_accept                       ID.Accept(*ConnParam)
@@ -49,6 +49,7 @@
 //	rdma_get_local_addr, _peer_addr   ID.LocalAddr, ID.PeerAddr
 //	id->qp, id->verbs, id->context    ID.QP, ID.Device, ID.Context
 //	struct rdma_conn_param            ConnParam
+//	struct rdma_ud_param              UDParam (Event.UD)
 //	enum rdma_cm_event_type           EventType (EventAddrResolved = RDMA_CM_EVENT_ADDR_RESOLVED, ...)
 //	event->status                     Event.Status (the REJ reason; -110 for UNREACHABLE)
 //	/sys/.../cm_tx_msgs/req, ...      CM.Counters (cm_tx_msgs_req, ...)
@@ -56,6 +57,8 @@
 // As with rdma_cm used from the kernel (and librdmacm's rdma_get_cm_event,
 // which does the same for user programs), the active side's QP goes to RTR
 // and RTS when the REP arrives and the RTU leaves by itself: the consumer
-// sees ESTABLISHED, not CONNECT_RESPONSE. UD (RDMA_PS_UDP with SIDR), LAP
-// and APR, and multicast are not implemented.
+// sees ESTABLISHED, not CONNECT_RESPONSE. In RDMA_PS_UDP, Connect sends a
+// SIDR_REQ (IBTA 12.11) and ESTABLISHED carries the peer's UD QP, QPN and
+// Q_Key in Event.UD (struct rdma_ud_param), as for udaddy. LAP and APR
+// (path migration) and multicast are not implemented.
 package cm

@@ -57,7 +57,9 @@ type Event struct {
 	// ListenID is the listening ID a CONNECT_REQUEST came through.
 	ListenID *ID
 	// Status is the REJ's reason code (wire.CMRejReason) for REJECTED,
-	// StatusTimedOut for UNREACHABLE, 0 otherwise.
+	// StatusTimedOut for UNREACHABLE after the retries, the SIDR_REP's
+	// status (wire.CMSIDRStatus) for UNREACHABLE of a refused SIDR_REQ,
+	// 0 otherwise.
 	Status int
 	// Param is the peer's connection parameters: for CONNECT_REQUEST,
 	// what the REQ asks (its responder resources and initiator depth seen
@@ -65,6 +67,8 @@ type Event struct {
 	// carries a CM message, the message's private data (for a REQ, after
 	// rdma_cm's header).
 	Param ConnParam
+	// UD is the peer's UD QP, in ESTABLISHED of an RDMA_PS_UDP ID.
+	UD *UDParam
 }
 
 // EventChannel queues the events of the IDs created on it (struct

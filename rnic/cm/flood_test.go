@@ -35,7 +35,7 @@ func newAttacker(t *testing.T, network *simlink.Network, addr, victim netip.Addr
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := readyGSI(q); err != nil {
+	if err := readyUD(q, wire.GSIQKey); err != nil {
 		t.Fatal(err)
 	}
 	m, err := pd.RegMR(make([]byte, wire.MADLen), 0)

@@ -107,11 +107,11 @@ type ID struct {
 }
 
 // CreateID creates an ID on the channel in port space ps (rdma_create_id);
-// context is returned by Context. Only RDMA_PS_TCP (RC connections) is
-// implemented.
+// context is returned by Context. RDMA_PS_TCP connects RC QPs with the CM's
+// REQ, REP and RTU; RDMA_PS_UDP finds the peer's UD QP with SIDR.
 func (ch *EventChannel) CreateID(context any, ps wire.PortSpace) (*ID, error) {
-	if ps != wire.PortSpaceTCP {
-		return nil, fmt.Errorf("%w: port space %v (only TCP, for RC)", ErrInvalidArg, ps)
+	if ps != wire.PortSpaceTCP && ps != wire.PortSpaceUDP {
+		return nil, fmt.Errorf("%w: port space %v (TCP for RC, UDP for UD)", ErrInvalidArg, ps)
 	}
 	return &ID{cm: ch.cm, ch: ch, ps: ps, context: context}, nil
 }
@@ -305,13 +305,18 @@ func (id *ID) ResolveRoute(timeout time.Duration) error {
 	return nil
 }
 
-// CreateQP creates the ID's QP on pd and moves it to INIT (rdma_create_qp).
-// Only RC is implemented. The ID then moves it to RTR and RTS when the
-// connection forms, and to ERR when it ends, as rdma_cm does.
+// CreateQP creates the ID's QP on pd (rdma_create_qp): an RC QP for
+// RDMA_PS_TCP, moved to INIT, which the ID moves to RTR and RTS when the
+// connection forms and to ERR when it ends; a UD QP for RDMA_PS_UDP,
+// moved at once through INIT (Q_Key UDPQKey), RTR and RTS, as rdma_cm does.
 func (id *ID) CreateQP(pd *mr.PD, ia *qp.InitAttr) (*rnic.QP, error) {
 	c := id.cm
-	if ia == nil || ia.Type != qp.RC {
-		return nil, fmt.Errorf("%w: CreateQP wants an RC QP", ErrInvalidArg)
+	want := qp.RC
+	if id.ps == wire.PortSpaceUDP {
+		want = qp.UD
+	}
+	if ia == nil || ia.Type != want {
+		return nil, fmt.Errorf("%w: CreateQP in port space %v wants a %v QP", ErrInvalidArg, id.ps, want)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -325,15 +330,24 @@ func (id *ID) CreateQP(pd *mr.PD, ia *qp.InitAttr) (*rnic.QP, error) {
 	if err != nil {
 		return nil, err
 	}
-	// cma.c cma_init_conn_qp: INIT with P_Key index 0, port 1, no remote
-	// access until the connection says what the peer may do.
-	if err := q.Modify(&qp.Attr{State: qp.StateInit, PortNum: 1},
-		qp.AttrState|qp.AttrPKeyIndex|qp.AttrPort|qp.AttrAccessFlags); err != nil {
+	if err := initQP(q, want); err != nil {
 		q.Destroy()
 		return nil, err
 	}
 	id.qp = q
 	return q, nil
+}
+
+// initQP readies a new QP for rdma_cm: an RC QP goes to INIT with P_Key
+// index 0, port 1 and no remote access until the connection says what the
+// peer may do (cma.c cma_init_conn_qp); a UD QP goes to RTS with rdma_cm's
+// Q_Key (cma.c cma_init_ud_qp).
+func initQP(q *rnic.QP, typ qp.Type) error {
+	if typ == qp.RC {
+		return q.Modify(&qp.Attr{State: qp.StateInit, PortNum: 1},
+			qp.AttrState|qp.AttrPKeyIndex|qp.AttrPort|qp.AttrAccessFlags)
+	}
+	return readyUD(q, UDPQKey)
 }
 
 // DestroyQP destroys the ID's QP (rdma_destroy_qp).
@@ -351,11 +365,15 @@ func (id *ID) DestroyQP() error {
 
 // Connect starts connecting to the resolved peer (rdma_connect): it sends
 // a REQ and the connection is ESTABLISHED, REJECTED or UNREACHABLE later.
-// The ID's QP must exist.
+// The ID's QP must exist. In RDMA_PS_UDP it sends a SIDR_REQ instead, and
+// ESTABLISHED names the peer's UD QP (Event.UD); no QP is needed.
 func (id *ID) Connect(p *ConnParam) error {
 	c := id.cm
 	if p == nil {
 		p = &ConnParam{}
+	}
+	if id.ps == wire.PortSpaceUDP {
+		return id.resolveUD(p)
 	}
 	if len(p.PrivateData) > MaxReqPrivateData || p.RetryCount > 7 || p.RNRRetryCount > 7 {
 		return fmt.Errorf("%w: private data %d bytes (max %d), retry count %d, RNR retry count %d (max 7)",
@@ -376,9 +394,28 @@ func (id *ID) Connect(p *ConnParam) error {
 	return nil
 }
 
+// resolveUD is Connect in RDMA_PS_UDP.
+func (id *ID) resolveUD(p *ConnParam) error {
+	c := id.cm
+	if len(p.PrivateData) > MaxSIDRPrivateData {
+		return fmt.Errorf("%w: private data %d bytes (max %d)", ErrInvalidArg, len(p.PrivateData), MaxSIDRPrivateData)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.usable(id); err != nil {
+		return err
+	}
+	if id.addr != routeResolved || id.state != StateIdle {
+		return fmt.Errorf("%w: Connect wants a resolved route and an idle ID", ErrState)
+	}
+	c.sendSIDRREQ(id, p)
+	return nil
+}
+
 // Accept accepts the connection a CONNECT_REQUEST asked for (rdma_accept):
 // the ID's QP goes to RTR and RTS with what the REQ said, a REP goes back,
-// and ESTABLISHED follows when the RTU arrives.
+// and ESTABLISHED follows when the RTU arrives. For a SIDR_REQ, the
+// SIDR_REP names the ID's UD QP, and that is all.
 func (id *ID) Accept(p *ConnParam) error {
 	c := id.cm
 	if p == nil {
@@ -393,11 +430,18 @@ func (id *ID) Accept(p *ConnParam) error {
 	if err := c.usable(id); err != nil {
 		return err
 	}
-	if id.state != StateReqRcvd && id.state != StateMRAReqSent {
+	if id.state != StateReqRcvd && id.state != StateMRAReqSent && id.state != StateSIDRReqRcvd {
 		return fmt.Errorf("%w: Accept in %v", ErrState, id.state)
 	}
 	if id.qp == nil {
 		return fmt.Errorf("%w: Accept wants the ID's QP", ErrState)
+	}
+	if id.state == StateSIDRReqRcvd {
+		if len(p.PrivateData) > wire.CMSIDRRepPrivateDataLen {
+			return fmt.Errorf("%w: private data %d bytes (max %d)", ErrInvalidArg, len(p.PrivateData), wire.CMSIDRRepPrivateDataLen)
+		}
+		c.sendSIDRREP(id, wire.CMSIDRSuccess, p.PrivateData)
+		return nil
 	}
 	return c.sendREP(id, p)
 }
@@ -415,10 +459,15 @@ func (id *ID) Reject(privateData []byte) error {
 	if err := c.usable(id); err != nil {
 		return err
 	}
-	if id.state != StateReqRcvd && id.state != StateMRAReqSent {
+	switch id.state {
+	case StateReqRcvd, StateMRAReqSent:
+		c.rejectREQ(id, wire.CMRejConsumerDefined, privateData)
+	case StateSIDRReqRcvd:
+		// A SIDR_REP with status REJECT (cma.c rdma_reject for UD).
+		c.sendSIDRREP(id, wire.CMSIDRReject, privateData[:min(len(privateData), wire.CMSIDRRepPrivateDataLen)])
+	default:
 		return fmt.Errorf("%w: Reject in %v", ErrState, id.state)
 	}
-	c.rejectREQ(id, wire.CMRejConsumerDefined, privateData)
 	return nil
 }
 
@@ -468,6 +517,8 @@ func (id *ID) Destroy() error {
 			c.sendDREQ(id)
 		case StateDREQRcvd:
 			c.sendDREP(id)
+		case StateSIDRReqRcvd:
+			c.sendSIDRREP(id, wire.CMSIDRReject, nil)
 		}
 	}
 	id.destroyed = true

@@ -47,7 +47,11 @@ func (c *CM) receive(src netip.AddrPort, b []byte) {
 		c.onDREQ(src, m)
 	case wire.CMAttrDREP:
 		c.onDREP(src, m)
-	default: // SIDR, LAP, APR: not implemented
+	case wire.CMAttrSIDRREQ:
+		c.onSIDRREQ(src, m)
+	case wire.CMAttrSIDRREP:
+		c.onSIDRREP(src, m)
+	default: // LAP, APR: not implemented
 		c.cnt.unsupported.Add(1)
 	}
 }

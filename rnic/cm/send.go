@@ -64,21 +64,26 @@ func (c *CM) sendREQ(id *ID, p *ConnParam) {
 			FlowLabel: flowLabel(id.local.Port(), id.remote.Port()), HopLimit: HopLimit,
 			LocalACKTimeout: id.ackTimeout},
 	}
-	// The rdma_cm header (IBTA Annex A11.6; cma.c cma_format_hdr), then
-	// the consumer's private data.
-	v := uint8(6)
-	if id.local.Addr().Is4() {
-		v = 4
-	}
-	hdr := wire.CMAHeaderFields{Version: wire.CMAVersion, IPVersion: v, SrcPort: id.local.Port(),
-		SrcIP: id.local.Addr(), DstIP: id.remote.Addr()}
-	hdr.Encode(wire.CMAHeader(f.PrivateData[:wire.CMAHeaderLen]))
+	c.cmaHeader(id, f.PrivateData[:wire.CMAHeaderLen])
 	copy(f.PrivateData[wire.CMAHeaderLen:], p.PrivateData)
 	m := newMAD(&id.msg, wire.CMAttrREQ, id.tid)
 	f.Encode(wire.CMReq(m.Data()))
 	c.byLocal[id.localID] = id
 	id.state = StateReqSent
 	c.transmit(id)
+}
+
+// cmaHeader writes rdma_cm's header, which goes in front of the consumer's
+// private data of a REQ or SIDR_REQ (IBTA Annex A11.6; cma.c
+// cma_format_hdr).
+func (c *CM) cmaHeader(id *ID, b []byte) {
+	v := uint8(6)
+	if id.local.Addr().Is4() {
+		v = 4
+	}
+	hdr := wire.CMAHeaderFields{Version: wire.CMAVersion, IPVersion: v, SrcPort: id.local.Port(),
+		SrcIP: id.local.Addr(), DstIP: id.remote.Addr()}
+	hdr.Encode(wire.CMAHeader(b))
 }
 
 // sendREP accepts a REQ (IBTA 12.6.8, 12.9.6 "passive": REQ_RCVD or
@@ -214,7 +219,7 @@ func (c *CM) expire(id *ID, gen uint64) {
 	}
 	id.timer = nil
 	switch id.state {
-	case StateReqSent, StateRepSent, StateDREQSent:
+	case StateReqSent, StateRepSent, StateDREQSent, StateSIDRReqSent:
 		if id.retries < int(id.maxRetries) {
 			id.retries++
 			c.cnt.txRetries[attrIndex(wire.MAD(id.msg[:]).Header().AttrID())].Add(1)
@@ -237,7 +242,8 @@ func (c *CM) expire(id *ID, gen uint64) {
 // sendFailed ends a connection whose message went unanswered through every
 // retry (cm.c cm_process_send_error): a REQ or REP → IDLE and
 // UNREACHABLE (cma.c: IB_CM_REQ_ERROR, IB_CM_REP_ERROR), a DREQ →
-// TIMEWAIT and DISCONNECTED (IB_CM_DREQ_ERROR).
+// TIMEWAIT and DISCONNECTED (IB_CM_DREQ_ERROR); a SIDR_REQ → IDLE and
+// UNREACHABLE.
 func (c *CM) sendFailed(id *ID) {
 	switch id.state {
 	case StateReqSent, StateMRAReqRcvd, StateRepSent:
@@ -246,6 +252,12 @@ func (c *CM) sendFailed(id *ID) {
 	case StateDREQSent:
 		c.enterTimewait(id)
 		id.ch.push(&Event{Type: EventDisconnected, ID: id})
+	case StateSIDRReqSent:
+		// The UD QP is not the connection's: it stays as it is (cma.c:
+		// IB_CM_SIDR_REQ_ERROR → UNREACHABLE).
+		c.forget(id)
+		id.state = StateIdle
+		id.ch.push(&Event{Type: EventUnreachable, ID: id, Status: StatusTimedOut})
 	}
 }
 

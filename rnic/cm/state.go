@@ -17,13 +17,15 @@ import (
 //	release: ESTABLISHED ─DREQ→ DREQ_SENT ─DREP or timeout→ TIMEWAIT ─timer→ IDLE
 //	         ESTABLISHED ─DREQ recv→ DREQ_RCVD ─DREP→ TIMEWAIT ─timer→ IDLE
 //	errors:  REQ_SENT, MRA_REQ_RCVD, REP_SENT ─REJ recv, or retries out→ IDLE
+//	SIDR:    IDLE ─SIDR_REQ→ SIDR_REQ_SENT ─SIDR_REP or retries out→ IDLE
+//	         LISTEN ─SIDR_REQ→ SIDR_REQ_RCVD ─SIDR_REP→ IDLE   (IBTA 12.11)
 //
 // The transitions are the handlers in handlers.go, one per message, each
 // citing the section and the cm.c function it follows.
 type State uint8
 
-// The states of a connection (enum ib_cm_state; SIDR and LAP states are
-// not implemented).
+// The states of a connection (enum ib_cm_state; the LAP states are not
+// implemented).
 const (
 	StateIdle State = iota
 	StateListen
@@ -37,10 +39,13 @@ const (
 	StateDREQSent
 	StateDREQRcvd
 	StateTimewait
+	StateSIDRReqSent
+	StateSIDRReqRcvd
 )
 
 var stateNames = [...]string{"IDLE", "LISTEN", "REQ_SENT", "REQ_RCVD", "MRA_REQ_SENT", "MRA_REQ_RCVD",
-	"REP_SENT", "REP_RCVD", "ESTABLISHED", "DREQ_SENT", "DREQ_RCVD", "TIMEWAIT"}
+	"REP_SENT", "REP_RCVD", "ESTABLISHED", "DREQ_SENT", "DREQ_RCVD", "TIMEWAIT",
+	"SIDR_REQ_SENT", "SIDR_REQ_RCVD"}
 
 // String returns the state's name as ib_cm spells it without IB_CM_.
 func (s State) String() string {
