@@ -15,11 +15,11 @@ import (
 // message of its kind. Seeded with the golden rping capture's CM MADs,
 // each also sent with the comm IDs of the live connection, and a SIDR_REQ.
 func FuzzReceive(f *testing.F) {
-	for _, p := range goldenCM(&testing.T{}) {
+	for _, p := range goldenCM(f) {
 		f.Add([]byte(p.mad()), false)
 		f.Add([]byte(p.mad()), true)
 	}
-	sidr := []byte(goldenCM(&testing.T{})[0].mad())
+	sidr := []byte(goldenCM(f)[0].mad())
 	sidr[17] = wire.CMAttrSIDRREQ // not implemented: dropped and counted once
 	f.Add(sidr, false)
 	f.Add(make([]byte, wire.MADLen), false)

@@ -26,7 +26,7 @@ func (p cmPacket) mad() wire.MAD { return wire.MAD(p.pkt.Payload()) }
 
 // goldenCM returns the CM MADs of the rxe-to-rxe rping capture, in order:
 // REQ, REP, RTU, DREQ, DREP.
-func goldenCM(t *testing.T) []cmPacket {
+func goldenCM(t testing.TB) []cmPacket {
 	t.Helper()
 	recs, err := pcap.ReadFile("../../wire/testdata/rping.pcap")
 	if err != nil {
