@@ -230,6 +230,9 @@ func (r *requester) emit(now time.Time, w *sendWQE, out *Outbox, limit int) int 
 				r.noAck = 0
 			}
 		}
+		// Except QP1's: rxe sets AckReq on the MADs it sends (see the CM
+		// MADs of wire/testdata/rping.pcap).
+		h.BTH.AckReq = h.BTH.AckReq || q.qpn == wire.GSIQPN
 		if first && (w.wr.Opcode == WRRDMAWrite || w.wr.Opcode == WRRDMAWriteWithImm) {
 			h.RETH = wire.RETHFields{VA: w.wr.RemoteAddr, RKey: w.wr.RKey, DMALen: uint32(w.length)}
 		}

@@ -477,6 +477,23 @@ func (q *QP) fired() {
 // CreateQP creates a queue pair in the RESET state (ibv_create_qp). Its QPN
 // is drawn at random: predictable QPNs make packet injection easy.
 func (d *Device) CreateQP(pd *mr.PD, ia *qp.InitAttr) (*QP, error) {
+	return d.createQP(pd, ia, 0)
+}
+
+// CreateGSI creates the device's QP1, the general services interface (the
+// GSI QP ib_mad opens on each port), a UD QP in the RESET state with QPN
+// wire.GSIQPN: every packet to QPN 1 goes to it, and what it sends leaves
+// from QPN 1. It is the one place the communication manager (package
+// rnic/cm) hooks into the device; a device has at most one.
+func (d *Device) CreateGSI(pd *mr.PD, ia *qp.InitAttr) (*QP, error) {
+	if ia != nil && ia.Type != qp.UD {
+		return nil, fmt.Errorf("%w: the GSI QP is UD, not %v", ErrInvalidArg, ia.Type)
+	}
+	return d.createQP(pd, ia, wire.GSIQPN)
+}
+
+// createQP creates a QP with number qpn, or a random one if qpn is 0.
+func (d *Device) createQP(pd *mr.PD, ia *qp.InitAttr, qpn uint32) (*QP, error) {
 	if d.closed.Load() {
 		return nil, fmt.Errorf("%w: CreateQP", ErrClosed)
 	}
@@ -491,13 +508,15 @@ func (d *Device) CreateQP(pd *mr.PD, ia *qp.InitAttr) (*QP, error) {
 	if len(d.qps) >= MaxQP {
 		return nil, fmt.Errorf("%w: %d QPs (max_qp)", ErrTooManyQPs, MaxQP)
 	}
-	var qpn uint32
-	for {
+	if _, taken := d.qps[qpn]; qpn != 0 && taken {
+		return nil, fmt.Errorf("%w: QPN %#x exists", ErrInvalidArg, qpn)
+	}
+	for qpn == 0 {
 		var b [4]byte
 		rand.Read(b[:])
 		qpn = binary.BigEndian.Uint32(b[:]) & 0xFFFFFF
-		if _, taken := d.qps[qpn]; qpn > 1 && !taken {
-			break
+		if _, taken := d.qps[qpn]; qpn <= wire.GSIQPN || taken {
+			qpn = 0
 		}
 	}
 	q := &QP{d: d, w: d.workers[int(qpn)%len(d.workers)]}

@@ -34,6 +34,10 @@
 //	                          Engine.Transmit of every ready QP; its sender    drain
 //	the QP's timer            QP.fired: rings the QP's worker, nothing else    the earlier of the engine's and
 //	(Config.Clock's AfterFunc)                                                 DCQCN's deadlines
+//	the CM goroutine          QP1's completions: the CM messages, which it     QP1's CQ has completions
+//	(package rnic/cm; one     hands to the CM's state machine; that posts
+//	per device)               MADs on QP1 and moves connected QPs (Modify)
+//	                          as any application would
 //	the application           Modify, Query, Status (the QP's lock; rnic's     any time
 //	                          Modify then rings the worker: the flush of ERR,
 //	                          new timers); Rate (congestion.mu); Destroy
@@ -103,6 +107,8 @@
 //	Device.mu → worker.mu, mr's locks (CreateQP)
 //	rxMu → QP.timerMu (rearm runs after sendMu and the QP's and congestion locks are
 //	                   released; fired lets go of it before it rings the worker)
+//	cm.CM.mu (package rnic/cm) → any of the above: the CM calls CreateQP, Modify,
+//	                   CreateAH and PostSend under it; nothing in rnic takes it
 //
 // The locks in braces are leaves: nothing is called into a QP while one
 // is held, which is why an engine may ring its worker (Env.Doorbell) or
@@ -128,7 +134,8 @@
 // lives in package qp, memory protection in mr, packet formats in wire.
 // The verbs map onto it as: ibv_open_device → Open, ibv_alloc_pd →
 // AllocPD, ibv_reg_mr → PD.RegMR, ibv_create_cq → CreateCQ, ibv_create_qp →
-// CreateQP, ibv_modify_qp → QP.Modify, ibv_post_send → QP.PostSend,
+// CreateQP (and QP1, the GSI QP, for package rnic/cm → CreateGSI),
+// ibv_modify_qp → QP.Modify, ibv_post_send → QP.PostSend,
 // ibv_post_recv → QP.PostRecv, ibv_poll_cq → CQ.Poll, ibv_create_ah →
 // CreateAH, ibv_create_srq → CreateSRQ, ibv_modify_srq → SRQ.Modify,
 // ibv_alloc_mw → PD.AllocMW, ibv_bind_mw → MW.Bind (type 1) or a BIND_MW
