@@ -47,15 +47,17 @@ func StartDeviceUI(addr string, dev *rnic.Device, stderr io.Writer) (stop func()
 	return stop, nil
 }
 
-// WatchDCQCN charts sc's run on srv: it describes the run and has the run
-// push every sample it records.
+// WatchDCQCN charts sc's run on srv: it describes the run (with the RED
+// thresholds the run will use) and has the run push every sample it
+// records. Call srv.EndDCQCN when the run is over.
 func WatchDCQCN(srv *ui.Server, sc *experiment.Scenario) {
 	preset := sc.Preset
 	if sc.DisableDCQCN {
 		preset = "off"
 	}
+	red := sc.WithDefaults().RED
 	srv.StartDCQCN(ui.DCQCNRun{Name: sc.Name, Flows: sc.Flows, LineRate: sc.LineRate,
-		Duration: sc.Duration, Buffer: sc.Buffer, Preset: preset})
+		Duration: sc.Duration, Buffer: sc.Buffer, Preset: preset, Kmin: red.Kmin, Kmax: red.Kmax})
 	sc.OnSample = func(s experiment.Sample) {
 		srv.PushDCQCN(ui.DCQCNSample{At: s.At, Rate: s.Rate, Throughput: s.Throughput,
 			QueueBytes: s.QueueBytes, QueueMax: s.QueueMax,

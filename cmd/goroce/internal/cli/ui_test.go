@@ -104,6 +104,8 @@ func TestWatchDCQCN(t *testing.T) {
 			Name        string
 			Flows       int
 			LineRateBPS float64 `json:"line_rate_bps"`
+			Kmin        int     `json:"kmin_bytes"`
+			Kmax        int     `json:"kmax_bytes"`
 		}
 		Samples []struct {
 			AtMS       float64   `json:"at_ms"`
@@ -114,6 +116,11 @@ func TestWatchDCQCN(t *testing.T) {
 	getUIJSON(t, "http://"+addr.String()+"/api/dcqcn?after=0", &got)
 	if got.Run == nil || got.Run.Name != "incast" || got.Run.Flows != 2 || got.Run.LineRateBPS != 1e9 {
 		t.Fatalf("run %+v, want incast, 2 flows, 1 Gb/s", got.Run)
+	}
+	// The thresholds the run used: HPCC's RED scaled to 1 Gb/s (the
+	// scenario's default), as the run itself reports them.
+	if red := res.Scenario.RED; got.Run.Kmin != red.Kmin || got.Run.Kmax != red.Kmax || red.Kmax == 0 {
+		t.Errorf("Kmin/Kmax charted %d/%d, the run used %d/%d", got.Run.Kmin, got.Run.Kmax, red.Kmin, red.Kmax)
 	}
 	if len(got.Samples) != len(res.Samples) || len(got.Samples) < 10 {
 		t.Fatalf("%d samples charted, the run recorded %d (want at least 10)", len(got.Samples), len(res.Samples))

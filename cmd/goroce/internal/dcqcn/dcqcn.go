@@ -88,6 +88,7 @@ defaults are the scenarios that "go test ./dcqcn/experiment" checks.`
 	}
 	defer closeCapture()
 	sc.Trace, sc.Tap = dc.Trace, dc.Tap
+	endUI := func() {} // tells the live view the run is over
 	if *uiAddr != "" {
 		srv, stopUI, err := cli.StartUI(*uiAddr, stderr)
 		if err != nil {
@@ -96,11 +97,13 @@ defaults are the scenarios that "go test ./dcqcn/experiment" checks.`
 		}
 		defer stopUI()
 		cli.WatchDCQCN(srv, &sc)
+		endUI = srv.EndDCQCN
 	}
 
 	fmt.Fprintf(stdout, "goroce dcqcn %s: %d flows at %v for %v in virtual time\n",
 		name, sc.Flows, rate, sc.Duration)
 	res, err := experiment.RunVirtual(ctx, sc)
+	endUI()
 	if err != nil && res == nil {
 		fmt.Fprintf(stderr, "goroce dcqcn: %v\n", err)
 		return cli.ExitUsage
