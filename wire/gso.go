@@ -7,30 +7,31 @@ import "encoding/binary"
 // udplink sends a run to one peer), which a capture on the sending host, or
 // on a veth's far end, shows as one datagram of up to 64 KiB. The packets
 // of a run all have the first one's size but the last, which may be
-// shorter (UDP_SEGMENT's rule), and the first carries a whole path MTU of
-// payload, so its size is its opcode's header length plus 256, 512, 1024,
-// 2048 or 4096 plus the ICRC. The kernel gives segment k the run's IPv4
-// Identification plus k, and its own IP and UDP lengths, and each segment's
-// ICRC covers those.
+// shorter (UDP_SEGMENT's rule). The kernel gives segment k the run's IPv4
+// Identification plus k, and its own IP and UDP lengths, and each
+// segment's ICRC covers those. The first packet's size is not written
+// anywhere, so SplitGSO tries each size a RoCEv2 packet can have (a
+// multiple of four, from its opcode's headers with no payload up to a
+// 4096-byte payload), smallest first, and takes the first under which
+// every segment's ICRC verifies.
 //
 // SplitGSO returns the segments, each with IP and UDP headers of its own
 // (copies, lengths and Identification as the kernel writes them; the
-// checksums left as captured, which the ICRC does not cover), when one of
-// those sizes makes every segment's ICRC verify; otherwise nil and false.
-// A datagram whose own ICRC verifies is one packet, not a run: callers try
-// VerifyICRC first.
+// checksums left as captured, which the ICRC does not cover); otherwise
+// nil and false. A datagram whose own ICRC verifies is one packet, not a
+// run: callers try VerifyICRC first.
 func SplitGSO(d Datagram) ([]Datagram, bool) {
-	if len(d.Payload) < BTHLen || len(d.UDP) != UDPHeaderLen {
+	if len(d.Payload) < BTHLen || len(d.UDP) != UDPHeaderLen || len(d.IP) == 0 {
 		return nil, false
 	}
 	info := Opcode(d.Payload[0]).Info()
 	if !info.Valid() {
 		return nil, false
 	}
-	for _, mtu := range []int{256, 512, 1024, 2048, 4096} {
-		size := info.HeaderLen + mtu + ICRCLen
-		if size >= len(d.Payload) {
-			break
+	first := info.HeaderLen + ICRCLen
+	for size := first; size < len(d.Payload) && size <= first+4096; size += 4 {
+		if !Opcode(d.Payload[size]).Info().Valid() {
+			continue // the next segment would not start with an opcode
 		}
 		if segs, ok := splitRun(d, size); ok {
 			return segs, true
