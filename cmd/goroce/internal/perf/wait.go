@@ -49,12 +49,28 @@ func (pc *perfContext) drain(handle func(wc *qp.WC)) (int, error) {
 // reports true. It spins, as perftest does, the device in polling mode so
 // that each poll also runs its receive path (rnic.Config.BusyPoll); with
 // -e it blocks on the CQ instead. It fails after cfg.stall without a
-// completion, when ctx is done, and, if done is not nil, returns
+// completion and without a packet from the peer (a thousand QPs sharing
+// the link may take longer than that to finish their first signalled
+// operation while the peer keeps answering: that is progress, not a
+// stall), when ctx is done, and, if done is not nil, returns
 // errPeerDone when the client's done line arrives (its value is put back
 // for the caller).
 func (pc *perfContext) waitFor(ctx context.Context, what string, ready func() bool,
 	handle func(wc *qp.WC), done chan peerDone) error {
 	deadline := time.Now().Add(pc.cfg.stall)
+	rcvd := pc.dev.Counter("rcvd_pkts")
+	// stalled reports whether cfg.stall has passed with nothing from the
+	// peer; a packet from it moves the deadline on.
+	stalled := func() bool {
+		if time.Now().Before(deadline) {
+			return false
+		}
+		if r := pc.dev.Counter("rcvd_pkts"); r != rcvd {
+			rcvd, deadline = r, time.Now().Add(pc.cfg.stall)
+			return false
+		}
+		return true
+	}
 	for i := 0; ; i++ {
 		if ready() {
 			return nil
@@ -84,7 +100,7 @@ func (pc *perfContext) waitFor(ctx context.Context, what string, ready func() bo
 				if ctx.Err() != nil {
 					return ctx.Err()
 				}
-				if time.Now().After(deadline) {
+				if stalled() {
 					return fmt.Errorf("%w: waited %v for %s", cli.ErrStalled, pc.cfg.stall, what)
 				}
 			}
@@ -104,7 +120,7 @@ func (pc *perfContext) waitFor(ctx context.Context, what string, ready func() bo
 			return ctx.Err()
 		case err != nil && !errors.Is(err, context.DeadlineExceeded):
 			return err
-		case err != nil && time.Now().After(deadline):
+		case err != nil && stalled():
 			return fmt.Errorf("%w: waited %v for %s", cli.ErrStalled, pc.cfg.stall, what)
 		}
 	}
