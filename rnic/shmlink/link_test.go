@@ -1,0 +1,119 @@
+package shmlink
+
+import (
+	"bytes"
+	"errors"
+	"net/netip"
+	"testing"
+
+	"github.com/goroce/goroce/rnic/link"
+	"github.com/goroce/goroce/wire"
+)
+
+// TestLinkCarriesFramesBothWays sends datagrams gathered from three parts
+// each way and checks the bytes, the source address and the TOS byte that
+// arrive, and the frame in the ring against the headers package wire
+// writes for the same datagram (what a socket would have put on the wire).
+func TestLinkCarriesFramesBothWays(t *testing.T) {
+	dir := t.TempDir()
+	a := openLink(t, dir, addrA, Config{})
+	b := openLink(t, dir, addrB, Config{})
+	for _, dir := range []struct {
+		from, to *Link
+	}{{a, b}, {b, a}} {
+		var want [][]byte
+		var pkts []link.Packet
+		for i := 0; i < 40; i++ {
+			buf := []byte{byte(i), 1, 2}
+			payload := bytes.Repeat([]byte{byte(i * 7)}, 1+i*97)
+			tail := []byte{0xde, 0xad, byte(i), 0xef}
+			pkts = append(pkts, link.Packet{Buf: buf, Payload: payload, Tail: tail, Addr: dir.to.LocalAddr()})
+			want = append(want, append(append(append([]byte(nil), buf...), payload...), tail...))
+		}
+		n, err := dir.from.WriteBatch(pkts)
+		if n != len(pkts) || err != nil {
+			t.Fatalf("WriteBatch = %d, %v", n, err)
+		}
+		got := readN(t, dir.to, len(want))
+		for i, p := range got {
+			if !bytes.Equal(p.Buf, want[i]) {
+				t.Fatalf("%v→%v datagram %d: got %x, want %x", dir.from.LocalAddr(), dir.to.LocalAddr(), i, p.Buf, want[i])
+			}
+			if p.Addr != dir.from.LocalAddr() || p.TOS != link.ECT0 || p.IPv4ID != 0 {
+				t.Fatalf("datagram %d: from %v TOS %#x ID %d, want from %v TOS ECT(0) ID 0", i, p.Addr, p.TOS, p.IPv4ID, dir.from.LocalAddr())
+			}
+		}
+	}
+}
+
+// TestFrameIsWhatTheWireCarries checks the bytes of one frame in the ring
+// against an IPv4/UDP datagram built by package wire's header writers.
+func TestFrameIsWhatTheWireCarries(t *testing.T) {
+	dir := t.TempDir()
+	a := openLink(t, dir, addrA, Config{})
+	b := openLink(t, dir, addrB, Config{})
+	roce := []byte("BTH.and.payload.and.icrc")
+	if n, err := a.WriteBatch([]link.Packet{{Buf: roce, Addr: addrB}}); n != 1 || err != nil {
+		t.Fatalf("WriteBatch = %d, %v", n, err)
+	}
+	want := make([]byte, 28, 28+len(roce))
+	wire.PutIPv4Header(want, wire.IPv4Fields{Src: addrA.Addr(), Dst: addrB.Addr(), TOS: link.ECT0, TTL: 64, PayloadLen: 8 + len(roce)})
+	wire.PutUDPHeader(want[20:], 4791, 4791, len(roce))
+	want = append(want, roce...)
+	b.read(nil) // maps the new ring, reads nothing
+	r := (*b.rings.Load())[0]
+	s := r.c.slot(0)
+	if got := s[slotHeaderLen : slotHeaderLen+len(want)]; !bytes.Equal(got, want) {
+		t.Fatalf("frame in the ring\n got %x\nwant %x", got, want)
+	}
+	if id := want[4:6]; id[0] != 0 || id[1] != 0 || want[6] != 0x40 {
+		t.Fatalf("IPv4 ID/flags %x, want ID 0 and DF", want[4:8])
+	}
+}
+
+// TestSecondOpenOfAnAddressFails checks the lock: one owner per address.
+func TestSecondOpenOfAnAddressFails(t *testing.T) {
+	dir := t.TempDir()
+	openLink(t, dir, addrA, Config{})
+	if _, err := Open(Config{Local: addrA, Dir: dir}); !errors.Is(err, ErrAddrInUse) {
+		t.Fatalf("second Open = %v, want ErrAddrInUse", err)
+	}
+}
+
+// TestWriteToAbsentPeerIsALoss checks that a packet to an address nobody
+// opened is dropped and counted, not an error.
+func TestWriteToAbsentPeerIsALoss(t *testing.T) {
+	a := openLink(t, t.TempDir(), addrA, Config{})
+	n, err := a.WriteBatch([]link.Packet{{Buf: []byte{1}, Addr: addrB}, {Buf: []byte{2}, Addr: addrB}})
+	if n != 2 || err != nil {
+		t.Fatalf("WriteBatch = %d, %v", n, err)
+	}
+	if s := a.Stats(); s.TxNoPeer != 2 {
+		t.Fatalf("TxNoPeer = %d, want 2", s.TxNoPeer)
+	}
+}
+
+// TestWriteBatchRefusesBadPackets checks the errors of WriteBatch.
+func TestWriteBatchRefusesBadPackets(t *testing.T) {
+	dir := t.TempDir()
+	a := openLink(t, dir, addrA, Config{})
+	openLink(t, dir, addrB, Config{})
+	big := make([]byte, a.Caps().MaxDatagram+1)
+	for _, c := range []struct {
+		p    link.Packet
+		want error
+	}{
+		{link.Packet{Addr: addrB}, ErrEmptyPacket},
+		{link.Packet{Buf: big, Addr: addrB}, ErrPacketTooBig},
+		{link.Packet{Buf: []byte{1}}, ErrBadAddr},
+		{link.Packet{Buf: []byte{1}, Addr: netip.MustParseAddrPort("[::1]:4791")}, ErrBadAddr},
+	} {
+		n, err := a.WriteBatch([]link.Packet{{Buf: []byte{9}, Addr: addrB}, c.p})
+		if n != 1 || !errors.Is(err, c.want) {
+			t.Errorf("WriteBatch(%v) = %d, %v; want 1, %v", c.p.Addr, n, err, c.want)
+		}
+	}
+	if _, err := a.WriteBatch([]link.Packet{{Buf: big[:a.Caps().MaxDatagram], Addr: addrB}}); err != nil {
+		t.Errorf("a datagram of MaxDatagram bytes: %v", err)
+	}
+}
