@@ -100,3 +100,6 @@ func inode(path string) uint64 {
 	}
 	return st.Ino
 }
+
+// unmap releases a mapping.
+func unmap(mem []byte) { unix.Munmap(mem) }

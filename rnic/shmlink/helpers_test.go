@@ -13,6 +13,8 @@ import (
 var (
 	addrA = netip.MustParseAddrPort("127.0.0.1:4791")
 	addrB = netip.MustParseAddrPort("127.0.0.2:4791")
+	// netipAddrC is an address no link opens.
+	netipAddrC = netip.MustParseAddrPort("127.0.0.3:4791")
 )
 
 // openLink opens a link at a in dir and closes it when the test ends.

@@ -589,6 +589,12 @@ func (l *Link) put(o *outRing, p *link.Packet) {
 // ring counts as stalled until its tail moves.
 func (l *Link) waitRoom(o *outRing) bool {
 	tail := o.p.tail.Load()
+	if tail-o.p.next <= 1<<63 && tail != o.p.next {
+		// A tail ahead of the head: not the consumer's doing. The ring
+		// is made afresh for the next packet.
+		o.broken = true
+		return false
+	}
 	if o.stalled && tail == o.stallAt {
 		return false
 	}
