@@ -117,3 +117,33 @@ func TestWriteBatchRefusesBadPackets(t *testing.T) {
 		t.Errorf("a datagram of MaxDatagram bytes: %v", err)
 	}
 }
+
+// abandon drops the link as a killed process would: the kernel releases
+// its lock and mappings, and its files stay as they were.
+func (l *Link) abandon() {
+	l.closed.Store(true)
+	l.lock.Close()
+}
+
+// TestSenderFollowsARestartedPeer kills (abandons) a receiver and opens a
+// new one at its address: the sender's next packets must reach the new
+// one through the ring it left, and the sender must wake the new port, not
+// the dead one.
+func TestSenderFollowsARestartedPeer(t *testing.T) {
+	dir := t.TempDir()
+	a := openLink(t, dir, addrA, Config{})
+	b := openLink(t, dir, addrB, Config{})
+	sendN(t, a, b, 1, 2)
+	readN(t, b, 2)
+	b.abandon()
+	b2 := openLink(t, dir, addrB, Config{})
+	sendN(t, a, b2, 2, 2)
+	for i, p := range readN(t, b2, 2) {
+		if p.Buf[0] != 2 || p.Buf[1] != byte(i) {
+			t.Fatalf("the new receiver got %x", p.Buf)
+		}
+	}
+	if o := a.tx.peers[addrB]; o.port.gen != b2.gen {
+		t.Fatalf("the sender wakes port generation %#x, the new receiver is %#x (the dead one %#x)", o.port.gen, b2.gen, b.gen)
+	}
+}
