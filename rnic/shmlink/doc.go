@@ -43,9 +43,10 @@
 // (Config.Slots of Config.SlotSize bytes). The producer writes a slot's
 // length and bytes, then publishes its head index; the consumer copies the
 // slot out, then publishes its tail index. A process that dies leaves
-// either a published slot or an unpublished one, never a torn one, so the
-// next run reads the ring as it stands (a duplicate or a lost packet at
-// worst, which the RC transport absorbs).
+// each slot published or not, never torn, so the ring stays consistent:
+// the next receiver at the address drops what its predecessor left unread
+// (Stats.RxStale), as a closed socket drops its queue, and reads on; a
+// sender that restarts makes a fresh ring.
 //
 // # Untrusted memory
 //

@@ -108,6 +108,7 @@ type counters struct {
 	rxBadRing   atomic.Uint64
 	rxBadFrame  atomic.Uint64
 	rxTruncated atomic.Uint64
+	rxStale     atomic.Uint64
 	txNoPeer    atomic.Uint64
 	txFull      atomic.Uint64
 	txFullWaits atomic.Uint64
@@ -224,7 +225,13 @@ func (l *Link) scan() {
 		}
 		r := &inRing{name: name, ino: ino, c: consumer{ring: rg}}
 		r.c.next = rg.tail.Load()
-		if h := rg.head.Load(); h-r.c.next > rg.mask+1 {
+		if h := rg.head.Load(); rg.rgen.Load() != 0 || h-r.c.next > rg.mask+1 {
+			// A receiver before this one mapped the ring: what it left
+			// was sent to a process that is gone, and is dropped, as a
+			// socket that closed drops what it had not read.
+			if d := h - r.c.next; d <= rg.mask+1 {
+				l.count.rxStale.Add(d)
+			}
 			r.c.release(h)
 		}
 		rg.rgen.Store(l.gen)
@@ -644,6 +651,9 @@ type Stats struct {
 	RxBadFrame uint64
 	// RxTruncated counts datagrams longer than the buffer offered.
 	RxTruncated uint64
+	// RxStale counts datagrams dropped because they were left in a ring
+	// by an earlier receiver at this address (a process that died).
+	RxStale uint64
 	// TxNoPeer counts packets dropped because their destination had no
 	// open port (never opened, closed, or its ring faulted).
 	TxNoPeer uint64
@@ -657,7 +667,7 @@ type Stats struct {
 func (l *Link) Stats() Stats {
 	return Stats{
 		RxBadRing: l.count.rxBadRing.Load(), RxBadFrame: l.count.rxBadFrame.Load(),
-		RxTruncated: l.count.rxTruncated.Load(), TxNoPeer: l.count.txNoPeer.Load(),
+		RxTruncated: l.count.rxTruncated.Load(), RxStale: l.count.rxStale.Load(), TxNoPeer: l.count.txNoPeer.Load(),
 		TxFull: l.count.txFull.Load(), TxFullWaits: l.count.txFullWaits.Load(),
 	}
 }

@@ -188,16 +188,21 @@ func (p *peer) exchange(r endpoint, peerID int, sync func() error) error {
 	return check("the region the peer WROTE", offWrite)
 }
 
-// clean reports an error if p's device dropped a packet as corrupt or had
-// to retransmit: over shared memory every frame arrives intact and in order.
+// clean reports an error if p's device dropped a packet as corrupt: over
+// shared memory every frame arrives intact. (Retransmissions are not
+// checked: a process descheduled for longer than the ACK timeout on a
+// loaded machine causes them, correctly.)
 func (p *peer) clean() error {
-	for _, c := range []string{"icrc_err", "malformed", "retransmitted_pkts", "local_ack_timeouts"} {
+	for _, c := range []string{"icrc_err", "malformed", "unknown_qpn"} {
 		if v := p.dev.Counter(c); v != 0 {
-			return fmt.Errorf("peer %d: %s = %d, want 0", p.id, c, v)
+			var all []string
+			for _, k := range p.dev.Counters() {
+				if k.Value != 0 {
+					all = append(all, fmt.Sprintf("%s=%d", k.Name, k.Value))
+				}
+			}
+			return fmt.Errorf("peer %d: %s = %d, want 0 (%v)", p.id, c, v, all)
 		}
-	}
-	if v := p.dev.Counter("link_rcvd_pkts"); v < 3*msgLen/4096 {
-		return fmt.Errorf("peer %d: link_rcvd_pkts = %d, want at least %d", p.id, v, 3*msgLen/4096)
 	}
 	return nil
 }
