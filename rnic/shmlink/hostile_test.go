@@ -142,3 +142,28 @@ func TestStaleFilesAreReplaced(t *testing.T) {
 		}
 	}
 }
+
+// TestEmptiedRingWakesTheWaiter truncates a ring file to nothing while
+// the receiver waits: looking at its head faults, which the waiter turns
+// into a broken ring and a return, and the sender's next ring works.
+func TestEmptiedRingWakesTheWaiter(t *testing.T) {
+	dir := t.TempDir()
+	a := openLink(t, dir, addrA, Config{})
+	b := openLink(t, dir, addrB, Config{Spin: -1})
+	sendN(t, a, b, 1, 1)
+	readN(t, b, 1)
+	if err := os.Truncate(filepath.Join(dir, ringName(addrA, addrB)), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Poller().WaitReadable(); err != nil {
+		t.Fatalf("WaitReadable: %v", err)
+	}
+	if s := b.Stats(); s.RxBadRing != 1 {
+		t.Fatalf("RxBadRing = %d, want 1", s.RxBadRing)
+	}
+	sendN(t, a, b, 2, 1) // faults on the old ring: dropped
+	sendN(t, a, b, 3, 1)
+	if got := readN(t, b, 1); got[0].Buf[0] != 3 {
+		t.Fatalf("after the truncation got %x", got[0].Buf)
+	}
+}

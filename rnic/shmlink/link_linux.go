@@ -274,19 +274,22 @@ func (l *Link) read(pkts []link.Packet) (n int, err error) {
 		return 0, err
 	}
 	defer l.mapMu.RUnlock()
-	if l.own.peers.Load() != l.seen.Load() {
-		l.scan()
-	}
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
 		if r := recover(); r != nil {
 			if !isFault(r) {
 				panic(r)
 			}
-			l.rx.cur.broken.Store(true)
+			if l.rx.cur != nil {
+				l.rx.cur.broken.Store(true)
+			}
 			l.count.rxBadRing.Add(1)
 		}
 	}()
+	l.rx.cur = nil // faults before the first ring are the port's
+	if l.own.peers.Load() != l.seen.Load() {
+		l.scan()
+	}
 	rings := *l.rings.Load()
 	for k := range rings {
 		if n == len(pkts) {
@@ -342,12 +345,28 @@ func isFault(r any) bool {
 
 // pending reports whether a ring holds a datagram, or a sender made a new
 // ring; any goroutine may ask.
-func (l *Link) pending() bool {
+// A ring that faults (its file truncated) is marked broken and reported
+// as pending, so that the reader moves on.
+func (l *Link) pending() (yes bool) {
+	var cur *inRing
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if r := recover(); r != nil {
+			if !isFault(r) {
+				panic(r)
+			}
+			if cur != nil {
+				cur.broken.Store(true)
+				l.count.rxBadRing.Add(1)
+			}
+			yes = cur != nil
+		}
+	}()
 	if l.own.peers.Load() != l.seen.Load() {
 		return true
 	}
-	for _, r := range *l.rings.Load() {
-		if !r.broken.Load() && r.c.pending() {
+	for _, cur = range *l.rings.Load() {
+		if !cur.broken.Load() && cur.c.pending() {
 			return true
 		}
 	}
@@ -361,6 +380,14 @@ func (l *Link) waitReadable() error {
 		return err
 	}
 	defer l.mapMu.RUnlock()
+	// A fault on the port's page (its file truncated) ends the wait as
+	// a spurious wake-up would.
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if r := recover(); r != nil && !isFault(r) {
+			panic(r)
+		}
+	}()
 	if l.cfg.Spin > 0 {
 		end := l.now() + l.cfg.Spin
 		for {
