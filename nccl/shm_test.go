@@ -41,13 +41,15 @@ func TestLinkFromEnv(t *testing.T) {
 	}
 }
 
-// TestCommInitRankShm is TestCommInitRankUDP over shared memory: with
-// GOROCE_LINK=shm every rank's RNIC opens a port in GOROCE_SHM_DIR, and
-// the collectives' results are checked as over UDP.
+// TestCommInitRankShm is TestCommInitRankUDP over shared memory, with 4
+// ranks (more than CI's 2 CPUs, so receivers must sleep, not spin): with
+// GOROCE_LINK=shm every rank's RNIC opens a port in GOROCE_SHM_DIR, the
+// collectives' results are checked as over UDP, and Destroy removes the
+// ports.
 func TestCommInitRankShm(t *testing.T) {
 	dir := t.TempDir()
 	setEnv(t, map[string]string{"GOROCE_LINK": "shm", "GOROCE_SHM_DIR": dir})
-	comms := initComms(t, 3, 16, func(int) Options { return Options{Slots: 4, SlotSize: 16 << 10} })
+	comms := initComms(t, 4, 16, func(int) Options { return Options{Slots: 4, SlotSize: 16 << 10} })
 	for r := range comms {
 		if _, err := os.Stat(filepath.Join(dir, fmt.Sprintf("127.61.16.%d:4791.port", 20+r))); err != nil {
 			t.Errorf("rank %d has no port file: %v", r, err)
