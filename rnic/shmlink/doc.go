@@ -72,9 +72,11 @@
 // sleep while they poll, and ranks that wait do not burn the CPU that the
 // other ranks on the host need.
 //
-// A full ring pushes back: the sender waits (yielding) up to Config.FullWait
-// for room, then drops the packet, and drops the next ones at once until
-// the consumer moves again, so a dead peer cannot stall it.
+// A full ring pushes back: the sender sleeps up to Config.FullWait on a
+// futex word in the ring, which the consumer bumps when it frees slots
+// and sees the sender waiting, then drops the packet, and drops the next
+// ones at once until the consumer moves again, so a dead peer cannot stall
+// it.
 //
 // The package works on Linux only (futex, flock, mmap); elsewhere Open
 // returns an error.

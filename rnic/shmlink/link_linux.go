@@ -87,6 +87,7 @@ type txState struct {
 	absent  map[netip.AddrPort]time.Duration // peers without a port file, until when
 	touched []*outRing
 	cur     *outRing // the ring being written, to blame for a fault
+	ts      unix.Timespec
 }
 
 // outRing is a ring this link sends to one peer on, with the peer's port.
@@ -300,7 +301,14 @@ func (l *Link) read(pkts []link.Packet) (n int, err error) {
 			continue
 		}
 		l.rx.cur = r
-		n += l.drain(r, pkts[n:])
+		if k := l.drain(r, pkts[n:]); k > 0 {
+			n += k
+			if r.c.waiting.Load() != 0 {
+				// The producer sleeps until the ring has room.
+				r.c.tailSeq.Add(1)
+				wakeAll(r.c.tailSeq)
+			}
+		}
 	}
 	if len(rings) > 0 {
 		l.rx.next = (l.rx.next + 1) % len(rings)
@@ -619,7 +627,7 @@ func (l *Link) put(o *outRing, p *link.Packet) {
 }
 
 // waitRoom waits for a slot in a full ring: it wakes the receiver, then
-// yields until the consumer frees one or FullWait passes, after which the
+// sleeps until the consumer frees one or FullWait passes, after which the
 // ring counts as stalled until its tail moves.
 func (l *Link) waitRoom(o *outRing) bool {
 	tail := o.p.tail.Load()
@@ -637,12 +645,22 @@ func (l *Link) waitRoom(o *outRing) bool {
 	o.port.seq.Add(1)
 	wakeAll(o.port.seq)
 	if l.cfg.FullWait > 0 {
+		// Sleep on the ring's tail word, which the consumer bumps when
+		// it frees slots and sees this producer waiting.
+		defer o.p.waiting.Store(0)
 		end := l.now() + l.cfg.FullWait
-		for l.now() < end {
-			runtime.Gosched()
+		for {
+			s := o.p.tailSeq.Load()
+			o.p.waiting.Store(1)
 			if o.p.room() > 0 {
 				return true
 			}
+			left := end - l.now()
+			if left <= 0 {
+				break
+			}
+			l.tx.ts = unix.NsecToTimespec(left.Nanoseconds())
+			sleepOn(o.p.tailSeq, s, &l.tx.ts)
 		}
 	}
 	o.stalled, o.stallAt = true, o.p.tail.Load()

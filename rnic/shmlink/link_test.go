@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/netip"
 	"testing"
+	"time"
 
 	"github.com/goroce/goroce/rnic/link"
 	"github.com/goroce/goroce/wire"
@@ -145,5 +146,59 @@ func TestSenderFollowsARestartedPeer(t *testing.T) {
 	}
 	if o := a.tx.peers[addrB]; o.port.gen != b2.gen {
 		t.Fatalf("the sender wakes port generation %#x, the new receiver is %#x (the dead one %#x)", o.port.gen, b2.gen, b.gen)
+	}
+}
+
+// TestFullRingPushesBack sends a batch sixteen times the ring's size while
+// the receiver reads: the sender must sleep for room rather than drop, so
+// every datagram arrives, in order.
+func TestFullRingPushesBack(t *testing.T) {
+	dir := t.TempDir()
+	// Two seconds is ample for a sender that the reader wakes; one left
+	// asleep sleeps them out for each of the 15 times the ring fills.
+	a := openLink(t, dir, addrA, Config{Slots: 4, FullWait: 2 * time.Second})
+	b := openLink(t, dir, addrB, Config{})
+	const n = 64
+	got := make(chan []byte, n)
+	go func() {
+		defer close(got)
+		recv := make([]link.Packet, 8)
+		for m := 0; m < n; {
+			for i := range recv {
+				recv[i].Buf = make([]byte, 64)
+			}
+			k, err := b.ReadBatch(recv)
+			if err != nil {
+				return
+			}
+			for _, p := range recv[:k] {
+				got <- p.Buf
+			}
+			m += k
+		}
+	}()
+	pkts := make([]link.Packet, n)
+	for i := range pkts {
+		pkts[i] = link.Packet{Buf: []byte{byte(i)}, Addr: addrB}
+	}
+	start := time.Now()
+	if k, err := a.WriteBatch(pkts); k != n || err != nil {
+		t.Fatalf("WriteBatch = %d, %v", k, err)
+	}
+	if took := time.Since(start); took >= 2*time.Second {
+		t.Errorf("WriteBatch took %v: the sender slept out a whole FullWait, unwoken", took)
+	}
+	i := 0
+	for buf := range got {
+		if buf[0] != byte(i) {
+			t.Fatalf("datagram %d carries %d", i, buf[0])
+		}
+		i++
+	}
+	if i != n {
+		t.Fatalf("%d of %d datagrams arrived", i, n)
+	}
+	if s := a.Stats(); s.TxFull != 0 || s.TxFullWaits == 0 {
+		t.Fatalf("TxFull %d, TxFullWaits %d; want no drop and some waits", s.TxFull, s.TxFullWaits)
 	}
 }

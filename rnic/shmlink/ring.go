@@ -19,6 +19,8 @@ const (
 	offHead       = 64 // uint64: slots published by the producer
 	offTail       = 128
 	offReaderGen  = 136 // uint64: the generation of the port that maps it
+	offTailSeq    = 192 // uint32: futex word a producer waiting for room sleeps on
+	offWaiting    = 196 // uint32: 1 while the producer waits for room
 	ringHeaderLen = 256
 	slotHeaderLen = 8 // uint32 length, 4 bytes unused
 	maxSlotSize   = 1 << 17
@@ -37,6 +39,8 @@ type ring struct {
 	head     *atomic.Uint64
 	tail     *atomic.Uint64
 	rgen     *atomic.Uint64
+	tailSeq  *atomic.Uint32
+	waiting  *atomic.Uint32
 }
 
 // ringLen is the size of a ring file of the given geometry.
@@ -55,6 +59,7 @@ func newRingView(mem []byte, slots, slotSize int) ring {
 	return ring{
 		mem: mem, mask: uint64(slots - 1), slotSize: slotSize,
 		head: word64(mem, offHead), tail: word64(mem, offTail), rgen: word64(mem, offReaderGen),
+		tailSeq: word32(mem, offTailSeq), waiting: word32(mem, offWaiting),
 	}
 }
 
