@@ -16,18 +16,21 @@ import (
 
 // Defaults used when a Config field is left zero.
 const (
-	// DefaultSlots is the number of slots of each ring: room for the
-	// default RC window of 128 PSNs several times over.
-	DefaultSlots = 512
-	// DefaultSlotSize holds an MTU-4096 RoCEv2 packet with its IP and UDP
-	// headers.
-	DefaultSlotSize = 8192
-	// DefaultSpin is how long a receiver that finds nothing looks again
-	// before it sleeps.
-	DefaultSpin = 20 * time.Microsecond
+	// DefaultSlots is the number of slots of each ring: room for a
+	// window of 1024 PSNs (twice nccl's default) and the ACKs the
+	// other direction owes, so that a receiver descheduled for a while
+	// on a busy host does not make its senders wait.
+	DefaultSlots = 2048
+	// DefaultSlotSize holds an MTU-4096 RoCEv2 packet with every
+	// extension header and its IPv6 and UDP headers (4180 bytes at most;
+	// a slot holds 4344), so a ring of DefaultSlots is 8.5 MiB.
+	DefaultSlotSize = 4352
 	// DefaultFullWait is how long a sender waits for room in a full ring
-	// before it drops the packet.
-	DefaultFullWait = 2 * time.Millisecond
+	// before it drops the packet: long enough for a receiver that the
+	// scheduler left out for a few time slices on a busy host, short
+	// enough that a dead one costs each sender one wait (a stalled ring
+	// drops at once).
+	DefaultFullWait = 100 * time.Millisecond
 	// MaxSlots is the largest ring accepted, from a Config or a file.
 	MaxSlots = 1 << 16
 )
@@ -59,8 +62,11 @@ type Config struct {
 	// least 256 (default DefaultSlotSize): a slot holds 8 bytes of length
 	// and the IP datagram.
 	SlotSize int
-	// Spin is how long a receiver looks for packets before it sleeps
-	// (default DefaultSpin; negative means never spin).
+	// Spin is how long a blocked receiver (ReadBatch, WaitReadable) looks
+	// for packets before it sleeps; default 0, sleep at once. A device
+	// that should spin says so with rnic.Config.BusyPoll, which polls
+	// through TryReadBatch; spinning here too only takes CPU from the
+	// other ranks when they outnumber the CPUs.
 	Spin time.Duration
 	// FullWait is how long a sender waits for room in a full ring before
 	// it drops the packet (default DefaultFullWait; negative means never
@@ -110,8 +116,8 @@ func (c Config) withDefaults() (Config, error) {
 	if c.SlotSize < 256 || c.SlotSize%64 != 0 || c.SlotSize > maxSlotSize {
 		return c, fmt.Errorf("%w: SlotSize %d is not a multiple of 64 in 256..%d", ErrBadConfig, c.SlotSize, maxSlotSize)
 	}
-	if c.Spin == 0 {
-		c.Spin = DefaultSpin
+	if c.Spin < 0 {
+		return c, fmt.Errorf("%w: negative Spin %v", ErrBadConfig, c.Spin)
 	}
 	if c.FullWait == 0 {
 		c.FullWait = DefaultFullWait

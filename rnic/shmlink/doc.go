@@ -63,14 +63,15 @@
 //
 // # Waking up
 //
-// A receiver that finds its rings empty spins for Config.Spin, yielding
-// the processor between looks, then announces that it sleeps (the port's
-// sleeper count), looks once more and sleeps on the futex word with a
-// timeout. A sender that publishes a packet and sees a sleeper bumps the
-// word and wakes it: one system call per batch and peer, only when the
-// peer sleeps. Polling receivers (rnic.Config.BusyPoll, link.Poller) never
-// sleep while they poll, and ranks that wait do not burn the CPU that the
-// other ranks on the host need.
+// A receiver that finds its rings empty (after Config.Spin, default none,
+// of looking again) announces that it sleeps (the port's sleeper count),
+// looks once more and sleeps on the futex word with a timeout. A sender
+// that publishes a packet and sees a sleeper bumps the word and wakes it:
+// one system call per batch and peer, only when the peer sleeps. A device
+// in polling mode (rnic.Config.BusyPoll) polls through link.Poller's
+// TryReadBatch and never sleeps while it polls; one that waits does not
+// burn the CPU that the other ranks on the host need (a 20 µs spin
+// halved a 4-rank AllReduce on a loaded 2-CPU host).
 //
 // A full ring pushes back: the sender sleeps up to Config.FullWait on a
 // futex word in the ring, which the consumer bumps when it frees slots

@@ -149,7 +149,7 @@ func TestStaleFilesAreReplaced(t *testing.T) {
 func TestEmptiedRingWakesTheWaiter(t *testing.T) {
 	dir := t.TempDir()
 	a := openLink(t, dir, addrA, Config{})
-	b := openLink(t, dir, addrB, Config{Spin: -1})
+	b := openLink(t, dir, addrB, Config{})
 	sendN(t, a, b, 1, 1)
 	readN(t, b, 1)
 	if err := os.Truncate(filepath.Join(dir, ringName(addrA, addrB)), 0); err != nil {

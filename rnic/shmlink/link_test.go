@@ -202,3 +202,29 @@ func TestFullRingPushesBack(t *testing.T) {
 		t.Fatalf("TxFull %d, TxFullWaits %d; want no drop and some waits", s.TxFull, s.TxFullWaits)
 	}
 }
+
+// TestOpenChecksConfig checks the refusals of Open.
+func TestOpenChecksConfig(t *testing.T) {
+	dir := t.TempDir()
+	for _, c := range []Config{
+		{},
+		{Local: netip.MustParseAddrPort("0.0.0.0:4791")},
+		{Local: addrA, Slots: 3},
+		{Local: addrA, Slots: 2 * MaxSlots},
+		{Local: addrA, SlotSize: 100},
+		{Local: addrA, SlotSize: 4097},
+		{Local: addrA, Spin: -1},
+	} {
+		c.Dir = dir
+		if l, err := Open(c); !errors.Is(err, ErrBadConfig) {
+			if l != nil {
+				l.Close()
+			}
+			t.Errorf("Open(%+v) = %v, want ErrBadConfig", c, err)
+		}
+	}
+	l := openLink(t, dir, netip.MustParseAddrPort("[::ffff:127.0.0.9]:0"), Config{})
+	if got := l.LocalAddr(); got != netip.MustParseAddrPort("127.0.0.9:4791") {
+		t.Errorf("an IPv4-mapped address without a port opens as %v, want 127.0.0.9:4791", got)
+	}
+}
