@@ -28,9 +28,10 @@
 //     is open; the kernel lets go when the process dies. A second Open of
 //     the same address fails with ErrAddrInUse.
 //   - "<addr>.port": the device's port, one page: its owner's pid and a
-//     random generation, the futex word senders wake it on, how many
-//     receive goroutines sleep, a counter senders bump when they make a new
-//     ring, and a closed flag. Open replaces a stale one (its lock is free)
+//     random generation, how many of its receive goroutines sleep, a
+//     counter senders bump when they make a new ring, and a closed flag.
+//   - "<addr>.wake": a FIFO the owner sleeps on and senders write a byte
+//     to, to wake it. Open replaces a stale one (its lock is free)
 //     with a fresh file, so a sender still holding the old one can tell.
 //   - "<src>,<dst>.ring": one single-producer single-consumer ring from
 //     src to dst, made by the sender on its first packet to dst, owned by
@@ -65,17 +66,21 @@
 //
 // A receiver that finds its rings empty (after Config.Spin, default none,
 // of looking again) announces that it sleeps (the port's sleeper count),
-// looks once more and sleeps on the futex word with a timeout. A sender
-// that publishes a packet and sees a sleeper bumps the word and wakes it:
-// one system call per batch and peer, only when the peer sleeps. A device
+// looks once more and reads its wake FIFO with a timeout. A sender that
+// publishes a packet and sees a sleeper writes a byte to the FIFO: one
+// system call per batch and peer, only when the peer sleeps. The FIFO,
+// unlike a futex, is read through Go's poller, so a sleeping receiver
+// holds no thread and no P: the other goroutines of its process run (a
+// futex sleep kept a P until the runtime's monitor took it back, up to
+// 10 ms later, which made a blocking round trip slower than over UDP). A device
 // in polling mode (rnic.Config.BusyPoll) polls through link.Poller's
 // TryReadBatch and never sleeps while it polls; one that waits does not
 // burn the CPU that the other ranks on the host need (a 20 µs spin
 // halved a 4-rank AllReduce on a loaded 2-CPU host).
 //
 // A full ring pushes back: the sender sleeps up to Config.FullWait on a
-// futex word in the ring, which the consumer bumps when it frees slots
-// and sees the sender waiting, then drops the packet, and drops the next
+// futex word in the ring (it holds the device's send lock anyway), which
+// the consumer bumps when it frees slots and sees the sender waiting, then drops the packet, and drops the next
 // ones at once until the consumer moves again, so a dead peer cannot stall
 // it.
 //

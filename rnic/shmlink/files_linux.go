@@ -14,6 +14,7 @@ import (
 // File names; see the package documentation.
 func lockName(a netip.AddrPort) string        { return a.String() + ".lock" }
 func portName(a netip.AddrPort) string        { return a.String() + ".port" }
+func wakeName(a netip.AddrPort) string        { return a.String() + ".wake" }
 func ringName(src, dst netip.AddrPort) string { return src.String() + "," + dst.String() + ".ring" }
 func ringSuffix(dst netip.AddrPort) string    { return "," + dst.String() + ".ring" }
 
@@ -103,3 +104,46 @@ func inode(path string) uint64 {
 
 // unmap releases a mapping.
 func unmap(mem []byte) { unix.Munmap(mem) }
+
+// makeWakeFIFO makes a fresh FIFO at path and opens it for reading and
+// writing (so that it never reports end of file) through Go's poller, so
+// that a goroutine waiting on it holds no thread.
+func makeWakeFIFO(path string) (*os.File, error) {
+	os.Remove(path)
+	if err := unix.Mkfifo(path, 0o600); err != nil {
+		return nil, err
+	}
+	return os.OpenFile(path, os.O_RDWR, 0)
+}
+
+// openWake opens the FIFO at path for writing without blocking, or
+// returns -1 if there is none (or something else is there).
+func openWake(path string) int {
+	fd, err := unix.Open(path, unix.O_WRONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1
+	}
+	var st unix.Stat_t
+	if unix.Fstat(fd, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFIFO {
+		unix.Close(fd)
+		return -1
+	}
+	return fd
+}
+
+var wakeByte = [1]byte{1}
+
+// wake writes a byte to a wake FIFO opened by openWake; a full pipe
+// already holds a wake-up, so a write that would block is dropped.
+func wake(fd int) {
+	if fd >= 0 {
+		unix.Write(fd, wakeByte[:])
+	}
+}
+
+// closeWake closes a wake FIFO opened by openWake.
+func closeWake(fd int) {
+	if fd >= 0 {
+		unix.Close(fd)
+	}
+}

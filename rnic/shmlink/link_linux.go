@@ -20,10 +20,11 @@ import (
 	"github.com/goroce/goroce/rnic/link"
 )
 
-// sleepTimeout bounds one futex sleep, so that a receiver whose wake-up
-// was lost (a sender that died between publishing and waking, or a
-// hostile one) still looks at its rings now and then.
-const sleepTimeout = 50 * time.Millisecond
+// sleepTimeout bounds one sleep on the wake FIFO, so that a receiver whose
+// wake-up was lost (a sender that died between publishing and waking, or
+// a hostile one) still looks at its rings now and then. A variable so
+// that a test can make a lost wake-up hang.
+var sleepTimeout = 50 * time.Millisecond
 
 // retryPeer is how long a sender waits before it looks again for a peer
 // whose port file it could not open.
@@ -57,10 +58,13 @@ type Link struct {
 	mapMu  sync.RWMutex
 	closed atomic.Bool
 
-	rx    rxState // owned by the goroutine reading
-	rings atomic.Pointer[[]*inRing]
-	seen  atomic.Uint32 // the port's ring counter at the last scan
-	wait  unix.Timespec // sleepTimeout, for the futex (read only)
+	rx       rxState // owned by the goroutine reading
+	rings    atomic.Pointer[[]*inRing]
+	seen     atomic.Uint32 // the port's ring counter at the last scan
+	wake     *os.File      // the wake FIFO, read through Go's poller
+	wakePath string
+	selfWake int           // the wake FIFO opened for writing, for Close
+	sleepFor time.Duration // sleepTimeout when the link opened
 
 	tx    txState // owned by the goroutine in WriteBatch
 	count counters
@@ -98,6 +102,7 @@ type outRing struct {
 	p        producer
 	portPath string
 	port     port
+	wakeFd   int    // the peer's wake FIFO, or -1
 	seenRgen uint64 // the reader generation the ring showed last
 	stalled  bool   // full, the consumer not moving: drop without waiting
 	stallAt  uint64 // the tail when it stalled
@@ -129,8 +134,7 @@ func Open(cfg Config) (*Link, error) {
 		return nil, fmt.Errorf("shmlink: %w", err)
 	}
 	l := &Link{cfg: cfg, local: cfg.Local, is6: !cfg.Local.Addr().Is4(), log: cfg.Logger,
-		pid: uint32(os.Getpid()), gen: newGeneration(), epoch: time.Now(),
-		wait: unix.NsecToTimespec(sleepTimeout.Nanoseconds())}
+		pid: uint32(os.Getpid()), gen: newGeneration(), epoch: time.Now(), sleepFor: sleepTimeout}
 	l.match = netip.AddrPortFrom(l.local.Addr().WithZone(""), l.local.Port())
 	l.hdr = headersLen(l.is6)
 	l.caps = link.Caps{TOS: true, IPv4ID: 0, MaxDatagram: cfg.SlotSize - slotHeaderLen - l.hdr}
@@ -149,6 +153,12 @@ func Open(cfg Config) (*Link, error) {
 		}
 		return nil, fmt.Errorf("shmlink: lock %s: %w", lockPath, err)
 	}
+	l.wakePath = filepath.Join(cfg.Dir, wakeName(l.local))
+	if l.wake, err = makeWakeFIFO(l.wakePath); err != nil {
+		l.lock.Close()
+		return nil, fmt.Errorf("shmlink: wake FIFO: %w", err)
+	}
+	l.selfWake = openWake(l.wakePath)
 	l.portPath = filepath.Join(cfg.Dir, portName(l.local))
 	if old, _, err := openMapped(l.portPath, portFileSize, portFileSize); err == nil {
 		if p, err := attachPort(old); err == nil {
@@ -159,6 +169,9 @@ func Open(cfg Config) (*Link, error) {
 	}
 	mem, ino, err := createMapped(l.portPath, portFileSize, func(mem []byte) { initPort(mem, l.pid, l.gen) })
 	if err != nil {
+		l.wake.Close()
+		closeWake(l.selfWake)
+		os.Remove(l.wakePath)
 		l.lock.Close()
 		return nil, fmt.Errorf("shmlink: port file: %w", err)
 	}
@@ -381,8 +394,8 @@ func (l *Link) pending() (yes bool) {
 	return false
 }
 
-// waitReadable spins for Config.Spin, then sleeps on the port's futex
-// word until a sender wakes it, a datagram waits, or the link closes.
+// waitReadable spins for Config.Spin, then sleeps on the wake FIFO until
+// a sender wakes it, a datagram waits, or the link closes.
 func (l *Link) waitReadable() error {
 	if err := l.enter(); err != nil {
 		return err
@@ -412,13 +425,14 @@ func (l *Link) waitReadable() error {
 		}
 	}
 	for {
-		s := l.own.seq.Load()
 		l.own.sleepers.Add(1)
 		if l.closed.Load() || l.pending() {
 			l.own.sleepers.Add(^uint32(0))
 			break
 		}
-		sleepOn(l.own.seq, s, &l.wait)
+		var b [64]byte
+		l.wake.SetReadDeadline(time.Now().Add(l.sleepFor))
+		l.wake.Read(b[:])
 		l.own.sleepers.Add(^uint32(0))
 		if l.closed.Load() || l.pending() {
 			break
@@ -545,7 +559,7 @@ func (l *Link) out(dst netip.AddrPort) *outRing {
 
 // connect maps dst's port and makes a fresh ring to it.
 func (l *Link) connect(dst netip.AddrPort) (*outRing, error) {
-	o := &outRing{peer: dst, portPath: filepath.Join(l.cfg.Dir, portName(dst)),
+	o := &outRing{peer: dst, wakeFd: -1, portPath: filepath.Join(l.cfg.Dir, portName(dst)),
 		path: filepath.Join(l.cfg.Dir, ringName(l.local, dst))}
 	pm, _, err := openMapped(o.portPath, portFileSize, portFileSize)
 	if err != nil {
@@ -565,9 +579,9 @@ func (l *Link) connect(dst netip.AddrPort) (*outRing, error) {
 		return nil, err
 	}
 	o.p, o.ino = producer{ring: rg}, ino
+	o.wakeFd = openWake(filepath.Join(l.cfg.Dir, wakeName(dst)))
 	o.port.peers.Add(1)
-	o.port.seq.Add(1)
-	wakeAll(o.port.seq)
+	wake(o.wakeFd)
 	return o, nil
 }
 
@@ -584,6 +598,8 @@ func (l *Link) repoint(o *outRing) {
 	}
 	unix.Munmap(o.port.mem)
 	o.port = p
+	closeWake(o.wakeFd)
+	o.wakeFd = openWake(filepath.Join(l.cfg.Dir, wakeName(o.peer)))
 	o.stalled = false
 }
 
@@ -599,6 +615,7 @@ func (l *Link) drop(o *outRing) {
 	}
 	unix.Munmap(o.port.mem)
 	unix.Munmap(o.p.mem)
+	closeWake(o.wakeFd)
 	delete(l.tx.peers, o.peer)
 }
 
@@ -642,8 +659,7 @@ func (l *Link) waitRoom(o *outRing) bool {
 	}
 	o.stalled = false
 	l.count.txFullWaits.Add(1)
-	o.port.seq.Add(1)
-	wakeAll(o.port.seq)
+	wake(o.wakeFd)
 	if l.cfg.FullWait > 0 {
 		// Sleep on the ring's tail word, which the consumer bumps when
 		// it frees slots and sees this producer waiting.
@@ -673,8 +689,7 @@ func (l *Link) wakeTouched() {
 	for _, o := range l.tx.touched {
 		o.touched = false
 		if o.port.sleepers.Load() != 0 {
-			o.port.seq.Add(1)
-			wakeAll(o.port.seq)
+			wake(o.wakeFd)
 		}
 	}
 	l.tx.touched = l.tx.touched[:0]
@@ -726,8 +741,8 @@ func (l *Link) Close() error {
 		return link.ErrClosed
 	}
 	l.own.closed.Store(1)
-	l.own.seq.Add(1)
-	wakeAll(l.own.seq)
+	wake(l.selfWake)
+	l.wake.Close() // ends a Read in progress
 	l.mapMu.Lock()
 	defer l.mapMu.Unlock()
 	for _, o := range l.tx.peers {
@@ -741,7 +756,9 @@ func (l *Link) Close() error {
 	}
 	if inode(l.portPath) == l.portIno {
 		os.Remove(l.portPath)
+		os.Remove(l.wakePath)
 	}
+	closeWake(l.selfWake)
 	unix.Munmap(l.own.mem)
 	err := l.lock.Close()
 	l.log.Info("shmlink: closed", zap.Stringer("local", l.local))

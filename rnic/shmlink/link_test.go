@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"net/netip"
+	"runtime"
 	"testing"
 	"time"
 
@@ -226,5 +227,48 @@ func TestOpenChecksConfig(t *testing.T) {
 	l := openLink(t, dir, netip.MustParseAddrPort("[::ffff:127.0.0.9]:0"), Config{})
 	if got := l.LocalAddr(); got != netip.MustParseAddrPort("127.0.0.9:4791") {
 		t.Errorf("an IPv4-mapped address without a port opens as %v, want 127.0.0.9:4791", got)
+	}
+}
+
+// TestSenderWakesASleepingReceiver makes the receiver's sleep as good as
+// endless, so that only the sender's wake-up can end it, and sends to it
+// while it sleeps, over a ring that exists (the wake after a batch) and
+// from a link opened after it fell asleep (the wake after a new ring).
+func TestSenderWakesASleepingReceiver(t *testing.T) {
+	old := sleepTimeout
+	sleepTimeout = time.Hour
+	dir := t.TempDir()
+	b := openLink(t, dir, addrB, Config{})
+	a := openLink(t, dir, addrA, Config{})
+	sleepTimeout = old
+	sendN(t, a, b, 9, 1) // a's ring to b exists before b sleeps
+	readN(t, b, 1)
+	for round, from := range []netip.AddrPort{addrA, netipAddrC} {
+		l := a
+		if from == netipAddrC {
+			l = openLink(t, dir, from, Config{})
+		}
+		got := make(chan error, 1)
+		go func() {
+			pkts := []link.Packet{{Buf: make([]byte, 64)}}
+			_, err := b.ReadBatch(pkts)
+			got <- err
+		}()
+		// Wait until the receiver sleeps, then send.
+		for i := 0; b.own.sleepers.Load() == 0; i++ {
+			if i > 1e6 {
+				t.Fatal("the receiver never went to sleep")
+			}
+			runtime.Gosched()
+		}
+		sendN(t, l, b, byte(round), 1)
+		select {
+		case err := <-got:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(testTimeout):
+			t.Fatalf("round %d: the receiver slept through the send", round)
+		}
 	}
 }

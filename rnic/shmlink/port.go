@@ -7,13 +7,12 @@ import (
 )
 
 // Layout of a port file: one page. The owner writes the first line once;
-// senders write seq and peers, the owner sleepers and closed.
+// senders write peers, the owner sleepers and closed.
 const (
 	portMagic    = "goroceP1"
-	offPortPID   = 8  // uint32
-	offPortGen   = 16 // uint64: random, fresh for every Open
-	offSeq       = 64 // uint32: the futex word senders bump to wake the owner
-	offSleepers  = 128
+	offPortPID   = 8   // uint32
+	offPortGen   = 16  // uint64: random, fresh for every Open
+	offSleepers  = 128 // uint32: the owner's goroutines asleep on its wake FIFO
 	offPeers     = 192 // uint32: bumped by a sender that made a new ring
 	offClosed    = 196 // uint32: 1 once the owner closed the link
 	portFileSize = 4096
@@ -25,14 +24,13 @@ var errBadPort = errors.New("shmlink: not a port file")
 type port struct {
 	mem      []byte
 	gen      uint64 // copied at attach
-	seq      *atomic.Uint32
 	sleepers *atomic.Uint32
 	peers    *atomic.Uint32
 	closed   *atomic.Uint32
 }
 
 func newPortView(mem []byte, gen uint64) port {
-	return port{mem: mem, gen: gen, seq: word32(mem, offSeq), sleepers: word32(mem, offSleepers),
+	return port{mem: mem, gen: gen, sleepers: word32(mem, offSleepers),
 		peers: word32(mem, offPeers), closed: word32(mem, offClosed)}
 }
 
