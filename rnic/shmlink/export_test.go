@@ -1,3 +1,5 @@
+//go:build linux
+
 package shmlink
 
 // AcquireRings tells the race detector that what this process learned
