@@ -14,7 +14,7 @@ const (
 	futexWake = 1 // FUTEX_WAKE
 )
 
-// sleepOn blocks while *w == val, until a futexWakeAll on w or until the
+// sleepOn blocks while *w == val, until a wakeAll on w or until the
 // timeout *ts passes (spurious returns are fine: callers look again).
 func sleepOn(w *atomic.Uint32, val uint32, ts *unix.Timespec) {
 	unix.Syscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(w)), futexWait, uintptr(val),
