@@ -64,6 +64,9 @@
 //	GOROCE_PEER_MEMORY   1: the RNIC may register GPU memory (nvidia_peermem loaded)
 //	GOROCE_BUSY_POLL     how long a rank spins on its RNIC before it sleeps (200us; 0: off;
 //	                     default on when this host's ranks fit its CPUs)
+//	GOROCE_LINK          the RNIC's wire: udp (default), RoCEv2 over UDP sockets, or shm,
+//	                     the same frames through shared-memory rings (every rank on one host)
+//	GOROCE_SHM_DIR       where shm's ring files live (default /dev/shm/goroce-<uid>)
 //
 // Bit-identical results: each reduced element is computed by one rank in a
 // fixed order (ring) or by partners with commutative kernels (recursive

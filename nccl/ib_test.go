@@ -180,7 +180,13 @@ func TestCommInitRankUDP(t *testing.T) {
 		t.Skip("real sockets")
 	}
 	comms := initComms(t, 3, 7, func(int) Options { return Options{Slots: 4, SlotSize: 16 << 10} })
-	rng := rand.New(rand.NewPCG(5, 5))
+	testCollectivesAndDestroy(t, comms, rand.New(rand.NewPCG(5, 5)))
+}
+
+// testCollectivesAndDestroy runs every collective of the matrix and an
+// AllReduce in bfloat16 on comms, checking the results, then destroys them.
+func testCollectivesAndDestroy(t *testing.T, comms []*Comm, rng *rand.Rand) {
+	t.Helper()
 	for _, mc := range matrix {
 		t.Run(mc.name, func(t *testing.T) { mc.run(t, comms, rng, Float32, Sum, 50000, false) })
 	}

@@ -24,6 +24,8 @@ import (
 	"github.com/goroce/goroce/nccl/transport/ib"
 	"github.com/goroce/goroce/qp"
 	"github.com/goroce/goroce/rnic"
+	"github.com/goroce/goroce/rnic/link"
+	"github.com/goroce/goroce/rnic/shmlink"
 )
 
 // UniqueIDBytes is the size of a UniqueID, NCCL_UNIQUE_ID_BYTES.
@@ -195,6 +197,9 @@ func CommInitRank(ctx context.Context, nranks int, id UniqueID, rank int, opts O
 		}
 		dc := rnic.Config{Addr: addr, MTU: opts.MTU, Logger: opts.Logger, PeerMemory: peerMemory, BusyPoll: busy,
 			MaxUnackedPSNs: fifoWindow(ic)}
+		if dc.Link, err = linkFromEnv(addr, opts.Logger); err != nil {
+			return fail(err)
+		}
 		log.Debug("rnic polling", zap.Duration("busy_poll", busy))
 		closeObs, err := observeFromEnv(&dc, rank)
 		if err != nil {
@@ -202,6 +207,9 @@ func CommInitRank(ctx context.Context, nranks int, id UniqueID, rank int, opts O
 		}
 		cleanup = append(cleanup, closeObs) // runs after dev.Close
 		if dev, err = rnic.Open(dc); err != nil {
+			if dc.Link != nil {
+				dc.Link.Close()
+			}
 			return fail(fmt.Errorf("opening the RNIC at %v: %w", addr, err))
 		}
 		cleanup = append(cleanup, dev.Close)
@@ -317,6 +325,24 @@ func busyPoll(opt time.Duration, addr netip.Addr, nranks int) (time.Duration, er
 		return 0, nil
 	}
 	return DefaultBusyPoll, nil
+}
+
+// linkFromEnv opens the wire GOROCE_LINK asks for: "shm" a shared-memory
+// link at addr (rnic/shmlink, its files in GOROCE_SHM_DIR or the default
+// directory), "udp" or unset none, so that rnic.Open opens a UDP socket.
+func linkFromEnv(addr netip.AddrPort, log *zap.Logger) (link.Link, error) {
+	switch s := getenv("GOROCE_LINK"); s {
+	case "", "udp":
+		return nil, nil
+	case "shm":
+		l, err := shmlink.Open(shmlink.Config{Local: addr, Dir: getenv("GOROCE_SHM_DIR"), Logger: log})
+		if err != nil {
+			return nil, fmt.Errorf("opening the shared-memory link at %v: %w", addr, err)
+		}
+		return l, nil
+	default:
+		return nil, fmt.Errorf("%w: GOROCE_LINK=%q (want shm or udp)", ErrInvalidArgument, s)
+	}
 }
 
 // deviceAddr picks the RNIC address: explicit, else GOROCE_ADDR, else a

@@ -8,6 +8,8 @@ import (
 
 	"github.com/goroce/goroce/mr"
 	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/rnic/link"
+	"github.com/goroce/goroce/rnic/shmlink"
 	"github.com/goroce/goroce/rnic/udplink"
 )
 
@@ -16,11 +18,28 @@ const allAccess = mr.AccessLocalWrite | mr.AccessRemoteWrite | mr.AccessRemoteRe
 // udpPair opens two devices over real UDP on loopback and connects an RC
 // QP pair between them.
 func udpPair(b testing.TB, ips [2]string, mtu int, busy time.Duration) (x, y *end) {
+	return linkPair(b, ips, mtu, busy, func(ip string) (link.Link, error) {
+		return udplink.Open(udplink.Config{Local: netip.AddrPortFrom(netip.MustParseAddr(ip), 0), EphemeralPort: true, RoCEv2GSO: true})
+	})
+}
+
+// shmPair opens two devices over shared-memory links (files in a
+// directory of the benchmark's own) and connects an RC QP pair.
+func shmPair(b testing.TB, ips [2]string, mtu int, busy time.Duration) (x, y *end) {
+	dir := b.TempDir()
+	return linkPair(b, ips, mtu, busy, func(ip string) (link.Link, error) {
+		return shmlink.Open(shmlink.Config{Local: netip.AddrPortFrom(netip.MustParseAddr(ip), 0), Dir: dir})
+	})
+}
+
+// linkPair opens two devices on the links open makes at ips and connects
+// an RC QP pair between them.
+func linkPair(b testing.TB, ips [2]string, mtu int, busy time.Duration, open func(ip string) (link.Link, error)) (x, y *end) {
 	var ends [2]*end
 	for i, ip := range ips {
-		l, err := udplink.Open(udplink.Config{Local: netip.AddrPortFrom(netip.MustParseAddr(ip), 0), EphemeralPort: true, RoCEv2GSO: true})
+		l, err := open(ip)
 		if err != nil {
-			b.Fatalf("udplink.Open(%s): %v", ip, err)
+			b.Fatalf("opening a link at %s: %v", ip, err)
 		}
 		dev, err := Open(Config{Addr: l.LocalAddr(), Link: l, MTU: mtu, BusyPoll: busy})
 		if err != nil {
@@ -34,6 +53,32 @@ func udpPair(b testing.TB, ips [2]string, mtu int, busy time.Duration) (x, y *en
 	connect(b, ends[0], ends[1], pc)
 	connect(b, ends[1], ends[0], pc)
 	return ends[0], ends[1]
+}
+
+// BenchmarkWires puts the two wires between devices of one host side by
+// side: write_bw of 64 KiB RDMA WRITEs (16 in flight) and send_lat of an
+// 8-byte SEND round trip (blocking and busy-polling), over UDP on loopback
+// and over shared memory (rnic/shmlink).
+func BenchmarkWires(b *testing.B) {
+	wires := []struct {
+		name string
+		pair func(testing.TB, [2]string, int, time.Duration) (*end, *end)
+	}{{"udp", udpPair}, {"shm", shmPair}}
+	for _, w := range wires {
+		b.Run("write_bw_64KiB/"+w.name, func(b *testing.B) {
+			x, y := w.pair(b, [2]string{"127.78.3.1", "127.78.3.2"}, 4096, 0)
+			writeBW(b, x, y)
+		})
+	}
+	for _, busy := range []time.Duration{0, 50 * time.Microsecond} {
+		mode := map[bool]string{false: "blocking", true: "busypoll"}[busy > 0]
+		for _, w := range wires {
+			b.Run("send_lat_8B_"+mode+"/"+w.name, func(b *testing.B) {
+				x, y := w.pair(b, [2]string{"127.78.4.1", "127.78.4.2"}, 4096, busy)
+				pingPong(b, x, y)
+			})
+		}
+	}
 }
 
 // BenchmarkRCSendPingPong measures the round trip of an 8-byte RC SEND
@@ -100,8 +145,13 @@ func pingPong(b *testing.B, x, y *end) {
 // BenchmarkRCWriteBW measures RDMA WRITE bandwidth of 64 KiB messages over
 // real UDP on loopback, 16 in flight, MTU 4096 (bytes/s is payload).
 func BenchmarkRCWriteBW(b *testing.B) {
-	const size, depth = 64 << 10, 16
 	x, y := udpPair(b, [2]string{"127.78.2.1", "127.78.2.2"}, 4096, 0)
+	writeBW(b, x, y)
+}
+
+// writeBW posts b.N RDMA WRITEs of 64 KiB from x to y, 16 in flight.
+func writeBW(b *testing.B, x, y *end) {
+	const size, depth = 64 << 10, 16
 	post := func(i int) {
 		x.postSend(b, qp.SendWR{WRID: uint64(i), Opcode: qp.WRRDMAWrite, Flags: qp.SendSignaled,
 			SGL: []qp.SGE{x.sge(0, size)}, RemoteAddr: y.mr.Addr(), RKey: y.mr.RKey()})

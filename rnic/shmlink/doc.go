@@ -1,0 +1,89 @@
+// Package shmlink is a link.Link between devices on one host that carries
+// RoCEv2 frames through rings in shared memory instead of UDP sockets, in
+// the spirit of memif (the shared-memory packet interface of VPP and DPDK).
+//
+// Where it sits: wire < link < udplink, simlink, shmlink (this package) <
+// rnic. Every layer above is unchanged: the device builds the same packets,
+// PSNs, ACKs, ICRCs and DCQCN state as over udplink, and its trace and pcap
+// show the same bytes.
+//
+// # What crosses the ring
+//
+// Each slot holds one whole IP datagram: an IPv4 header (20 bytes, TOS
+// ECT(0), Identification 0, DF, TTL 64, a valid header checksum) or an IPv6
+// header (40 bytes, traffic class ECT(0), flow label 0, hop limit 64),
+// a UDP header (checksum 0, as Linux rxe sends) from the device's port to
+// the peer's, and the RoCEv2 packet from BTH to ICRC: what udplink's socket
+// would put on the wire. The receiver reads the source address, port and
+// TOS byte from those headers, so link.Caps reports TOS true and IPv4ID 0,
+// and the ICRC verifies as it does for a UDP link with IPv4 ID 0.
+//
+// # Files and rings
+//
+// All files live in one directory (Config.Dir, by default
+// /dev/shm/goroce-<uid>), mode 0600, and are addressed by IP:port as
+// udplink addresses its peers:
+//
+//   - "<addr>.lock": held with flock(2) by the link that owns addr while it
+//     is open; the kernel lets go when the process dies. A second Open of
+//     the same address fails with ErrAddrInUse.
+//   - "<addr>.port": the device's port, one page: its owner's pid and a
+//     random generation, how many of its receive goroutines sleep, a
+//     counter senders bump when they make a new ring, and a closed flag.
+//   - "<addr>.wake": a FIFO the owner sleeps on and senders write a byte
+//     to, to wake it. Open replaces a stale one (its lock is free)
+//     with a fresh file, so a sender still holding the old one can tell.
+//   - "<src>,<dst>.ring": one single-producer single-consumer ring from
+//     src to dst, made by the sender on its first packet to dst, owned by
+//     it (its pid and generation in the header). A sender always makes a
+//     fresh ring file and renames it over a stale one; the receiver maps
+//     every ring addressed to it, at Open and whenever the port's ring
+//     counter changes.
+//
+// A ring is a header and a power-of-two number of fixed-size slots
+// (Config.Slots of Config.SlotSize bytes). The producer writes a slot's
+// length and bytes, then publishes its head index; the consumer copies the
+// slot out, then publishes its tail index. A process that dies leaves
+// each slot published or not, never torn, so the ring stays consistent:
+// the next receiver at the address drops what its predecessor left unread
+// (Stats.RxStale), as a closed socket drops its queue, and reads on; a
+// sender that restarts makes a fresh ring.
+//
+// # Untrusted memory
+//
+// Any process of the same user can write the files. The link therefore
+// keeps its own copy of each ring's geometry (checked against the file's
+// size once, when it maps it), and bounds every index and length it reads
+// from shared memory before use: a head more than a ring's worth ahead of
+// the tail, or a slot length beyond the slot, drops the ring's contents and
+// is counted (Stats.RxBadRing). A slot's bytes are copied into the
+// receiver's buffer before they are parsed, so a writer changing them
+// afterwards changes nothing. A file truncated under the mapping makes the
+// next access fault; the link turns that fault into a dropped ring
+// (runtime/debug.SetPanicOnFault) instead of a crash.
+//
+// # Waking up
+//
+// A receiver that finds its rings empty (after Config.Spin, default none,
+// of looking again) announces that it sleeps (the port's sleeper count),
+// looks once more and reads its wake FIFO with a timeout. A sender that
+// publishes a packet and sees a sleeper writes a byte to the FIFO: one
+// system call per batch and peer, only when the peer sleeps. The FIFO,
+// unlike a futex, is read through Go's poller, so a sleeping receiver
+// holds no thread and no P: the other goroutines of its process run (a
+// futex sleep kept a P until the runtime's monitor took it back, up to
+// 10 ms later, which made a blocking round trip slower than over UDP). A device
+// in polling mode (rnic.Config.BusyPoll) polls through link.Poller's
+// TryReadBatch and never sleeps while it polls; one that waits does not
+// burn the CPU that the other ranks on the host need (a 20 µs spin
+// halved a 4-rank AllReduce on a loaded 2-CPU host).
+//
+// A full ring pushes back: the sender sleeps up to Config.FullWait on a
+// futex word in the ring (it holds the device's send lock anyway), which
+// the consumer bumps when it frees slots and sees the sender waiting, then drops the packet, and drops the next
+// ones at once until the consumer moves again, so a dead peer cannot stall
+// it.
+//
+// The package works on Linux only (futex, flock, mmap); elsewhere Open
+// returns an error.
+package shmlink

@@ -1,0 +1,766 @@
+package shmlink
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+	"golang.org/x/sys/unix"
+
+	"github.com/goroce/goroce/rnic/link"
+)
+
+// sleepTimeout bounds one sleep on the wake FIFO, so that a receiver whose
+// wake-up was lost (a sender that died between publishing and waking, or
+// a hostile one) still looks at its rings now and then. A variable so
+// that a test can make a lost wake-up hang.
+var sleepTimeout = 50 * time.Millisecond
+
+// retryPeer is how long a sender waits before it looks again for a peer
+// whose port file it could not open.
+const retryPeer = 10 * time.Millisecond
+
+// Link is a link.Link through shared memory. Open makes one.
+//
+// ReadBatch (or the Poller's TryReadBatch) is called by one goroutine at
+// a time and WriteBatch by one goroutine at a time; the two may run
+// concurrently with each other, with WaitReadable and with Close. Every
+// other method is safe for concurrent use.
+type Link struct {
+	cfg   Config
+	local netip.AddrPort // as given, with the zone
+	match netip.AddrPort // local as frames name it: no zone
+	is6   bool
+	hdr   int // IP and UDP header bytes per frame
+	caps  link.Caps
+	log   *zap.Logger
+	pid   uint32
+	gen   uint64
+	epoch time.Time
+
+	lock     *os.File // flock'd while the link is open
+	portPath string
+	portIno  uint64
+	own      port
+
+	// mapMu is read-held by every call that touches mapped memory and
+	// write-held by Close to unmap it.
+	mapMu  sync.RWMutex
+	closed atomic.Bool
+
+	rx       rxState // owned by the goroutine reading
+	rings    atomic.Pointer[[]*inRing]
+	seen     atomic.Uint32 // the port's ring counter at the last scan
+	wake     *os.File      // the wake FIFO, read through Go's poller
+	wakePath string
+	selfWake int           // the wake FIFO opened for writing, for Close
+	sleepFor time.Duration // sleepTimeout when the link opened
+
+	tx    txState // owned by the goroutine in WriteBatch
+	count counters
+}
+
+// rxState is the receive side's own state.
+type rxState struct {
+	all  []*inRing // every ring ever mapped, unmapped at Close
+	cur  *inRing   // the ring being read, to blame for a fault
+	next int       // the ring to look at first, for fairness
+}
+
+// inRing is a ring addressed to this link.
+type inRing struct {
+	name   string
+	ino    uint64
+	c      consumer
+	broken atomic.Bool // faulted: never read again
+}
+
+// txState is the send side's own state.
+type txState struct {
+	peers   map[netip.AddrPort]*outRing
+	absent  map[netip.AddrPort]time.Duration // peers without a port file, until when
+	touched []*outRing
+	cur     *outRing // the ring being written, to blame for a fault
+	ts      unix.Timespec
+}
+
+// outRing is a ring this link sends to one peer on, with the peer's port.
+type outRing struct {
+	peer     netip.AddrPort
+	path     string
+	ino      uint64
+	p        producer
+	portPath string
+	port     port
+	wakeFd   int    // the peer's wake FIFO, or -1
+	seenRgen uint64 // the reader generation the ring showed last
+	stalled  bool   // full, the consumer not moving: drop without waiting
+	stallAt  uint64 // the tail when it stalled
+	touched  bool
+	broken   bool // faulted: dropped
+}
+
+type counters struct {
+	rxBadRing   atomic.Uint64
+	rxBadFrame  atomic.Uint64
+	rxTruncated atomic.Uint64
+	rxStale     atomic.Uint64
+	txNoPeer    atomic.Uint64
+	txFull      atomic.Uint64
+	txFullWaits atomic.Uint64
+}
+
+var _ link.Pollable = (*Link)(nil)
+
+// Open takes the address cfg.Local in cfg.Dir (replacing a stale port file
+// a dead process left), maps the rings already addressed to it, and
+// returns the link.
+func Open(cfg Config) (*Link, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
+		return nil, fmt.Errorf("shmlink: %w", err)
+	}
+	l := &Link{cfg: cfg, local: cfg.Local, is6: !cfg.Local.Addr().Is4(), log: cfg.Logger,
+		pid: uint32(os.Getpid()), gen: newGeneration(), epoch: time.Now(), sleepFor: sleepTimeout}
+	l.match = netip.AddrPortFrom(l.local.Addr().WithZone(""), l.local.Port())
+	l.hdr = headersLen(l.is6)
+	l.caps = link.Caps{TOS: true, IPv4ID: 0, MaxDatagram: cfg.SlotSize - slotHeaderLen - l.hdr}
+	l.tx.peers = make(map[netip.AddrPort]*outRing)
+	l.tx.absent = make(map[netip.AddrPort]time.Duration)
+
+	lockPath := filepath.Join(cfg.Dir, lockName(l.local))
+	l.lock, err = os.OpenFile(lockPath, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("shmlink: %w", err)
+	}
+	if err := unix.Flock(int(l.lock.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		l.lock.Close()
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			return nil, fmt.Errorf("%w: %v in %s", ErrAddrInUse, l.local, cfg.Dir)
+		}
+		return nil, fmt.Errorf("shmlink: lock %s: %w", lockPath, err)
+	}
+	l.wakePath = filepath.Join(cfg.Dir, wakeName(l.local))
+	if l.wake, err = makeWakeFIFO(l.wakePath); err != nil {
+		l.lock.Close()
+		return nil, fmt.Errorf("shmlink: wake FIFO: %w", err)
+	}
+	l.selfWake = openWake(l.wakePath)
+	l.portPath = filepath.Join(cfg.Dir, portName(l.local))
+	if old, _, err := openMapped(l.portPath, portFileSize, portFileSize); err == nil {
+		if p, err := attachPort(old); err == nil {
+			l.log.Info("shmlink: replacing a stale port file", zap.String("path", l.portPath),
+				zap.Uint32("pid", binary.LittleEndian.Uint32(p.mem[offPortPID:])))
+		}
+		unix.Munmap(old)
+	}
+	mem, ino, err := createMapped(l.portPath, portFileSize, func(mem []byte) { initPort(mem, l.pid, l.gen) })
+	if err != nil {
+		l.wake.Close()
+		closeWake(l.selfWake)
+		os.Remove(l.wakePath)
+		l.lock.Close()
+		return nil, fmt.Errorf("shmlink: port file: %w", err)
+	}
+	l.own, l.portIno = newPortView(mem, l.gen), ino
+	empty := []*inRing{}
+	l.rings.Store(&empty)
+	l.scan()
+	l.log.Info("shmlink: opened", zap.Stringer("local", l.local), zap.String("dir", cfg.Dir),
+		zap.Int("slots", cfg.Slots), zap.Int("slot_size", cfg.SlotSize))
+	return l, nil
+}
+
+// enter read-locks the mappings for a call, unless the link is closed.
+func (l *Link) enter() error {
+	if l.closed.Load() {
+		return link.ErrClosed
+	}
+	l.mapMu.RLock()
+	if l.closed.Load() {
+		l.mapMu.RUnlock()
+		return link.ErrClosed
+	}
+	return nil
+}
+
+// now is the time since the link opened, from the monotonic clock.
+func (l *Link) now() time.Duration { return time.Since(l.epoch) }
+
+// scan maps the rings addressed to this link that it has not mapped yet,
+// or that a sender has replaced. Called by the reading goroutine.
+func (l *Link) scan() {
+	l.seen.Store(l.own.peers.Load())
+	ents, err := os.ReadDir(l.cfg.Dir)
+	if err != nil {
+		return
+	}
+	suffix := ringSuffix(l.local)
+	old := *l.rings.Load()
+	list := append([]*inRing(nil), old...)
+	changed := false
+	for _, e := range ents {
+		name := e.Name()
+		if !strings.HasSuffix(name, suffix) {
+			continue
+		}
+		path := filepath.Join(l.cfg.Dir, name)
+		ino := inode(path)
+		at := -1
+		for i, r := range list {
+			if r.name == name {
+				at = i
+			}
+		}
+		if ino == 0 || (at >= 0 && list[at].ino == ino) {
+			continue
+		}
+		mem, ino, err := openMapped(path, ringHeaderLen, ringLen(MaxSlots, maxSlotSize))
+		if err != nil {
+			continue
+		}
+		rg, err := attachRing(mem)
+		if err != nil {
+			unix.Munmap(mem)
+			continue
+		}
+		r := &inRing{name: name, ino: ino, c: consumer{ring: rg}}
+		r.c.next = rg.tail.Load()
+		if h := rg.head.Load(); rg.rgen.Load() != 0 || h-r.c.next > rg.mask+1 {
+			// A receiver before this one mapped the ring: what it left
+			// was sent to a process that is gone, and is dropped, as a
+			// socket that closed drops what it had not read.
+			if d := h - r.c.next; d <= rg.mask+1 {
+				l.count.rxStale.Add(d)
+			}
+			r.c.release(h)
+		}
+		rg.rgen.Store(l.gen)
+		l.rx.all = append(l.rx.all, r)
+		if at >= 0 {
+			list[at] = r // the old one stays mapped until Close: WaitReadable may look at it
+		} else {
+			list = append(list, r)
+		}
+		changed = true
+	}
+	if changed {
+		l.rings.Store(&list)
+	}
+}
+
+// ReadBatch blocks until at least one datagram has arrived and fills up to
+// len(pkts) packets: Buf the RoCEv2 bytes (a slice of the offered buffer,
+// into which the whole frame was copied), Addr the sender's address and
+// port, TOS the IP TOS byte (traffic class), IPv4ID the frame's IPv4
+// Identification. A datagram longer than its buffer is dropped and counted
+// (RxTruncated); a frame that is not a UDP datagram to this link
+// (RxBadFrame), or a ring whose indices or lengths are out of bounds
+// (RxBadRing), likewise. After Close it returns link.ErrClosed.
+func (l *Link) ReadBatch(pkts []link.Packet) (int, error) {
+	for {
+		n, err := l.read(pkts)
+		if n > 0 || err != nil || len(pkts) == 0 {
+			return n, err
+		}
+		if err := l.waitReadable(); err != nil {
+			return 0, err
+		}
+	}
+}
+
+// read takes what waits in the rings, without waiting.
+func (l *Link) read(pkts []link.Packet) (n int, err error) {
+	if err := l.enter(); err != nil {
+		return 0, err
+	}
+	defer l.mapMu.RUnlock()
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if r := recover(); r != nil {
+			if !isFault(r) {
+				panic(r)
+			}
+			if l.rx.cur != nil {
+				l.rx.cur.broken.Store(true)
+			}
+			l.count.rxBadRing.Add(1)
+		}
+	}()
+	l.rx.cur = nil // faults before the first ring are the port's
+	if l.own.peers.Load() != l.seen.Load() {
+		l.scan()
+	}
+	rings := *l.rings.Load()
+	for k := range rings {
+		if n == len(pkts) {
+			break
+		}
+		r := rings[(l.rx.next+k)%len(rings)]
+		if r.broken.Load() {
+			continue
+		}
+		l.rx.cur = r
+		if k := l.drain(r, pkts[n:]); k > 0 {
+			n += k
+			if r.c.waiting.Load() != 0 {
+				// The producer sleeps until the ring has room.
+				r.c.tailSeq.Add(1)
+				wakeAll(r.c.tailSeq)
+			}
+		}
+	}
+	if len(rings) > 0 {
+		l.rx.next = (l.rx.next + 1) % len(rings)
+	}
+	if n > 0 {
+		ringTaken()
+	}
+	return n, nil
+}
+
+// drain moves datagrams from r into pkts until r is empty or pkts full.
+func (l *Link) drain(r *inRing, pkts []link.Packet) int {
+	n := 0
+	for n < len(pkts) {
+		p := &pkts[n]
+		buf := p.Buf[:cap(p.Buf)]
+		k, res := r.c.take(buf)
+		switch res {
+		case takeEmpty:
+			return n
+		case takeOK:
+			if parseFrame(buf[:k], l.match, p) {
+				n++
+			} else {
+				l.count.rxBadFrame.Add(1)
+			}
+		case takeTruncated:
+			l.count.rxTruncated.Add(1)
+		default:
+			l.count.rxBadRing.Add(1)
+		}
+	}
+	return n
+}
+
+// isFault reports whether a recovered value is a memory fault turned into
+// a panic by debug.SetPanicOnFault.
+func isFault(r any) bool {
+	_, ok := r.(interface{ Addr() uintptr })
+	return ok
+}
+
+// pending reports whether a ring holds a datagram, or a sender made a new
+// ring; any goroutine may ask.
+// A ring that faults (its file truncated) is marked broken and reported
+// as pending, so that the reader moves on.
+func (l *Link) pending() (yes bool) {
+	var cur *inRing
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if r := recover(); r != nil {
+			if !isFault(r) {
+				panic(r)
+			}
+			if cur != nil {
+				cur.broken.Store(true)
+				l.count.rxBadRing.Add(1)
+			}
+			yes = cur != nil
+		}
+	}()
+	if l.own.peers.Load() != l.seen.Load() {
+		return true
+	}
+	for _, cur = range *l.rings.Load() {
+		if !cur.broken.Load() && cur.c.pending() {
+			return true
+		}
+	}
+	return false
+}
+
+// waitReadable spins for Config.Spin, then sleeps on the wake FIFO until
+// a sender wakes it, a datagram waits, or the link closes.
+func (l *Link) waitReadable() error {
+	if err := l.enter(); err != nil {
+		return err
+	}
+	defer l.mapMu.RUnlock()
+	// A fault on the port's page (its file truncated) ends the wait as
+	// a spurious wake-up would.
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if r := recover(); r != nil && !isFault(r) {
+			panic(r)
+		}
+	}()
+	if l.cfg.Spin > 0 {
+		end := l.now() + l.cfg.Spin
+		for {
+			if l.closed.Load() {
+				return link.ErrClosed
+			}
+			if l.pending() {
+				return nil
+			}
+			if l.now() >= end {
+				break
+			}
+			runtime.Gosched()
+		}
+	}
+	for {
+		l.own.sleepers.Add(1)
+		if l.closed.Load() || l.pending() {
+			l.own.sleepers.Add(^uint32(0))
+			break
+		}
+		var b [64]byte
+		l.wake.SetReadDeadline(time.Now().Add(l.sleepFor))
+		l.wake.Read(b[:])
+		l.own.sleepers.Add(^uint32(0))
+		if l.closed.Load() || l.pending() {
+			break
+		}
+	}
+	if l.closed.Load() {
+		return link.ErrClosed
+	}
+	return nil
+}
+
+// Poller returns the link's polled receive side: TryReadBatch reads what
+// waits without waiting, WaitReadable spins and sleeps as ReadBatch does.
+func (l *Link) Poller() link.Poller { return (*poller)(l) }
+
+// poller is a Link seen as its link.Poller.
+type poller Link
+
+func (p *poller) TryReadBatch(pkts []link.Packet) (int, error) { return (*Link)(p).read(pkts) }
+
+func (p *poller) WaitReadable() error { return (*Link)(p).waitReadable() }
+
+// WriteBatch copies each packet, gathered from Buf, Payload and Tail behind
+// IP and UDP headers, into the ring to its Addr's port, and returns how
+// many were handled. A packet to an address whose port file does not exist
+// (TxNoPeer), or that finds its ring full for Config.FullWait (TxFull), is
+// dropped as a network would drop it, not an error. When fewer than
+// len(pkts) are handled, the error says why pkts[n] was not
+// (ErrEmptyPacket, ErrPacketTooBig, ErrBadAddr or link.ErrClosed).
+func (l *Link) WriteBatch(pkts []link.Packet) (n int, err error) {
+	if err := l.enter(); err != nil {
+		return 0, err
+	}
+	defer l.mapMu.RUnlock()
+	valid, verr := l.checkSend(pkts)
+	ringPublished()
+	for n < valid {
+		n += l.writeSome(pkts[n:valid])
+	}
+	return n, verr
+}
+
+// writeSome puts packets into their rings until they are all in or one
+// faults (a ring file truncated under the mapping), and returns how many
+// it handled, the one that faulted included: it is dropped with its ring.
+func (l *Link) writeSome(pkts []link.Packet) (n int) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if r := recover(); r != nil {
+			if !isFault(r) {
+				panic(r)
+			}
+			if l.tx.cur != nil {
+				l.tx.cur.broken = true
+			}
+			l.count.txNoPeer.Add(1)
+			n++
+		}
+	}()
+	for n = 0; n < len(pkts); n++ {
+		p := &pkts[n]
+		o := l.out(p.Addr)
+		if o == nil {
+			l.count.txNoPeer.Add(1)
+			continue
+		}
+		l.put(o, p)
+	}
+	l.wakeTouched()
+	return n
+}
+
+// checkSend returns how many packets at the front of pkts can be sent and,
+// if not all, why the next one cannot.
+func (l *Link) checkSend(pkts []link.Packet) (int, error) {
+	for i := range pkts {
+		p := &pkts[i]
+		switch n := p.Len(); {
+		case n == 0:
+			return i, fmt.Errorf("%w: pkts[%d]", ErrEmptyPacket, i)
+		case n > l.caps.MaxDatagram:
+			return i, fmt.Errorf("%w: pkts[%d] is %d bytes, at most %d", ErrPacketTooBig, i, n, l.caps.MaxDatagram)
+		}
+		a := p.Addr.Addr()
+		if !a.IsValid() || p.Addr.Port() == 0 || a.Unmap().Is4() == l.is6 {
+			return i, fmt.Errorf("%w: pkts[%d] to %v from %v", ErrBadAddr, i, p.Addr, l.local)
+		}
+	}
+	return len(pkts), nil
+}
+
+// out returns the ring to dst, making it on the first packet, or nil if
+// dst has no port.
+func (l *Link) out(dst netip.AddrPort) *outRing {
+	dst = netip.AddrPortFrom(dst.Addr().Unmap(), dst.Port())
+	o := l.tx.peers[dst]
+	l.tx.cur = nil
+	if o == nil || o.broken {
+		if until, ok := l.tx.absent[dst]; ok && l.now() < until {
+			return nil
+		}
+		if o != nil {
+			l.drop(o)
+		}
+		var err error
+		if o, err = l.connect(dst); err != nil {
+			l.tx.absent[dst] = l.now() + retryPeer
+			return nil
+		}
+		delete(l.tx.absent, dst)
+		l.tx.peers[dst] = o
+	}
+	l.tx.cur = o
+	if g := o.p.rgen.Load(); g != o.seenRgen {
+		// A receiver mapped the ring: if it is not the port we know, the
+		// peer restarted; wake the new one from now on.
+		o.seenRgen = g
+		if g != o.port.gen {
+			l.repoint(o)
+		}
+	}
+	return o
+}
+
+// connect maps dst's port and makes a fresh ring to it.
+func (l *Link) connect(dst netip.AddrPort) (*outRing, error) {
+	o := &outRing{peer: dst, wakeFd: -1, portPath: filepath.Join(l.cfg.Dir, portName(dst)),
+		path: filepath.Join(l.cfg.Dir, ringName(l.local, dst))}
+	pm, _, err := openMapped(o.portPath, portFileSize, portFileSize)
+	if err != nil {
+		return nil, err
+	}
+	if o.port, err = attachPort(pm); err != nil {
+		unix.Munmap(pm)
+		return nil, err
+	}
+	size := ringLen(l.cfg.Slots, l.cfg.SlotSize)
+	var rg ring
+	_, ino, err := createMapped(o.path, size, func(mem []byte) {
+		rg = initRing(mem, l.cfg.Slots, l.cfg.SlotSize, l.pid, l.gen)
+	})
+	if err != nil {
+		unix.Munmap(pm)
+		return nil, err
+	}
+	o.p, o.ino = producer{ring: rg}, ino
+	o.wakeFd = openWake(filepath.Join(l.cfg.Dir, wakeName(dst)))
+	o.port.peers.Add(1)
+	wake(o.wakeFd)
+	return o, nil
+}
+
+// repoint maps the port now at o's peer's path in place of the one o had.
+func (l *Link) repoint(o *outRing) {
+	pm, _, err := openMapped(o.portPath, portFileSize, portFileSize)
+	if err != nil {
+		return
+	}
+	p, err := attachPort(pm)
+	if err != nil {
+		unix.Munmap(pm)
+		return
+	}
+	unix.Munmap(o.port.mem)
+	o.port = p
+	closeWake(o.wakeFd)
+	o.wakeFd = openWake(filepath.Join(l.cfg.Dir, wakeName(o.peer)))
+	o.stalled = false
+}
+
+// drop unmaps a ring the link no longer sends on.
+func (l *Link) drop(o *outRing) {
+	if o.touched {
+		for i, t := range l.tx.touched {
+			if t == o {
+				l.tx.touched = append(l.tx.touched[:i], l.tx.touched[i+1:]...)
+				break
+			}
+		}
+	}
+	unix.Munmap(o.port.mem)
+	unix.Munmap(o.p.mem)
+	closeWake(o.wakeFd)
+	delete(l.tx.peers, o.peer)
+}
+
+// put copies one packet into o's ring, waiting for room up to
+// Config.FullWait unless the ring has stalled.
+func (l *Link) put(o *outRing, p *link.Packet) {
+	if o.port.closed.Load() != 0 {
+		l.count.txNoPeer.Add(1)
+		return
+	}
+	if o.p.room() == 0 && !l.waitRoom(o) {
+		l.count.txFull.Add(1)
+		return
+	}
+	n := p.Len()
+	b := o.p.claim(l.hdr + n)
+	h := putHeaders(b, l.match, o.peer, l.is6, n)
+	h += copy(b[h:], p.Buf)
+	h += copy(b[h:], p.Payload)
+	copy(b[h:], p.Tail)
+	o.p.publish()
+	if !o.touched {
+		o.touched = true
+		l.tx.touched = append(l.tx.touched, o)
+	}
+}
+
+// waitRoom waits for a slot in a full ring: it wakes the receiver, then
+// sleeps until the consumer frees one or FullWait passes, after which the
+// ring counts as stalled until its tail moves.
+func (l *Link) waitRoom(o *outRing) bool {
+	tail := o.p.tail.Load()
+	if tail-o.p.next <= 1<<63 && tail != o.p.next {
+		// A tail ahead of the head: not the consumer's doing. The ring
+		// is made afresh for the next packet.
+		o.broken = true
+		return false
+	}
+	if o.stalled && tail == o.stallAt {
+		return false
+	}
+	o.stalled = false
+	l.count.txFullWaits.Add(1)
+	wake(o.wakeFd)
+	if l.cfg.FullWait > 0 {
+		// Sleep on the ring's tail word, which the consumer bumps when
+		// it frees slots and sees this producer waiting.
+		defer o.p.waiting.Store(0)
+		end := l.now() + l.cfg.FullWait
+		for {
+			s := o.p.tailSeq.Load()
+			o.p.waiting.Store(1)
+			if o.p.room() > 0 {
+				return true
+			}
+			left := end - l.now()
+			if left <= 0 {
+				break
+			}
+			l.tx.ts = unix.NsecToTimespec(left.Nanoseconds())
+			sleepOn(o.p.tailSeq, s, &l.tx.ts)
+		}
+	}
+	o.stalled, o.stallAt = true, o.p.tail.Load()
+	return false
+}
+
+// wakeTouched wakes the receivers of the rings this batch wrote to, those
+// that sleep.
+func (l *Link) wakeTouched() {
+	for _, o := range l.tx.touched {
+		o.touched = false
+		if o.port.sleepers.Load() != 0 {
+			wake(o.wakeFd)
+		}
+	}
+	l.tx.touched = l.tx.touched[:0]
+}
+
+// LocalAddr is the address and port the link was opened on.
+func (l *Link) LocalAddr() netip.AddrPort { return l.local }
+
+// Caps reports TOS true, IPv4ID 0 and MaxDatagram what a slot holds beside
+// the IP and UDP headers (4316 bytes over IPv4 with the default slot size).
+func (l *Link) Caps() link.Caps { return l.caps }
+
+// Stats are the link's counters, taken at one moment.
+type Stats struct {
+	// RxBadRing counts rings found inconsistent (an index or slot length
+	// out of bounds, a fault reading it); their contents were dropped.
+	RxBadRing uint64
+	// RxBadFrame counts slots that held no UDP datagram to this link.
+	RxBadFrame uint64
+	// RxTruncated counts datagrams longer than the buffer offered.
+	RxTruncated uint64
+	// RxStale counts datagrams dropped because they were left in a ring
+	// by an earlier receiver at this address (a process that died).
+	RxStale uint64
+	// TxNoPeer counts packets dropped because their destination had no
+	// open port (never opened, closed, or its ring faulted).
+	TxNoPeer uint64
+	// TxFull counts packets dropped because their ring stayed full.
+	TxFull uint64
+	// TxFullWaits counts the times a sender found a ring full and waited.
+	TxFullWaits uint64
+}
+
+// Stats returns the link's counters.
+func (l *Link) Stats() Stats {
+	return Stats{
+		RxBadRing: l.count.rxBadRing.Load(), RxBadFrame: l.count.rxBadFrame.Load(),
+		RxTruncated: l.count.rxTruncated.Load(), RxStale: l.count.rxStale.Load(), TxNoPeer: l.count.txNoPeer.Load(),
+		TxFull: l.count.txFull.Load(), TxFullWaits: l.count.txFullWaits.Load(),
+	}
+}
+
+// Close marks the port closed, wakes the receivers, waits for the calls
+// in progress to return, removes the link's port and ring files and
+// unmaps everything. Later calls return link.ErrClosed, as does closing
+// twice.
+func (l *Link) Close() error {
+	if l.closed.Swap(true) {
+		return link.ErrClosed
+	}
+	l.own.closed.Store(1)
+	wake(l.selfWake)
+	l.wake.Close() // ends a Read in progress
+	l.mapMu.Lock()
+	defer l.mapMu.Unlock()
+	for _, o := range l.tx.peers {
+		if inode(o.path) == o.ino {
+			os.Remove(o.path)
+		}
+		l.drop(o)
+	}
+	for _, r := range l.rx.all {
+		unix.Munmap(r.c.mem)
+	}
+	if inode(l.portPath) == l.portIno {
+		os.Remove(l.portPath)
+		os.Remove(l.wakePath)
+	}
+	closeWake(l.selfWake)
+	unix.Munmap(l.own.mem)
+	err := l.lock.Close()
+	l.log.Info("shmlink: closed", zap.Stringer("local", l.local))
+	return err
+}

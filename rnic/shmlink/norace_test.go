@@ -1,0 +1,5 @@
+//go:build !race
+
+package shmlink
+
+const raceEnabled = false
