@@ -45,11 +45,11 @@ func TestNoBackgroundGoRun(t *testing.T) {
 func TestBackgroundGoRunPattern(t *testing.T) {
 	for line, want := range map[string]bool{
 		"go run ./cmd/goroce pingpong --addr 127.0.0.1 &            # server": true,
-		"$ go run ./cmd/goroce perf write_bw &":                             true,
-		"GOROCE_ADDR=127.0.0.2 go run ./cmd/goroce pingpong &":              true,
-		"./goroce pingpong --addr 127.0.0.1 &    # server":                  false,
-		"go run ./cmd/goroce pingpong --addr 127.0.0.2 127.0.0.1":           false,
-		"go run ./cmd/goroce demo && echo ok":                               false,
+		"$ go run ./cmd/goroce perf write_bw &":                               true,
+		"GOROCE_ADDR=127.0.0.2 go run ./cmd/goroce pingpong &":                true,
+		"./goroce pingpong --addr 127.0.0.1 &    # server":                    false,
+		"go run ./cmd/goroce pingpong --addr 127.0.0.2 127.0.0.1":             false,
+		"go run ./cmd/goroce demo && echo ok":                                 false,
 	} {
 		if got := backgroundGoRun.MatchString(line); got != want {
 			t.Errorf("%q: matched %v, want %v", line, got, want)
