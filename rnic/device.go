@@ -613,9 +613,32 @@ func (q *QP) Destroy() error {
 	delete(d.qps, q.QPN())
 	d.publish()
 	d.mu.Unlock()
+	// Send what the QP owes the peer for what it has received: the ACK of
+	// a message the application has already seen complete may still wait
+	// for a sender (in polling mode, for the next post or poll), and a
+	// program that exits right after its last completion, as
+	// ibv_rc_pingpong does, must not leave the peer retrying into the void.
+	d.answerLast(q)
 	q.w.remove(q)
 	q.eng.Detach()
 	return q.PD().Release()
+}
+
+// answerLast sends q's queued responses (ACKs, NAKs, READ responses,
+// atomic replies) and no new request, as Destroy lets the QP go.
+func (d *Device) answerLast(q *QP) {
+	if d.closed.Load() {
+		return
+	}
+	s, _ := d.senders.Get().(*sender)
+	if s == nil {
+		s = newSender(d)
+	}
+	d.sendMu.Lock()
+	q.eng.Transmit(d.clock.Now(), s.out, 0) // budget 0: responses only
+	s.flush(d.clock.Now())
+	d.sendMu.Unlock()
+	d.senders.Put(s)
 }
 
 // Counters returns the device's counters, named as `rdma statistic` shows
