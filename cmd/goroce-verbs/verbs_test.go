@@ -325,6 +325,7 @@ write: success
 write seen: success opcode 129 imm 0x12345678 with_imm 1
 written data arrived: 1
 send b->a: success, data arrived: 1
+WRITEs under SIGALRM: 3000, the handler ran: 1, on a goroutine's stack: 0
 bad lkey: local protection error
 SGE beyond the MR: local protection error
 UD datagram: success, bytes 44, GRH 1, from the sender's QP 1, data 1

@@ -15,7 +15,8 @@
  * core is loaded gets ENODEV from every verb (a child that execs, or never
  * calls a verb, is unaffected). Signals: the core is loaded with every
  * signal blocked, so the Go runtime's threads never take the program's
- * asynchronous signals (perftest's SIGALRM); the program's threads do.
+ * asynchronous signals (perftest's SIGALRM); the program's threads do, on
+ * the alternate signal stack (see sigaction below).
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -172,6 +173,51 @@ static void unsupported(const char *verb)
 	fprintf(stderr, "goroce-verbs: %s is not supported (EOPNOTSUPP)\n", verb);
 out:
 	pthread_mutex_unlock(&mu);
+}
+
+/* ---- the program's signal handlers ----
+ *
+ * A program's thread runs Go code on a small goroutine stack while it is
+ * inside a verb (a cgo callback). A signal handler the program installed
+ * without SA_ONSTACK (perftest's SIGALRM handler for -D) would run on that
+ * stack and overrun it: the Go runtime then dies with "fatal error: fault"
+ * or "sync: inconsistent mutex state". The Go runtime's rule for C code
+ * that shares a process with it is that its handlers use SA_ONSTACK (Go's
+ * os/signal documentation, "Go programs that use cgo or SWIG"); during a
+ * callback the thread's alternate stack is the Go runtime's signal stack,
+ * and elsewhere SA_ONSTACK changes nothing unless the program set one. So
+ * the preload adds SA_ONSTACK to every handler installed through
+ * sigaction() or signal(); nothing else of the program's request changes. */
+
+typedef int (*sigaction_fn)(int, const struct sigaction *, struct sigaction *);
+
+EXPORT int sigaction(int sig, const struct sigaction *act, struct sigaction *old)
+{
+	static sigaction_fn real;
+	if (!real && !(real = (sigaction_fn)dlsym(RTLD_NEXT, "sigaction"))) {
+		errno = ENOSYS;
+		return -1;
+	}
+	if (!act || (act->sa_flags & SA_ONSTACK) ||
+	    (!(act->sa_flags & SA_SIGINFO) && (act->sa_handler == SIG_DFL || act->sa_handler == SIG_IGN)))
+		return real(sig, act, old);
+	struct sigaction a = *act;
+	a.sa_flags |= SA_ONSTACK;
+	return real(sig, &a, old);
+}
+
+/* signal() as glibc defines it (BSD semantics: the handler stays installed,
+ * the signal is blocked while it runs, system calls restart), through the
+ * sigaction above: glibc's own signal() would not call it. */
+EXPORT sighandler_t signal(int sig, sighandler_t handler)
+{
+	struct sigaction a = {.sa_handler = handler, .sa_flags = SA_RESTART}, old;
+	sigemptyset(&a.sa_mask);
+	if (sig > 0 && sig < NSIG && sigaddset(&a.sa_mask, sig) < 0)
+		return SIG_ERR;
+	if (sigaction(sig, &a, &old) < 0)
+		return SIG_ERR;
+	return old.sa_handler;
 }
 
 /* ---- devices ---- */
