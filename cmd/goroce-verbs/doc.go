@@ -64,7 +64,9 @@
 // the address, IPv4-mapped for IPv4, of type RoCE v2. What it does not
 // support fails as rdma-core fails for a device without it: NULL with
 // errno EOPNOTSUPP, or the error EOPNOTSUPP (QP types other than RC, UC and
-// UD, IBV_WR_BIND_MW, memory windows, ibv_qp_to_qp_ex and the ibv_wr_*
-// API, extended CQs, resize_cq, modify_srq/query_srq, rereg_mr, dmabuf
-// MRs, multicast).
+// UD, ibv_qp_to_qp_ex and the ibv_wr_* API, extended CQs, resize_cq,
+// modify_srq/query_srq, rereg_mr, dmabuf MRs, multicast). Memory windows
+// of both types work as rxe's do: ibv_alloc_mw, ibv_bind_mw (a BIND_MW
+// work request, completed on the send CQ), IBV_WR_BIND_MW, IBV_WR_LOCAL_INV
+// and IBV_WR_SEND_WITH_INV.
 package main

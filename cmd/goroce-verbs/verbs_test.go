@@ -316,7 +316,13 @@ func TestBadInput(t *testing.T) {
 	// starts with the 40-byte GRH area (IPv4 header in its second half)
 	// from which ibv_create_ah_from_wc finds the way back, a CQ overrun is
 	// IBV_EVENT_CQ_ERR on the async fd, an MR keeps its PD busy (EBUSY),
-	// and what goroce0 lacks fails with EOPNOTSUPP.
+	// and what goroce0 lacks fails with EOPNOTSUPP. Memory windows as rxe
+	// has them (drivers/infiniband/sw/rxe/rxe_mw.c: "The ibv_bind_mw() call
+	// is converted by libibverbs to a bind_mw work request"): ibv_bind_mw
+	// completes on the send CQ with IBV_WC_BIND_MW and gives the window
+	// ibv_inc_rkey of its rkey; a WRITE through a window that was unbound,
+	// invalidated by LOCAL_INV, or by the peer's SEND_WITH_INV (the
+	// receive says IBV_WC_WITH_INV) completes with IBV_WC_REM_ACCESS_ERR.
 	want := `device threads that take SIGALRM: 0
 post_send in RESET: EINVAL
 poll on the completion channel: 1
@@ -335,7 +341,20 @@ async event: local work queue catastrophic error, a QP that failed above: 1
 async event: local work queue catastrophic error, a QP that failed above: 1
 async event: CQ error, the overrun CQ: 1
 the second context got the CQ error too: 1, closes: 0
-alloc_mw: EOPNOTSUPP
+alloc_mw type 1: ok
+bind_mw: 0, completion success, opcode BIND_MW 1, rkey incremented 1
+WRITE through the type-1 window: success, data arrived: 1
+bind_mw of length 0: 0, completion success
+WRITE through the unbound window: remote access error, memory untouched: 1
+dealloc_mw: 0
+post_send IBV_WR_BIND_MW: 0, completion success, opcode BIND_MW 1
+WRITE through the type-2 window: success, data arrived: 1
+LOCAL_INV: 0, completion success, opcode LOCAL_INV 1
+WRITE through the invalidated window: remote access error
+post_send IBV_WR_BIND_MW: 0, completion success, opcode BIND_MW 1
+WRITE through the second type-2 window: success
+SEND_WITH_INV received: success, with_inv 1, the window's rkey 1
+WRITE through the window the peer invalidated: remote access error
 create_cq_ex: EOPNOTSUPP
 resize_cq: EOPNOTSUPP
 create_qp RAW_PACKET: EOPNOTSUPP

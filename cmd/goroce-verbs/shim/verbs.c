@@ -63,6 +63,8 @@ static struct {
 	int (*dealloc_pd)(uint32_t);
 	int (*reg_mr)(uint32_t, void *, size_t, uint64_t, int, int, uint32_t *, uint32_t *, uint32_t *);
 	int (*dereg_mr)(uint32_t);
+	int (*alloc_mw)(uint32_t, int, uint32_t *, uint32_t *);
+	int (*dealloc_mw)(uint32_t);
 	int (*create_ah)(uint32_t, struct goroce_av *, uint32_t *);
 	int (*destroy_ah)(uint32_t);
 	int (*create_channel)(int, uint32_t *);
@@ -124,7 +126,7 @@ static void load_core(void)
 		}                                                                   \
 	} while (0)
 	SYM(open); SYM(close); SYM(node_guid); SYM(query_device); SYM(query_port); SYM(query_gid);
-	SYM(alloc_pd); SYM(dealloc_pd); SYM(reg_mr); SYM(dereg_mr); SYM(create_ah); SYM(destroy_ah);
+	SYM(alloc_pd); SYM(dealloc_pd); SYM(reg_mr); SYM(dereg_mr); SYM(alloc_mw); SYM(dealloc_mw); SYM(create_ah); SYM(destroy_ah);
 	SYM(create_channel); SYM(destroy_channel); SYM(channel_pop); SYM(async_pop);
 	SYM(create_cq); SYM(destroy_cq); SYM(cq_event); SYM(req_notify_cq); SYM(poll_cq);
 	SYM(create_srq); SYM(destroy_srq); SYM(post_srq_recv);
@@ -263,6 +265,9 @@ static int post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_
 static int post_srq_recv(struct ibv_srq *srq, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad_wr);
 static int poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc);
 static int req_notify_cq(struct ibv_cq *cq, int solicited_only);
+static struct ibv_mw *alloc_mw(struct ibv_pd *pd, enum ibv_mw_type type);
+static int dealloc_mw(struct ibv_mw *mw);
+static int bind_mw(struct ibv_qp *qp, struct ibv_mw *mw, struct ibv_mw_bind *mw_bind);
 
 /* A context: the core's handle for it, then rdma-core's extended context,
  * whose last member is the struct ibv_context programs see. */
@@ -304,6 +309,9 @@ EXPORT struct ibv_context *ibv_open_device(struct ibv_device *device)
 	ctx->ops.post_srq_recv = post_srq_recv;
 	ctx->ops.poll_cq = poll_cq;
 	ctx->ops.req_notify_cq = req_notify_cq;
+	ctx->ops.alloc_mw = alloc_mw;
+	ctx->ops.dealloc_mw = dealloc_mw;
+	ctx->ops.bind_mw = bind_mw;
 	ctx->async_fd = eventfd(0, EFD_CLOEXEC | EFD_SEMAPHORE);
 	int ret = ctx->async_fd < 0 ? errno : core.open(ctx->async_fd, &c->handle);
 	if (ret) {
@@ -341,7 +349,9 @@ EXPORT int ibv_query_device(struct ibv_context *ctx, struct ibv_device_attr *a)
 	a->vendor_id = g.vendor_id;
 	a->max_qp = g.max_qp;
 	a->max_qp_wr = g.max_qp_wr;
-	a->device_cap_flags = IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_PORT_ACTIVE_EVENT | IBV_DEVICE_SYS_IMAGE_GUID;
+	a->device_cap_flags = IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_PORT_ACTIVE_EVENT | IBV_DEVICE_SYS_IMAGE_GUID |
+			      IBV_DEVICE_MEM_WINDOW | IBV_DEVICE_MEM_WINDOW_TYPE_2B | IBV_DEVICE_MEM_MGT_EXTENSIONS;
+	a->max_mw = g.max_mw;
 	a->max_sge = a->max_sge_rd = g.max_sge;
 	a->max_cq = g.max_cq;
 	a->max_cqe = g.max_cqe;
@@ -508,6 +518,58 @@ EXPORT int ibv_dereg_mr(struct ibv_mr *mr)
 	if (!ret)
 		free(mr);
 	return ret;
+}
+
+/* Memory windows: ops.alloc_mw, dealloc_mw and bind_mw, which verbs.h's
+ * inline ibv_alloc_mw, ibv_dealloc_mw and ibv_bind_mw call. */
+
+static struct ibv_mw *alloc_mw(struct ibv_pd *pd, enum ibv_mw_type type)
+{
+	CHECK_FORK(NULL);
+	struct ibv_mw *mw = calloc(1, sizeof *mw);
+	if (!mw) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	int ret = core.alloc_mw(pd->handle, type, &mw->handle, &mw->rkey);
+	if (ret) {
+		free(mw);
+		errno = ret;
+		return NULL;
+	}
+	mw->context = pd->context;
+	mw->pd = pd;
+	mw->type = type;
+	return mw;
+}
+
+static int dealloc_mw(struct ibv_mw *mw)
+{
+	CHECK_FORK(ENODEV);
+	int ret = core.dealloc_mw(mw->handle);
+	if (!ret)
+		free(mw);
+	return ret;
+}
+
+/* bind_mw binds (or, length 0, unbinds) a type-1 window as rxe's provider
+ * does: it posts a BIND_MW work request with the window's next rkey
+ * (ibv_inc_rkey), which completes on the QP's send CQ like any WR, and
+ * gives the window that rkey at once. ZERO_BASED is refused (o10-36.2.2). */
+static int bind_mw(struct ibv_qp *qp, struct ibv_mw *mw, struct ibv_mw_bind *mw_bind)
+{
+	if (mw_bind->bind_info.mw_access_flags & IBV_ACCESS_ZERO_BASED)
+		return EINVAL;
+	struct ibv_send_wr wr = {.wr_id = mw_bind->wr_id, .opcode = IBV_WR_BIND_MW,
+				 .send_flags = mw_bind->send_flags}, *bad;
+	wr.bind_mw.mw = mw;
+	wr.bind_mw.rkey = ibv_inc_rkey(mw->rkey);
+	wr.bind_mw.bind_info = mw_bind->bind_info;
+	int ret = post_send(qp, &wr, &bad);
+	if (ret)
+		return ret;
+	mw->rkey = wr.bind_mw.rkey;
+	return 0;
 }
 
 static void av_of(struct goroce_av *av, const struct ibv_ah_attr *a)
@@ -980,6 +1042,18 @@ static int post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_
 			g.rkey = wr->wr.atomic.rkey;
 			g.compare_add = wr->wr.atomic.compare_add;
 			g.swap = wr->wr.atomic.swap;
+			break;
+		case IBV_WR_BIND_MW:
+			if (!wr->bind_mw.mw) {
+				*bad_wr = wr;
+				return EINVAL;
+			}
+			g.mw = wr->bind_mw.mw->handle;
+			g.mr = wr->bind_mw.bind_info.mr ? wr->bind_mw.bind_info.mr->handle : 0;
+			g.remote_addr = wr->bind_mw.bind_info.addr;
+			g.bind_length = wr->bind_mw.bind_info.length;
+			g.bind_access = wr->bind_mw.bind_info.mw_access_flags;
+			g.rkey = wr->bind_mw.rkey;
 			break;
 		default:
 			break;

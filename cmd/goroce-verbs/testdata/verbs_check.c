@@ -188,6 +188,46 @@ static int post_send(struct end *e, enum ibv_wr_opcode op, struct ibv_sge *sge, 
 	return ibv_post_send(e->qp, &wr, &bad);
 }
 
+/* write_through WRITEs n bytes of pattern seed from bufa to addr through
+ * rkey on e's QP, and gives the completion's status. */
+static char bufa[8192], bufb[8192], bufw[8192];
+static struct ibv_mr *mra;
+
+static enum ibv_wc_status write_through(struct end *e, uint64_t addr, uint32_t rkey, int n, char seed)
+{
+	for (int i = 0; i < n; i++)
+		bufa[i] = (char)(seed + i);
+	struct ibv_sge sge = {(uintptr_t)bufa, n, mra->lkey};
+	if (post_send(e, IBV_WR_RDMA_WRITE, &sge, addr, rkey, 0))
+		DIE("post WRITE through a window");
+	return wait_wc(e).status;
+}
+
+/* arrived says whether n bytes of pattern seed are at p. */
+static int arrived(const char *p, int n, char seed)
+{
+	for (int i = 0; i < n; i++)
+		if (p[i] != (char)(seed + i))
+			return 0;
+	return 1;
+}
+
+/* bind2 binds the type-2 window mw to [addr, addr+n) of mr with a BIND_MW
+ * posted on e's QP, prints its completion, and gives the new rkey. */
+static uint32_t bind2(struct end *e, struct ibv_mw *mw, struct ibv_mr *mr, void *addr, int n)
+{
+	struct ibv_send_wr wr = {.wr_id = 41, .opcode = IBV_WR_BIND_MW, .send_flags = IBV_SEND_SIGNALED}, *bad;
+	wr.bind_mw.mw = mw;
+	wr.bind_mw.rkey = ibv_inc_rkey(mw->rkey);
+	wr.bind_mw.bind_info = (struct ibv_mw_bind_info){.mr = mr, .addr = (uintptr_t)addr, .length = n,
+							 .mw_access_flags = IBV_ACCESS_REMOTE_WRITE};
+	int ret = ibv_post_send(e->qp, &wr, &bad);
+	struct ibv_wc wc = wait_wc(e);
+	printf("post_send IBV_WR_BIND_MW: %s, completion %s, opcode BIND_MW %d\n", errname(ret),
+	       ibv_wc_status_str(wc.status), wc.opcode == IBV_WC_BIND_MW);
+	return wr.bind_mw.rkey;
+}
+
 int main(void)
 {
 	struct ibv_device **list = ibv_get_device_list(NULL);
@@ -195,8 +235,7 @@ int main(void)
 		DIE("no device");
 	if (!(pd = ibv_alloc_pd(ctx)) || ibv_query_gid(ctx, 1, 0, &gid))
 		DIE("pd/gid");
-	static char bufa[8192], bufb[8192];
-	struct ibv_mr *mra = ibv_reg_mr(pd, bufa, sizeof bufa, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+	mra = ibv_reg_mr(pd, bufa, sizeof bufa, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
 	struct ibv_mr *mrb = ibv_reg_mr(pd, bufb, sizeof bufb, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
 	if (!mra || !mrb)
 		DIE("reg_mr: %s", strerror(errno));
@@ -376,9 +415,81 @@ int main(void)
 	}
 	printf("the second context got the CQ error too: %d, closes: %d\n", seen, ibv_close_device(ctx2));
 
-	/* Verbs goroce0 lacks. */
+	/* Memory windows over an MR with no remote rights of its own. A
+	 * type-1 window is bound with ibv_bind_mw, which completes on the send
+	 * CQ; a WRITE through it lands; once unbound (length 0) its rkey
+	 * gets a remote access error. */
+	struct ibv_mr *mrw = ibv_reg_mr(pd, bufw, sizeof bufw, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_MW_BIND);
+	if (!mrw)
+		DIE("reg_mr MW_BIND: %s", strerror(errno));
+	struct end w1, w2;
+	pair(&w1, &w2, 0);
 	errno = 0;
-	printf("alloc_mw: %s\n", ibv_alloc_mw(pd, IBV_MW_TYPE_2) ? "ok" : errname(errno));
+	struct ibv_mw *mw1 = ibv_alloc_mw(pd, IBV_MW_TYPE_1);
+	printf("alloc_mw type 1: %s\n", mw1 ? "ok" : errname(errno));
+	if (!mw1)
+		DIE("no window");
+	uint32_t before = mw1->rkey;
+	struct ibv_mw_bind mb = {.wr_id = 31, .send_flags = IBV_SEND_SIGNALED,
+				 .bind_info = {.mr = mrw, .addr = (uintptr_t)bufw + 1024, .length = 1024,
+					       .mw_access_flags = IBV_ACCESS_REMOTE_WRITE}};
+	int ret = ibv_bind_mw(w2.qp, mw1, &mb);
+	wc = wait_wc(&w2);
+	printf("bind_mw: %s, completion %s, opcode BIND_MW %d, rkey incremented %d\n", errname(ret),
+	       ibv_wc_status_str(wc.status), wc.opcode == IBV_WC_BIND_MW, mw1->rkey == ibv_inc_rkey(before));
+	printf("WRITE through the type-1 window: %s, ", ibv_wc_status_str(write_through(&w1, (uintptr_t)bufw + 1024, mw1->rkey, 512, 3)));
+	printf("data arrived: %d\n", arrived(bufw + 1024, 512, 3));
+	uint32_t bound = mw1->rkey;
+	mb.bind_info = (struct ibv_mw_bind_info){0};
+	ret = ibv_bind_mw(w2.qp, mw1, &mb);
+	printf("bind_mw of length 0: %s, completion %s\n", errname(ret), ibv_wc_status_str(wait_wc(&w2).status));
+	printf("WRITE through the unbound window: %s, ", ibv_wc_status_str(write_through(&w1, (uintptr_t)bufw + 1024, bound, 512, 4)));
+	printf("memory untouched: %d\n", arrived(bufw + 1024, 512, 3));
+	printf("dealloc_mw: %s\n", errname(ibv_dealloc_mw(mw1)));
+
+	/* A type-2 window, bound by a BIND_MW work request, invalidated by
+	 * LOCAL_INV on its QP, then refused. */
+	struct end t1, t2;
+	pair(&t1, &t2, 0);
+	struct ibv_mw *mw2 = ibv_alloc_mw(pd, IBV_MW_TYPE_2);
+	if (!mw2)
+		DIE("alloc_mw type 2: %s", strerror(errno));
+	uint32_t rkey2 = bind2(&t2, mw2, mrw, bufw + 4096, 1024);
+	printf("WRITE through the type-2 window: %s, ", ibv_wc_status_str(write_through(&t1, (uintptr_t)bufw + 4096, rkey2, 256, 5)));
+	printf("data arrived: %d\n", arrived(bufw + 4096, 256, 5));
+	struct ibv_send_wr inv = {.wr_id = 42, .opcode = IBV_WR_LOCAL_INV, .send_flags = IBV_SEND_SIGNALED,
+				  .invalidate_rkey = rkey2}, *ibad;
+	ret = ibv_post_send(t2.qp, &inv, &ibad);
+	wc = wait_wc(&t2);
+	printf("LOCAL_INV: %s, completion %s, opcode LOCAL_INV %d\n", errname(ret), ibv_wc_status_str(wc.status),
+	       wc.opcode == IBV_WC_LOCAL_INV);
+	printf("WRITE through the invalidated window: %s\n",
+	       ibv_wc_status_str(write_through(&t1, (uintptr_t)bufw + 4096, rkey2, 256, 6)));
+
+	/* SEND_WITH_INV: the peer invalidates a type-2 window with its SEND. */
+	struct end s1, s2;
+	pair(&s1, &s2, 0);
+	struct ibv_mw *mw3 = ibv_alloc_mw(pd, IBV_MW_TYPE_2);
+	if (!mw3)
+		DIE("alloc_mw type 2: %s", strerror(errno));
+	uint32_t rkey3 = bind2(&s2, mw3, mrw, bufw + 6144, 1024);
+	printf("WRITE through the second type-2 window: %s\n",
+	       ibv_wc_status_str(write_through(&s1, (uintptr_t)bufw + 6144, rkey3, 128, 7)));
+	struct ibv_sge rsge = {(uintptr_t)bufb, 64, mrb->lkey};
+	struct ibv_recv_wr rw = {.wr_id = 43, .sg_list = &rsge, .num_sge = 1};
+	struct ibv_sge ssge = {(uintptr_t)bufa, 16, mra->lkey};
+	struct ibv_send_wr si = {.wr_id = 44, .sg_list = &ssge, .num_sge = 1, .opcode = IBV_WR_SEND_WITH_INV,
+				 .send_flags = IBV_SEND_SIGNALED, .invalidate_rkey = rkey3};
+	if (ibv_post_recv(s2.qp, &rw, &rbad) || ibv_post_send(s1.qp, &si, &ibad))
+		DIE("post SEND_WITH_INV");
+	wait_wc(&s1);
+	wc = wait_wc(&s2);
+	printf("SEND_WITH_INV received: %s, with_inv %d, the window's rkey %d\n", ibv_wc_status_str(wc.status),
+	       !!(wc.wc_flags & IBV_WC_WITH_INV), wc.invalidated_rkey == rkey3);
+	printf("WRITE through the window the peer invalidated: %s\n",
+	       ibv_wc_status_str(write_through(&s1, (uintptr_t)bufw + 6144, rkey3, 128, 8)));
+
+	/* Verbs goroce0 lacks. */
 	struct ibv_cq_init_attr_ex cqa = {.cqe = 4};
 	errno = 0;
 	printf("create_cq_ex: %s\n", ibv_create_cq_ex(ctx, &cqa) ? "ok" : errname(errno));
