@@ -309,7 +309,8 @@ func TestBadInput(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	got := start(ctx, t, lib, "127.22.0.7", nil, prog).wait(t)
+	p := start(ctx, t, lib, "127.22.0.7", []string{"GOROCE_DEBUG=1"}, prog)
+	got := p.wait(t)
 	// What rdma-core gives with rxe: ibv_post_send on a RESET QP fails
 	// with EINVAL (rxe: "qp not ready to send"), a bad lkey or an SGE
 	// outside its MR completes with IBV_WC_LOC_PROT_ERR, a UD receive
@@ -355,9 +356,25 @@ post_send IBV_WR_BIND_MW: 0, completion success, opcode BIND_MW 1
 WRITE through the second type-2 window: success
 SEND_WITH_INV received: success, with_inv 1, the window's rkey 1
 WRITE through the window the peer invalidated: remote access error
+open_xrcd: EOPNOTSUPP
+open_xrcd again: EOPNOTSUPP
+create_srq_ex XRC: EOPNOTSUPP
+create_qp XRC_SEND: EOPNOTSUPP
+create_qp RAW_PACKET: EOPNOTSUPP
+create_qp_ex DRIVER (DC): EOPNOTSUPP
+create_qp_ex for ibv_wr_*: EOPNOTSUPP
+qp_to_qp_ex: NULL
 create_cq_ex: EOPNOTSUPP
 resize_cq: EOPNOTSUPP
-create_qp RAW_PACKET: EOPNOTSUPP
+reg_mr ON_DEMAND (ODP): EOPNOTSUPP
+advise_mr (ODP): EOPNOTSUPP
+reg_dmabuf_mr: EOPNOTSUPP
+create_flow: EOPNOTSUPP
+create_counters: EOPNOTSUPP
+alloc_dm: EOPNOTSUPP
+alloc_td: EOPNOTSUPP
+create_wq: EOPNOTSUPP
+attach_mcast: EOPNOTSUPP
 forked child that execs: exit 0
 alloc_pd in a forked child: ENODEV
 alloc_pd in the parent after fork: ok
@@ -365,6 +382,19 @@ dealloc_pd of a PD with MRs: EBUSY
 `
 	if got != want {
 		t.Errorf("verbs_check printed\n%s\nwant\n%s", got, want)
+	}
+	// With GOROCE_DEBUG, each unsupported verb is named once on stderr,
+	// however often it is called (open_xrcd is called twice).
+	for _, verb := range []string{"ibv_open_xrcd", "ibv_create_srq_ex", "ibv_create_qp_ex", "ibv_qp_to_qp_ex",
+		"ibv_create_cq_ex", "ibv_resize_cq", "ibv_reg_mr with IBV_ACCESS_ON_DEMAND", "ibv_advise_mr",
+		"ibv_reg_dmabuf_mr", "ibv_create_flow", "ibv_create_counters", "ibv_alloc_dm", "ibv_alloc_td",
+		"ibv_create_wq", "ibv_attach_mcast"} {
+		if n := strings.Count(p.stderr.String(), "goroce-verbs: "+verb+" is not supported (EOPNOTSUPP)\n"); n != 1 {
+			t.Errorf("GOROCE_DEBUG named %s as unsupported %d times, want once", verb, n)
+		}
+	}
+	if t.Failed() {
+		t.Logf("stderr:\n%s", &p.stderr)
 	}
 }
 

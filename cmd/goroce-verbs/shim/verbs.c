@@ -269,6 +269,49 @@ static struct ibv_mw *alloc_mw(struct ibv_pd *pd, enum ibv_mw_type type);
 static int dealloc_mw(struct ibv_mw *mw);
 static int bind_mw(struct ibv_qp *qp, struct ibv_mw *mw, struct ibv_mw_bind *mw_bind);
 
+/* The extended verbs goroce0 lacks, answered as rdma-core answers for a
+ * provider without them (libibverbs/dummy_ops.c, whose ops verbs_set_ops
+ * puts in every slot a provider leaves empty): NULL with errno EOPNOTSUPP,
+ * or EOPNOTSUPP. verbs.h's inline functions would answer the same for an
+ * empty slot; filling it lets GOROCE_DEBUG name the verb. query_device_ex
+ * stays empty, so ibv_query_device_ex falls back to ibv_query_device as
+ * its inline does. */
+#define NO_OBJECT(type, verb, params)       \
+	static type *no_##verb params       \
+	{                                   \
+		unsupported("ibv_" #verb);  \
+		errno = EOPNOTSUPP;         \
+		return NULL;                \
+	}
+#define NO_INT(verb, params)                \
+	static int no_##verb params         \
+	{                                   \
+		unsupported("ibv_" #verb);  \
+		return EOPNOTSUPP;          \
+	}
+NO_OBJECT(struct ibv_xrcd, open_xrcd, (struct ibv_context * c, struct ibv_xrcd_init_attr *a))
+NO_OBJECT(struct ibv_srq, create_srq_ex, (struct ibv_context * c, struct ibv_srq_init_attr_ex *a))
+NO_OBJECT(struct ibv_qp, create_qp_ex, (struct ibv_context * c, struct ibv_qp_init_attr_ex *a))
+NO_OBJECT(struct ibv_qp, open_qp, (struct ibv_context * c, struct ibv_qp_open_attr *a))
+NO_OBJECT(struct ibv_cq_ex, create_cq_ex, (struct ibv_context * c, struct ibv_cq_init_attr_ex *a))
+NO_OBJECT(struct ibv_flow, create_flow, (struct ibv_qp * qp, struct ibv_flow_attr *a))
+NO_OBJECT(struct ibv_flow_action, create_flow_action_esp, (struct ibv_context * c, struct ibv_flow_action_esp_attr *a))
+NO_OBJECT(struct ibv_counters, create_counters, (struct ibv_context * c, struct ibv_counters_init_attr *a))
+NO_OBJECT(struct ibv_dm, alloc_dm, (struct ibv_context * c, struct ibv_alloc_dm_attr *a))
+NO_OBJECT(struct ibv_mr, alloc_null_mr, (struct ibv_pd * pd))
+NO_OBJECT(struct ibv_td, alloc_td, (struct ibv_context * c, struct ibv_td_init_attr *a))
+NO_OBJECT(struct ibv_pd, alloc_parent_domain, (struct ibv_context * c, struct ibv_parent_domain_init_attr *a))
+NO_OBJECT(struct ibv_wq, create_wq, (struct ibv_context * c, struct ibv_wq_init_attr *a))
+NO_OBJECT(struct ibv_rwq_ind_table, create_rwq_ind_table, (struct ibv_context * c, struct ibv_rwq_ind_table_init_attr *a))
+NO_INT(advise_mr, (struct ibv_pd * pd, enum ibv_advise_mr_advice advice, uint32_t flags, struct ibv_sge *sge, uint32_t n))
+NO_INT(modify_cq, (struct ibv_cq * cq, struct ibv_modify_cq_attr *a))
+NO_INT(modify_qp_rate_limit, (struct ibv_qp * qp, struct ibv_qp_rate_limit_attr *a))
+NO_INT(get_srq_num, (struct ibv_srq * srq, uint32_t *n))
+NO_INT(post_srq_ops, (struct ibv_srq * srq, struct ibv_ops_wr *op, struct ibv_ops_wr **bad))
+NO_INT(query_rt_values_ex, (struct ibv_context * c, struct ibv_values_ex *v))
+#undef NO_OBJECT
+#undef NO_INT
+
 /* A context: the core's handle for it, then rdma-core's extended context,
  * whose last member is the struct ibv_context programs see. */
 struct context {
@@ -295,9 +338,30 @@ EXPORT struct ibv_context *ibv_open_device(struct ibv_device *device)
 		return NULL;
 	}
 	struct verbs_context *vctx = &c->vctx;
-	/* The extended context with no extended op: verbs.h's inline
-	 * functions fall back to the legacy calls, or fail with EOPNOTSUPP. */
+	/* The extended context: its unsupported ops, and no query_port or
+	 * query_device_ex, so that verbs.h's inline functions fall back to the
+	 * legacy calls. */
 	vctx->sz = sizeof *vctx;
+	vctx->open_xrcd = no_open_xrcd;
+	vctx->create_srq_ex = no_create_srq_ex;
+	vctx->create_qp_ex = no_create_qp_ex;
+	vctx->open_qp = no_open_qp;
+	vctx->create_cq_ex = no_create_cq_ex;
+	vctx->ibv_create_flow = no_create_flow;
+	vctx->create_flow_action_esp = no_create_flow_action_esp;
+	vctx->create_counters = no_create_counters;
+	vctx->alloc_dm = no_alloc_dm;
+	vctx->alloc_null_mr = no_alloc_null_mr;
+	vctx->alloc_td = no_alloc_td;
+	vctx->alloc_parent_domain = no_alloc_parent_domain;
+	vctx->create_wq = no_create_wq;
+	vctx->create_rwq_ind_table = no_create_rwq_ind_table;
+	vctx->advise_mr = no_advise_mr;
+	vctx->modify_cq = no_modify_cq;
+	vctx->modify_qp_rate_limit = no_modify_qp_rate_limit;
+	vctx->get_srq_num = no_get_srq_num;
+	vctx->post_srq_ops = no_post_srq_ops;
+	vctx->query_rt_values = no_query_rt_values_ex;
 	struct ibv_context *ctx = &vctx->context;
 	ctx->device = device;
 	ctx->abi_compat = __VERBS_ABI_IS_EXTENDED;
@@ -482,6 +546,15 @@ static struct ibv_mr *reg_mr(struct ibv_pd *pd, void *addr, size_t length, uint6
 	/* Optional access flags (relaxed ordering) are hints a device may
 	 * ignore, as rdma-core does for devices without them. */
 	access &= ~(unsigned int)IBV_ACCESS_OPTIONAL_RANGE;
+	/* On-demand paging: goroce0 advertises none, and the kernel refuses
+	 * such an MR on a device without it (ib_check_mr_access:
+	 * -EOPNOTSUPP). */
+	if (access & IBV_ACCESS_ON_DEMAND) {
+		free(mr);
+		unsupported("ibv_reg_mr with IBV_ACCESS_ON_DEMAND");
+		errno = EOPNOTSUPP;
+		return NULL;
+	}
 	int ret = core.reg_mr(pd->handle, addr, length, iova, use_iova, (int)access, &mr->handle, &mr->lkey, &mr->rkey);
 	if (ret) {
 		free(mr);

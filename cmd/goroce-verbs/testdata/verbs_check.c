@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <dirent.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/time.h>
 #include <sys/wait.h>
@@ -109,6 +110,13 @@ static struct ibv_wc wait_wc(struct end *e)
 			return wc;
 	}
 	DIE("no completion");
+}
+
+/* unsupported prints what a verb that makes an object gave: "ok" or
+ * errno's name. */
+static void unsupported(const char *what, const void *obj)
+{
+	printf("%s: %s\n", what, obj ? "ok" : errname(errno));
 }
 
 /* sigalrm_takers counts the threads other than this one that do not
@@ -489,15 +497,64 @@ int main(void)
 	printf("WRITE through the window the peer invalidated: %s\n",
 	       ibv_wc_status_str(write_through(&s1, (uintptr_t)bufw + 6144, rkey3, 128, 8)));
 
-	/* Verbs goroce0 lacks. */
-	struct ibv_cq_init_attr_ex cqa = {.cqe = 4};
+	/* Verbs goroce0 lacks: NULL with errno EOPNOTSUPP, or EOPNOTSUPP,
+	 * as rdma-core gives for a device without them (dummy_ops.c). */
+	struct ibv_xrcd_init_attr xia = {.comp_mask = IBV_XRCD_INIT_ATTR_FD | IBV_XRCD_INIT_ATTR_OFLAGS, .fd = -1,
+					 .oflags = O_CREAT};
 	errno = 0;
-	printf("create_cq_ex: %s\n", ibv_create_cq_ex(ctx, &cqa) ? "ok" : errname(errno));
-	printf("resize_cq: %s\n", errname(ibv_resize_cq(c.cq, 64)));
-	struct ibv_qp_init_attr xa = {.send_cq = c.cq, .recv_cq = c.cq, .qp_type = IBV_QPT_RAW_PACKET,
+	unsupported("open_xrcd", ibv_open_xrcd(ctx, &xia));
+	errno = 0;
+	unsupported("open_xrcd again", ibv_open_xrcd(ctx, &xia));
+	struct ibv_srq_init_attr_ex sia = {.attr = {.max_wr = 4, .max_sge = 1}, .srq_type = IBV_SRQT_XRC, .pd = pd,
+					   .cq = c.cq, .comp_mask = IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD |
+								    IBV_SRQ_INIT_ATTR_CQ | IBV_SRQ_INIT_ATTR_XRCD};
+	errno = 0;
+	unsupported("create_srq_ex XRC", ibv_create_srq_ex(ctx, &sia));
+	struct ibv_qp_init_attr xa = {.send_cq = c.cq, .recv_cq = c.cq, .qp_type = IBV_QPT_XRC_SEND,
 				      .cap = {.max_send_wr = 1, .max_recv_wr = 1, .max_send_sge = 1, .max_recv_sge = 1}};
 	errno = 0;
-	printf("create_qp RAW_PACKET: %s\n", ibv_create_qp(pd, &xa) ? "ok" : errname(errno));
+	unsupported("create_qp XRC_SEND", ibv_create_qp(pd, &xa));
+	xa.qp_type = IBV_QPT_RAW_PACKET;
+	errno = 0;
+	unsupported("create_qp RAW_PACKET", ibv_create_qp(pd, &xa));
+	/* DC QPs are a driver QP type (mlx5dv_create_qp makes them). */
+	struct ibv_qp_init_attr_ex qia = {.send_cq = c.cq, .recv_cq = c.cq, .qp_type = IBV_QPT_DRIVER, .pd = pd,
+					  .comp_mask = IBV_QP_INIT_ATTR_PD,
+					  .cap = {.max_send_wr = 1, .max_recv_wr = 1, .max_send_sge = 1, .max_recv_sge = 1}};
+	errno = 0;
+	unsupported("create_qp_ex DRIVER (DC)", ibv_create_qp_ex(ctx, &qia));
+	qia.qp_type = IBV_QPT_RC;
+	qia.comp_mask |= IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+	qia.send_ops_flags = IBV_QP_EX_WITH_RDMA_WRITE;
+	errno = 0;
+	unsupported("create_qp_ex for ibv_wr_*", ibv_create_qp_ex(ctx, &qia));
+	printf("qp_to_qp_ex: %s\n", ibv_qp_to_qp_ex(c.qp) ? "a qp_ex" : "NULL");
+	struct ibv_cq_init_attr_ex cqa = {.cqe = 4};
+	errno = 0;
+	unsupported("create_cq_ex", ibv_create_cq_ex(ctx, &cqa));
+	printf("resize_cq: %s\n", errname(ibv_resize_cq(c.cq, 64)));
+	errno = 0;
+	unsupported("reg_mr ON_DEMAND (ODP)", ibv_reg_mr(pd, bufa, 4096, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_ON_DEMAND));
+	struct ibv_sge asge = {(uintptr_t)bufa, 4096, mra->lkey};
+	printf("advise_mr (ODP): %s\n", errname(ibv_advise_mr(pd, IBV_ADVISE_MR_ADVICE_PREFETCH, 0, &asge, 1)));
+	errno = 0;
+	unsupported("reg_dmabuf_mr", ibv_reg_dmabuf_mr(pd, 0, 4096, 0, -1, IBV_ACCESS_LOCAL_WRITE));
+	struct ibv_flow_attr fa = {.size = sizeof fa, .type = IBV_FLOW_ATTR_NORMAL, .port = 1};
+	errno = 0;
+	unsupported("create_flow", ibv_create_flow(c.qp, &fa));
+	struct ibv_counters_init_attr cia = {0};
+	errno = 0;
+	unsupported("create_counters", ibv_create_counters(ctx, &cia));
+	struct ibv_alloc_dm_attr dma = {.length = 64};
+	errno = 0;
+	unsupported("alloc_dm", ibv_alloc_dm(ctx, &dma));
+	struct ibv_td_init_attr tda = {0};
+	errno = 0;
+	unsupported("alloc_td", ibv_alloc_td(ctx, &tda));
+	struct ibv_wq_init_attr wqa = {.wq_type = IBV_WQT_RQ, .max_wr = 1, .max_sge = 1, .pd = pd, .cq = c.cq};
+	errno = 0;
+	unsupported("create_wq", ibv_create_wq(ctx, &wqa));
+	printf("attach_mcast: %s\n", errname(ibv_attach_mcast(u1.qp, &gid, 0)));
 
 	/* Fork: a child that execs runs; one that calls a verb gets ENODEV. */
 	fflush(stdout);
