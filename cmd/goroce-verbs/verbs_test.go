@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -413,58 +414,134 @@ func TestNoVerbsNoRuntime(t *testing.T) {
 	}
 }
 
-// TestPerftestAlarm runs perftest's ib_write_bw -D 2, whose duration is
-// perftest's own SIGALRM handler: it must still run with the Go runtime
-// loaded, or the run never ends.
-func TestPerftestAlarm(t *testing.T) {
-	server, client, _, _ := preloadedPair(t, "ib_write_bw", "perftest", "-p", nil, "-x", "0", "-s", "65536", "-D", "2", "--report_gbits")
-	cout, sout := client.stdout.String(), server.stdout.String()
-	row := regexp.MustCompile(`(?m)^\s*65536\s+(\d+)\s+[\d.]+\s+([\d.]+)\s+[\d.]+\s*$`)
-	for _, out := range []string{cout, sout} {
-		m := row.FindStringSubmatch(out)
-		if m == nil {
-			t.Fatalf("no result row for 65536 bytes:\n%s", out)
+// perftestRows finds the result table perftest printed in out (the rows
+// between the "#bytes" header and the dashes under them) and checks it:
+// one row per size in sizes, every cell a number, and every number > 0
+// except a peak bandwidth (perftest prints 0 in duration mode), a standard
+// deviation, and the average bandwidth of sizes below 1 KiB (two bytes
+// five times can round to 0.00 MB/s); each row's #iterations is > 0 and
+// the largest size's average bandwidth too.
+func perftestRows(out string, sizes []int) error {
+	lines := strings.Split(out, "\n")
+	h := slices.IndexFunc(lines, func(l string) bool { return strings.Contains(l, "#bytes") })
+	if h < 0 {
+		return fmt.Errorf("no result table")
+	}
+	cols := regexp.MustCompile(`#bytes|#iterations|tps average|\S[^\[\]]*?\[[^\]]*\]`).FindAllString(lines[h], -1)
+	var got []int
+	for _, l := range lines[h+1:] {
+		if strings.HasPrefix(strings.TrimSpace(l), "---") || strings.TrimSpace(l) == "" {
+			break
 		}
-		if iters, _ := strconv.Atoi(m[1]); iters == 0 {
-			t.Errorf("no iterations in 2 s:\n%s", out)
+		cells := strings.Fields(l)
+		if len(cells) != len(cols) {
+			return fmt.Errorf("row %q has %d cells for the %d columns %q", l, len(cells), len(cols), cols)
+		}
+		size, err := strconv.Atoi(cells[0])
+		if err != nil {
+			return fmt.Errorf("row %q: #bytes: %v", l, err)
+		}
+		got = append(got, size)
+		for i, c := range cells[1:] {
+			col := cols[i+1]
+			v, err := strconv.ParseFloat(c, 64)
+			mayBeZero := strings.Contains(col, "peak") || strings.Contains(col, "stdev") ||
+				strings.Contains(col, "BW average") && size < 1024 && size != sizes[len(sizes)-1]
+			if err != nil || v < 0 || v == 0 && !mayBeZero {
+				return fmt.Errorf("row %q: %s is %q", l, col, c)
+			}
 		}
 	}
+	if !slices.Equal(got, sizes) {
+		return fmt.Errorf("rows for sizes %v, want %v", got, sizes)
+	}
+	return nil
 }
 
-// TestPerftest runs perftest's tools, both sides preloaded, and checks
-// that each prints its result row for the message size (both sides, but
-// ib_read_lat's passive server, which perftest never lets report).
-func TestPerftest(t *testing.T) {
-	for _, c := range []struct {
-		tool string
-		args []string
-		size string
-	}{
-		{"ib_send_bw", []string{"-s", "65536"}, "65536"},
-		{"ib_send_bw", []string{"-c", "UD", "-s", "2048"}, "2048"},
-		{"ib_read_bw", []string{"-s", "65536"}, "65536"},
-		{"ib_write_bw", []string{"-s", "65536", "-q", "4"}, "65536"},
-		{"ib_write_bw", []string{"-s", "8192", "-b"}, "8192"},
-		{"ib_atomic_bw", nil, "8"},
-		{"ib_write_lat", []string{"-s", "8"}, "8"},
-		{"ib_read_lat", []string{"-s", "8"}, "8"},
-		{"ib_send_lat", []string{"-s", "8"}, "8"},
-	} {
+// allSizes are the sizes perftest's -a runs: 2 to 2^23 bytes.
+var allSizes = func() (s []int) {
+	for n := 2; n <= 1<<23; n *= 2 {
+		s = append(s, n)
+	}
+	return s
+}()
+
+// perftestCase is one perftest run: the tool, its flags, and the sizes its
+// result table must list.
+type perftestCase struct {
+	tool  string
+	args  []string
+	sizes []int
+}
+
+// runPerftest runs each case's tool, both sides preloaded, and checks the
+// result table each side prints (ib_read_lat's passive server never
+// reports, ib_write_bw's and ib_read_bw's report the last size of -a only)
+// and, with --report_gbits, its unit.
+func runPerftest(t *testing.T, cases []perftestCase) {
+	for _, c := range cases {
 		t.Run(c.tool+strings.ReplaceAll(strings.Join(c.args, ""), "-", "_"), func(t *testing.T) {
-			server, client, _, _ := preloadedPair(t, c.tool, "perftest", "-p", nil,
-				append([]string{"-x", "0", "-n", "200"}, c.args...)...)
-			row := regexp.MustCompile(`(?m)^\s*` + c.size + `\s+\d+\s+[\d.]+\s+[\d.]+`)
+			server, client, _, _ := preloadedPair(t, c.tool, "perftest", "-p", nil, append([]string{"-x", "0"}, c.args...)...)
 			reporters := []*proc{client, server}
 			if c.tool == "ib_read_lat" {
 				reporters = reporters[:1]
 			}
 			for _, p := range reporters {
-				if !row.MatchString(p.stdout.String()) {
-					t.Errorf("%s prints no result row for %s bytes:\n%s", p.cmd.Args[0], c.size, &p.stdout)
+				out := p.stdout.String()
+				sizes := c.sizes
+				if p == server && (c.tool == "ib_write_bw" || c.tool == "ib_read_bw") {
+					sizes = sizes[len(sizes)-1:]
+				}
+				if err := perftestRows(out, sizes); err != nil {
+					t.Errorf("%s: %v:\n%s", strings.Join(p.cmd.Args, " "), err, out)
+				}
+				if slices.Contains(c.args, "--report_gbits") && !strings.Contains(out, "[Gb/sec]") {
+					t.Errorf("%s reports no Gb/sec:\n%s", strings.Join(p.cmd.Args, " "), out)
 				}
 			}
 		})
 	}
+}
+
+// TestPerftest runs perftest's tools with the flags the issue lists where
+// perftest has them for the tool: -D 2 (perftest's SIGALRM handler ends
+// the run; 4 KiB WRITEs once killed the process half the time), -q 4, -b
+// and --report_gbits (bandwidth tools only; -q 4 -b at 8 KiB, -n 200), and
+// UD SENDs. The _lat tools have no -q, -b or --report_gbits ("Multiple QPs
+// only available on bw tests"). -a is TestPerftestAllSizes.
+func TestPerftest(t *testing.T) {
+	runPerftest(t, []perftestCase{
+		{"ib_write_bw", []string{"-q", "4", "-b", "-s", "8192", "-n", "200", "--report_gbits"}, []int{8192}},
+		{"ib_read_bw", []string{"-q", "4", "-b", "-s", "8192", "-n", "200", "--report_gbits"}, []int{8192}},
+		{"ib_send_bw", []string{"-q", "4", "-b", "-s", "8192", "-n", "200", "--report_gbits"}, []int{8192}},
+		{"ib_atomic_bw", []string{"-q", "4", "-b", "-n", "200", "--report_gbits"}, []int{8}},
+		{"ib_send_bw", []string{"-c", "UD", "-s", "2048", "-n", "200"}, []int{2048}},
+		{"ib_write_bw", []string{"-D", "2", "-s", "4096"}, []int{4096}},
+		{"ib_read_bw", []string{"-D", "2", "-s", "4096"}, []int{4096}},
+		{"ib_send_bw", []string{"-D", "2", "-s", "4096"}, []int{4096}},
+		{"ib_atomic_bw", []string{"-D", "2"}, []int{8}},
+		{"ib_write_lat", []string{"-D", "2", "-s", "8"}, []int{8}},
+		{"ib_read_lat", []string{"-D", "2", "-s", "8"}, []int{8}},
+		{"ib_send_lat", []string{"-D", "2", "-s", "8"}, []int{8}},
+	})
+}
+
+// TestPerftestAllSizes runs perftest's tools with -a, all 23 sizes from 2
+// bytes to 8 MiB, five iterations each (-n 5). It takes long whatever -n
+// is: after each size perftest measures the CPU's clock by spinning on
+// gettimeofday for 0.22 s, far longer on a loaded machine, and the _lat
+// tools wait for each other's report. -short skips it. ib_atomic_bw has no
+// -a ("Message size cannot be changed for Atomic tests").
+func TestPerftestAllSizes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("perftest -a takes minutes on 2 CPUs; run without -short")
+	}
+	var cases []perftestCase
+	for _, tool := range []string{"ib_write_bw", "ib_read_bw", "ib_send_bw", "ib_write_lat", "ib_read_lat", "ib_send_lat"} {
+		cases = append(cases, perftestCase{tool, []string{"-a", "-n", "5"}, allSizes})
+	}
+	cases[0].args = append(cases[0].args, "--report_gbits")
+	runPerftest(t, cases)
 }
 
 // TestTrace checks that GOROCE_TRACE=1 prints the device's packet trace
