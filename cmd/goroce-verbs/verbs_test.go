@@ -313,12 +313,17 @@ func TestBadInput(t *testing.T) {
 	p := start(ctx, t, lib, "127.22.0.7", []string{"GOROCE_DEBUG=1"}, prog)
 	got := p.wait(t)
 	// What rdma-core gives with rxe: ibv_post_send on a RESET QP fails
-	// with EINVAL (rxe: "qp not ready to send"), a bad lkey or an SGE
-	// outside its MR completes with IBV_WC_LOC_PROT_ERR, a UD receive
-	// starts with the 40-byte GRH area (IPv4 header in its second half)
-	// from which ibv_create_ah_from_wc finds the way back, a CQ overrun is
-	// IBV_EVENT_CQ_ERR on the async fd, an MR keeps its PD busy (EBUSY),
-	// and what goroce0 lacks fails with EOPNOTSUPP. Memory windows as rxe
+	// with EINVAL (rxe_verbs.c, rxe_post_send: a QP below RTS is "qp not
+	// ready to send", -EINVAL), a bad lkey or an SGE outside its MR
+	// completes with IBV_WC_LOC_PROT_ERR (rxe_req.c, when the payload
+	// cannot be copied from the SGEs), a UD receive starts with the
+	// 40-byte GRH area (IPv4 header in its second half) from which
+	// ibv_create_ah_from_wc finds the way back, a CQ overrun is
+	// IBV_EVENT_CQ_ERR on the async fd (rxe_cq.c, rxe_cq_post on a full
+	// queue), an MR keeps its PD busy (EBUSY), and what goroce0 lacks fails
+	// as libibverbs/dummy_ops.c does: NULL with errno EOPNOTSUPP, or
+	// EOPNOTSUPP; reg_mr with IBV_ACCESS_ON_DEMAND too, as the kernel's
+	// ib_check_mr_access refuses it on a device without on-demand paging. Memory windows as rxe
 	// has them (drivers/infiniband/sw/rxe/rxe_mw.c: "The ibv_bind_mw() call
 	// is converted by libibverbs to a bind_mw work request"): ibv_bind_mw
 	// completes on the send CQ with IBV_WC_BIND_MW and gives the window
