@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"time"
 
+	"github.com/goroce/goroce/mr"
 	"github.com/goroce/goroce/wire"
 )
 
@@ -387,7 +388,9 @@ func (c *completer) completeSent(now time.Time) {
 // executeLocal runs w, a LOCAL_INV or BIND_MW at the head of the send
 // queue, and completes it. LOCAL_INV invalidates the type-2 window named by
 // the WR's rkey; BIND_MW binds a type-2 window to this QP with the WR's new
-// rkey (mr.Table.BindMW2). A failure completes the WR with LocQPOpErr
+// rkey (mr.Table.BindMW2), or binds, rebinds or (length 0) unbinds a type-1
+// window for its PD with the next key (MW.Bind), as rxe runs the bind
+// ibv_bind_mw posts for a type-1 window. A failure completes the WR with LocQPOpErr
 // (LOCAL_INV) or MWBindErr (BIND_MW), as rxe does, moves the QP to ERR and
 // makes executeLocal report false.
 func (c *completer) executeLocal(now time.Time, w *sendWQE) bool {
@@ -401,7 +404,11 @@ func (c *completer) executeLocal(now time.Time, w *sendWQE) bool {
 		}
 	case WRBindMW:
 		b := w.wr.Bind
-		_, err = q.env.Mem.BindMW2(q.pd, b.MW, b.MR, b.Addr, int(b.Length), b.Access, q.qpn, uint8(b.RKey))
+		if b.MW.Type() == mr.MWType1 {
+			_, err = b.MW.Bind(b.MR, b.Addr, int(b.Length), b.Access)
+		} else {
+			_, err = q.env.Mem.BindMW2(q.pd, b.MW, b.MR, b.Addr, int(b.Length), b.Access, q.qpn, uint8(b.RKey))
+		}
 		if err != nil {
 			status = WCMWBindErr
 		}

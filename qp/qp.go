@@ -393,14 +393,12 @@ func (q *QP) checkSendWR(wr *SendWR) error {
 }
 
 // checkBind checks what PostSend can of a BIND_MW's binding; the rules on
-// the MR, range and rights are checked when it executes (mr.Table.BindMW2)
-// and fail as a completion with MWBindErr.
+// the MR, range and rights are checked when it executes (mr.Table.BindMW2,
+// MW.Bind) and fail as a completion with MWBindErr.
 func checkBind(b *MWBind) error {
 	switch {
 	case b == nil || b.MW == nil:
 		return fmt.Errorf("%w: BIND_MW without a memory window (SendWR.Bind.MW)", ErrInvalidWR)
-	case b.MW.Type() != mr.MWType2:
-		return fmt.Errorf("%w: BIND_MW on a %v window; type-1 windows are bound with MW.Bind", ErrInvalidWR, b.MW.Type())
 	case b.RKey>>8 != b.MW.RKey()>>8: // the 24-bit index; the low byte is the key
 
 		return fmt.Errorf("%w: BIND_MW new rkey %#010x does not name window %#010x (want mr.IncKey(MW.RKey()))",

@@ -91,6 +91,11 @@ type SendWR struct {
 // completed, and before any WR posted after it is sent; it then serves only
 // the QP it was posted on. Until it has completed the new rkey must not be
 // handed to a peer, except by a SEND posted behind it on the same QP.
+//
+// MW may also be a type-1 window: that is the WR ibv_bind_mw posts (rxe and
+// rdma-core turn the call into one). It then runs MW.Bind at the head of the
+// send queue: the window serves its whole PD, its key is the old one plus
+// one whatever RKey's low byte says, and Length 0 (MR nil) unbinds it.
 type MWBind struct {
 	MW     *mr.MW
 	RKey   uint32

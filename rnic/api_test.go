@@ -432,15 +432,6 @@ func TestAPIMisuse(t *testing.T) {
 			call: func(t *testing.T, e *apiEnv) error {
 				return e.qp(t, qp.RC, qp.StateRTS).PostSend(&qp.SendWR{Opcode: qp.WRBindMW})
 			}},
-		{name: "PostSend BIND_MW of a type-1 window", want: qp.ErrInvalidWR, key: "type-1",
-			call: func(t *testing.T, e *apiEnv) error {
-				mw, err := e.pd.AllocMW(mr.MWType1)
-				if err != nil {
-					t.Fatal(err)
-				}
-				return e.qp(t, qp.RC, qp.StateRTS).PostSend(&qp.SendWR{Opcode: qp.WRBindMW,
-					Bind: &qp.MWBind{MW: mw, RKey: mr.IncKey(mw.RKey()), MR: e.mr, Addr: e.mr.Addr(), Length: 8}})
-			}},
 		{name: "PostSend beyond max_send_wr", want: qp.ErrQueueFull, key: "max_send_wr",
 			call: func(t *testing.T, e *apiEnv) error {
 				q := e.qp(t, qp.RC, qp.StateRTS)

@@ -102,6 +102,34 @@ func TestMWType1(t *testing.T) {
 	})
 }
 
+// TestMWType1BindWR binds a type-1 window with the BIND_MW work request
+// ibv_bind_mw posts (as rdma-core's rxe provider does), WRITEs through it
+// from a QP, unbinds it with a second one of length 0 and finds the old
+// rkey refused. Each bind's key is the one before plus one.
+func TestMWType1BindWR(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a, b, _ := newPair(t, mwPair)
+		w, err := b.pd.AllocMW(mr.MWType1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rkey := mr.IncKey(w.RKey())
+		b.postSend(t, qp.SendWR{WRID: 1, Opcode: qp.WRBindMW, Flags: qp.SendSignaled, Bind: &qp.MWBind{
+			MW: w, RKey: rkey, MR: b.mr, Addr: b.mr.Addr() + mwOff, Length: mwLen, Access: mr.AccessRemoteWrite}})
+		if wc := b.expect(t, 1, qp.WCSuccess); wc.Opcode != qp.WCBindMW || w.RKey() != rkey {
+			t.Fatalf("BIND_MW completion %+v, window rkey %#x, want BIND_MW and rkey %#x", wc, w.RKey(), rkey)
+		}
+		writeWorks(t, a, b, 1, rkey, 6)
+		b.postSend(t, qp.SendWR{WRID: 2, Opcode: qp.WRBindMW, Flags: qp.SendSignaled, Bind: &qp.MWBind{
+			MW: w, RKey: mr.IncKey(rkey)}})
+		b.expect(t, 2, qp.WCSuccess)
+		if _, bound := w.Binding(); bound || w.RKey() != mr.IncKey(rkey) {
+			t.Fatalf("after the unbinding BIND_MW: bound %v, rkey %#x, want unbound with rkey %#x", bound, w.RKey(), mr.IncKey(rkey))
+		}
+		writeRefused(t, a, b, 2, rkey)
+	})
+}
+
 // TestMWType2 binds a type-2 window with a BIND_MW work request, in order
 // behind a SEND, WRITEs through it, invalidates it with LOCAL_INV and finds
 // the rkey refused.
@@ -204,7 +232,7 @@ func TestMWBindErrors(t *testing.T) {
 		}{
 			{"no bind", nil},
 			{"no window", &qp.MWBind{MR: b.mr, Length: 8}},
-			{"a type-1 window", &qp.MWBind{MW: w1, RKey: mr.IncKey(w1.RKey()), MR: b.mr, Addr: b.mr.Addr(), Length: 8}},
+			{"an rkey of another index, type 1", &qp.MWBind{MW: w1, RKey: w1.RKey() + 0x100, MR: b.mr, Addr: b.mr.Addr(), Length: 8}},
 			{"an rkey of another index", &qp.MWBind{MW: w2, RKey: w2.RKey() + 0x100, MR: b.mr, Addr: b.mr.Addr(), Length: 8}},
 		} {
 			err := b.qp.PostSend(&qp.SendWR{Opcode: qp.WRBindMW, Bind: c.bind})

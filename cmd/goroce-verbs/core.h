@@ -18,7 +18,7 @@ struct goroce_device_attr {
 	uint64_t max_msg_size;
 	uint32_t vendor_id;
 	int max_qp, max_qp_wr, max_sge, max_cq, max_cqe, max_mr, max_pd;
-	int max_qp_rd_atom, max_qp_init_rd_atom, max_srq_wr, max_inline;
+	int max_qp_rd_atom, max_qp_init_rd_atom, max_srq_wr, max_inline, max_mw;
 };
 
 struct goroce_port_attr {
@@ -70,6 +70,12 @@ struct goroce_send_wr {
 	uint64_t compare_add, swap;
 	uint32_t ah;       /* UD: address handle */
 	uint32_t remote_qpn, remote_qkey;
+	/* BIND_MW: the window and the MR (0: none, unbinding a type-1 window),
+	 * [remote_addr, remote_addr+bind_length) of the MR with the rights
+	 * bind_access; rkey is the window's new rkey. */
+	uint32_t mw, mr;
+	uint64_t bind_length;
+	uint32_t bind_access;
 };
 
 struct goroce_wc {

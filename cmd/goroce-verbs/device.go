@@ -42,6 +42,7 @@ var asyncs handles[*eventQueue[C.struct_goroce_async_event]]
 var (
 	pds  handles[*mr.PD]
 	mrs  handles[*mr.MR]
+	mws  handles[*mr.MW]
 	cqs  handles[*cqEntry]
 	qps  handles[*rnic.QP]
 	srqs handles[*srqEntry]
@@ -221,6 +222,7 @@ func goroce_query_device(out *C.struct_goroce_device_attr) C.int {
 		max_cq: C.int(a.MaxCQ), max_cqe: C.int(a.MaxCQE), max_mr: C.int(a.MaxMR), max_pd: C.int(a.MaxPD),
 		max_qp_rd_atom: C.int(a.MaxQPRdAtom), max_qp_init_rd_atom: C.int(a.MaxQPInitRdAtom),
 		max_srq_wr: C.int(a.MaxSRQWR), max_inline: C.int(a.MaxInlineData),
+		max_mw: C.int(mr.DefaultLimits().MaxMW), // rnic.Open keeps mr's defaults
 	}
 	return 0
 }
@@ -320,6 +322,37 @@ func goroce_dereg_mr(h C.uint32_t) C.int {
 		return errno(err)
 	}
 	mrs.remove(uint32(h))
+	return 0
+}
+
+// goroce_alloc_mw allocates a memory window of type typ (enum
+// ibv_mw_type) and gives its handle and rkey.
+//
+//export goroce_alloc_mw
+func goroce_alloc_mw(pdh C.uint32_t, typ C.int, h, rkey *C.uint32_t) C.int {
+	pd, ok := pds.get(uint32(pdh))
+	if !ok {
+		return C.int(syscall.EINVAL)
+	}
+	w, err := pd.AllocMW(mr.MWType(typ))
+	if err != nil {
+		debugf("alloc_mw: %v", err)
+		return errno(err)
+	}
+	*h, *rkey = C.uint32_t(mws.add(w)), C.uint32_t(w.RKey())
+	return 0
+}
+
+//export goroce_dealloc_mw
+func goroce_dealloc_mw(h C.uint32_t) C.int {
+	w, ok := mws.get(uint32(h))
+	if !ok {
+		return C.int(syscall.EINVAL)
+	}
+	if err := w.Dealloc(); err != nil {
+		return errno(err)
+	}
+	mws.remove(uint32(h))
 	return 0
 }
 

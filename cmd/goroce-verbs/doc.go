@@ -45,7 +45,11 @@
 // execs, or never calls a verb, is unaffected. Signals: the core is loaded
 // with all signals blocked, so the Go runtime's threads inherit that mask
 // and the program's asynchronous signals (perftest's SIGALRM for -D) go to
-// the program's own threads and handlers.
+// the program's own threads and handlers. Those handlers get SA_ONSTACK
+// added (the shim interposes sigaction and signal), as the Go runtime
+// requires of C code in its process: a signal that lands while a thread
+// is inside a verb then runs its handler on the runtime's signal stack,
+// not on the small goroutine stack the verb's Go code runs on.
 //
 // Environment:
 //
@@ -61,8 +65,18 @@
 // goroce0 has port 1, ACTIVE, link layer Ethernet, and one GID, index 0:
 // the address, IPv4-mapped for IPv4, of type RoCE v2. What it does not
 // support fails as rdma-core fails for a device without it: NULL with
-// errno EOPNOTSUPP, or the error EOPNOTSUPP (QP types other than RC, UC and
-// UD, IBV_WR_BIND_MW, memory windows, ibv_qp_to_qp_ex and the ibv_wr_*
-// API, extended CQs, resize_cq, modify_srq/query_srq, rereg_mr, dmabuf
-// MRs, multicast).
+// errno EOPNOTSUPP, or the error EOPNOTSUPP (libibverbs' dummy_ops.c
+// values), and with GOROCE_DEBUG set says so once per verb: QP types other
+// than RC, UC and UD (XRC, raw packet, driver types such as DC), XRC
+// domains, SRQs and ibv_open_qp, ibv_create_qp_ex with anything beyond a
+// PD and the ibv_wr_* API (ibv_qp_to_qp_ex gives NULL), extended CQs
+// (ibv_create_cq_ex, ibv_modify_cq), resize_cq, modify_srq/query_srq,
+// get_srq_num, post_srq_ops, rereg_mr, on-demand paging (reg_mr with
+// IBV_ACCESS_ON_DEMAND, advise_mr), dmabuf MRs, null MRs, device memory,
+// flow steering and flow actions, counters, thread and parent domains,
+// WQs and RWQ indirection tables, rate limits, query_rt_values, and
+// multicast. Memory windows
+// of both types work as rxe's do: ibv_alloc_mw, ibv_bind_mw (a BIND_MW
+// work request, completed on the send CQ), IBV_WR_BIND_MW, IBV_WR_LOCAL_INV
+// and IBV_WR_SEND_WITH_INV.
 package main

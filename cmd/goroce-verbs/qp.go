@@ -197,14 +197,34 @@ func goroce_post_send(h C.uint32_t, w *C.struct_goroce_send_wr) C.int {
 		wr.AH = &ah.AH
 	}
 	if wr.Opcode == qp.WRBindMW {
-		debugf("post_send: IBV_WR_BIND_MW is not supported")
-		return C.int(syscall.EOPNOTSUPP)
+		b, ok := bindOf(w)
+		if !ok {
+			return C.int(syscall.EINVAL)
+		}
+		wr.Bind = &b
 	}
 	if err := q.PostSend(&wr); err != nil {
 		debugf("post_send: %v", err)
 		return errno(err)
 	}
 	return 0
+}
+
+// bindOf gives the window binding of a BIND_MW work request, or false if
+// its window or MR names none.
+func bindOf(w *C.struct_goroce_send_wr) (qp.MWBind, bool) {
+	b := qp.MWBind{RKey: uint32(w.rkey), Addr: uint64(w.remote_addr), Length: uint64(w.bind_length),
+		Access: mr.Access(w.bind_access)}
+	var ok bool
+	if b.MW, ok = mws.get(uint32(w.mw)); !ok {
+		return b, false
+	}
+	if w.mr != 0 {
+		if b.MR, ok = mrs.get(uint32(w.mr)); !ok {
+			return b, false
+		}
+	}
+	return b, true
 }
 
 //export goroce_post_recv

@@ -5,11 +5,13 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -132,12 +134,45 @@ type side struct {
 // once they have exited 0.
 func runPair(ctx context.Context, t *testing.T, port int, server, client side) (s, c *proc) {
 	t.Helper()
+	s, c, err := tryPair(ctx, t, port, server, client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, c
+}
+
+// tryPair is runPair that returns the failure of either program, with
+// both their outputs, instead of failing the test.
+func tryPair(ctx context.Context, t *testing.T, port int, server, client side) (s, c *proc, err error) {
+	t.Helper()
 	s = start(ctx, t, server.preload, server.addr, server.env, server.argv[0], server.argv[1:]...)
 	waitListening(t, s, port)
 	c = start(ctx, t, client.preload, client.addr, client.env, client.argv[0], append(client.argv[1:], "127.0.0.1")...)
-	c.wait(t)
-	s.wait(t)
-	return s, c
+	cerr := <-c.done
+	var serr error
+	select {
+	case serr = <-s.done:
+	case <-time.After(10 * time.Second):
+		if cerr == nil {
+			serr = <-s.done
+			break
+		}
+		s.cmd.Process.Kill() // its client failed: it may wait for it forever
+		serr = <-s.done
+	}
+	var msg strings.Builder
+	for _, r := range []struct {
+		p   *proc
+		err error
+	}{{c, cerr}, {s, serr}} {
+		if r.err != nil {
+			fmt.Fprintf(&msg, "%s: %v\nstdout:\n%s\nstderr:\n%s\n", strings.Join(r.p.cmd.Args, " "), r.err, &r.p.stdout, &r.p.stderr)
+		}
+	}
+	if msg.Len() > 0 {
+		return s, c, errors.New(msg.String())
+	}
+	return s, c, nil
 }
 
 // net24 gives each test its own 127.22.n.0/24, so that concurrent tests
@@ -194,18 +229,34 @@ func TestDevinfo(t *testing.T) {
 // preloadedPair runs tool (from debianPackage) as a preloaded server, with
 // serverEnv, and client on their own addresses, with flags args plus the
 // side-channel port, and returns them with their addresses once both
-// have exited 0.
+// have exited 0. A perftest pair that failed to measure the CPU's clock
+// runs again, twice at most.
 func preloadedPair(t *testing.T, tool, debianPackage, portFlag string, serverEnv []string, args ...string) (server, client *proc, sa, ca string) {
 	t.Helper()
 	bin := testenv.LookPath(t, tool, debianPackage)
 	lib := libs(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	sa, ca = addrs()
-	port := testenv.FreeTCPPort(t)
-	argv := append([]string{bin, portFlag, strconv.Itoa(port)}, args...)
-	server, client = runPair(ctx, t, port, side{lib, sa, serverEnv, argv}, side{lib, ca, nil, argv})
-	return server, client, sa, ca
+	for attempt := 1; ; attempt++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		sa, ca = addrs()
+		port := testenv.FreeTCPPort(t)
+		argv := append([]string{bin, portFlag, strconv.Itoa(port)}, args...)
+		var err error
+		server, client, err = tryPair(ctx, t, port, side{lib, sa, serverEnv, argv}, side{lib, ca, nil, argv})
+		if err == nil {
+			return server, client, sa, ca
+		}
+		// perftest gives up when its own measure of the CPU's clock, a
+		// gettimeofday spin before each report, is too noisy to trust, as
+		// on a loaded machine: "Correlation coefficient r^2: 0.53 < 0.9",
+		// "Can't produce a report". Not the device's failure: run the pair
+		// again, twice at most.
+		if attempt < 3 && strings.Contains(err.Error(), "Can't produce a report") {
+			t.Logf("attempt %d: perftest could not measure the CPU clock; running the pair again", attempt)
+			continue
+		}
+		t.Fatal(err)
+	}
 }
 
 // pingpong runs a preloaded server and client of an rdma-core example and
@@ -309,14 +360,26 @@ func TestBadInput(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	got := start(ctx, t, lib, "127.22.0.7", nil, prog).wait(t)
+	p := start(ctx, t, lib, "127.22.0.7", []string{"GOROCE_DEBUG=1"}, prog)
+	got := p.wait(t)
 	// What rdma-core gives with rxe: ibv_post_send on a RESET QP fails
-	// with EINVAL (rxe: "qp not ready to send"), a bad lkey or an SGE
-	// outside its MR completes with IBV_WC_LOC_PROT_ERR, a UD receive
-	// starts with the 40-byte GRH area (IPv4 header in its second half)
-	// from which ibv_create_ah_from_wc finds the way back, a CQ overrun is
-	// IBV_EVENT_CQ_ERR on the async fd, an MR keeps its PD busy (EBUSY),
-	// and what goroce0 lacks fails with EOPNOTSUPP.
+	// with EINVAL (rxe_verbs.c, rxe_post_send: a QP below RTS is "qp not
+	// ready to send", -EINVAL), a bad lkey or an SGE outside its MR
+	// completes with IBV_WC_LOC_PROT_ERR (rxe_req.c, when the payload
+	// cannot be copied from the SGEs), a UD receive starts with the
+	// 40-byte GRH area (IPv4 header in its second half) from which
+	// ibv_create_ah_from_wc finds the way back, a CQ overrun is
+	// IBV_EVENT_CQ_ERR on the async fd (rxe_cq.c, rxe_cq_post on a full
+	// queue), an MR keeps its PD busy (EBUSY), and what goroce0 lacks fails
+	// as libibverbs/dummy_ops.c does: NULL with errno EOPNOTSUPP, or
+	// EOPNOTSUPP; reg_mr with IBV_ACCESS_ON_DEMAND too, as the kernel's
+	// ib_check_mr_access refuses it on a device without on-demand paging. Memory windows as rxe
+	// has them (drivers/infiniband/sw/rxe/rxe_mw.c: "The ibv_bind_mw() call
+	// is converted by libibverbs to a bind_mw work request"): ibv_bind_mw
+	// completes on the send CQ with IBV_WC_BIND_MW and gives the window
+	// ibv_inc_rkey of its rkey; a WRITE through a window that was unbound,
+	// invalidated by LOCAL_INV, or by the peer's SEND_WITH_INV (the
+	// receive says IBV_WC_WITH_INV) completes with IBV_WC_REM_ACCESS_ERR.
 	want := `device threads that take SIGALRM: 0
 post_send in RESET: EINVAL
 poll on the completion channel: 1
@@ -325,6 +388,7 @@ write: success
 write seen: success opcode 129 imm 0x12345678 with_imm 1
 written data arrived: 1
 send b->a: success, data arrived: 1
+WRITEs under SIGALRM: 3000, the handler ran: 1, on a goroutine's stack: 0
 bad lkey: local protection error
 SGE beyond the MR: local protection error
 UD datagram: success, bytes 44, GRH 1, from the sender's QP 1, data 1
@@ -334,10 +398,39 @@ async event: local work queue catastrophic error, a QP that failed above: 1
 async event: local work queue catastrophic error, a QP that failed above: 1
 async event: CQ error, the overrun CQ: 1
 the second context got the CQ error too: 1, closes: 0
-alloc_mw: EOPNOTSUPP
+alloc_mw type 1: ok
+bind_mw: 0, completion success, opcode BIND_MW 1, rkey incremented 1
+WRITE through the type-1 window: success, data arrived: 1
+bind_mw of length 0: 0, completion success
+WRITE through the unbound window: remote access error, memory untouched: 1
+dealloc_mw: 0
+post_send IBV_WR_BIND_MW: 0, completion success, opcode BIND_MW 1
+WRITE through the type-2 window: success, data arrived: 1
+LOCAL_INV: 0, completion success, opcode LOCAL_INV 1
+WRITE through the invalidated window: remote access error
+post_send IBV_WR_BIND_MW: 0, completion success, opcode BIND_MW 1
+WRITE through the second type-2 window: success
+SEND_WITH_INV received: success, with_inv 1, the window's rkey 1
+WRITE through the window the peer invalidated: remote access error
+open_xrcd: EOPNOTSUPP
+open_xrcd again: EOPNOTSUPP
+create_srq_ex XRC: EOPNOTSUPP
+create_qp XRC_SEND: EOPNOTSUPP
+create_qp RAW_PACKET: EOPNOTSUPP
+create_qp_ex DRIVER (DC): EOPNOTSUPP
+create_qp_ex for ibv_wr_*: EOPNOTSUPP
+qp_to_qp_ex: NULL
 create_cq_ex: EOPNOTSUPP
 resize_cq: EOPNOTSUPP
-create_qp RAW_PACKET: EOPNOTSUPP
+reg_mr ON_DEMAND (ODP): EOPNOTSUPP
+advise_mr (ODP): EOPNOTSUPP
+reg_dmabuf_mr: EOPNOTSUPP
+create_flow: EOPNOTSUPP
+create_counters: EOPNOTSUPP
+alloc_dm: EOPNOTSUPP
+alloc_td: EOPNOTSUPP
+create_wq: EOPNOTSUPP
+attach_mcast: EOPNOTSUPP
 forked child that execs: exit 0
 alloc_pd in a forked child: ENODEV
 alloc_pd in the parent after fork: ok
@@ -345,6 +438,19 @@ dealloc_pd of a PD with MRs: EBUSY
 `
 	if got != want {
 		t.Errorf("verbs_check printed\n%s\nwant\n%s", got, want)
+	}
+	// With GOROCE_DEBUG, each unsupported verb is named once on stderr,
+	// however often it is called (open_xrcd is called twice).
+	for _, verb := range []string{"ibv_open_xrcd", "ibv_create_srq_ex", "ibv_create_qp_ex", "ibv_qp_to_qp_ex",
+		"ibv_create_cq_ex", "ibv_resize_cq", "ibv_reg_mr with IBV_ACCESS_ON_DEMAND", "ibv_advise_mr",
+		"ibv_reg_dmabuf_mr", "ibv_create_flow", "ibv_create_counters", "ibv_alloc_dm", "ibv_alloc_td",
+		"ibv_create_wq", "ibv_attach_mcast"} {
+		if n := strings.Count(p.stderr.String(), "goroce-verbs: "+verb+" is not supported (EOPNOTSUPP)\n"); n != 1 {
+			t.Errorf("GOROCE_DEBUG named %s as unsupported %d times, want once", verb, n)
+		}
+	}
+	if t.Failed() {
+		t.Logf("stderr:\n%s", &p.stderr)
 	}
 }
 
@@ -363,58 +469,134 @@ func TestNoVerbsNoRuntime(t *testing.T) {
 	}
 }
 
-// TestPerftestAlarm runs perftest's ib_write_bw -D 2, whose duration is
-// perftest's own SIGALRM handler: it must still run with the Go runtime
-// loaded, or the run never ends.
-func TestPerftestAlarm(t *testing.T) {
-	server, client, _, _ := preloadedPair(t, "ib_write_bw", "perftest", "-p", nil, "-x", "0", "-s", "65536", "-D", "2", "--report_gbits")
-	cout, sout := client.stdout.String(), server.stdout.String()
-	row := regexp.MustCompile(`(?m)^\s*65536\s+(\d+)\s+[\d.]+\s+([\d.]+)\s+[\d.]+\s*$`)
-	for _, out := range []string{cout, sout} {
-		m := row.FindStringSubmatch(out)
-		if m == nil {
-			t.Fatalf("no result row for 65536 bytes:\n%s", out)
+// perftestRows finds the result table perftest printed in out (the rows
+// between the "#bytes" header and the dashes under them) and checks it:
+// one row per size in sizes, every cell a number, and every number > 0
+// except a peak bandwidth (perftest prints 0 in duration mode), a standard
+// deviation, and the average bandwidth of sizes below 1 KiB (two bytes
+// five times can round to 0.00 MB/s); each row's #iterations is > 0 and
+// the largest size's average bandwidth too.
+func perftestRows(out string, sizes []int) error {
+	lines := strings.Split(out, "\n")
+	h := slices.IndexFunc(lines, func(l string) bool { return strings.Contains(l, "#bytes") })
+	if h < 0 {
+		return fmt.Errorf("no result table")
+	}
+	cols := regexp.MustCompile(`#bytes|#iterations|tps average|\S[^\[\]]*?\[[^\]]*\]`).FindAllString(lines[h], -1)
+	var got []int
+	for _, l := range lines[h+1:] {
+		if strings.HasPrefix(strings.TrimSpace(l), "---") || strings.TrimSpace(l) == "" {
+			break
 		}
-		if iters, _ := strconv.Atoi(m[1]); iters == 0 {
-			t.Errorf("no iterations in 2 s:\n%s", out)
+		cells := strings.Fields(l)
+		if len(cells) != len(cols) {
+			return fmt.Errorf("row %q has %d cells for the %d columns %q", l, len(cells), len(cols), cols)
+		}
+		size, err := strconv.Atoi(cells[0])
+		if err != nil {
+			return fmt.Errorf("row %q: #bytes: %v", l, err)
+		}
+		got = append(got, size)
+		for i, c := range cells[1:] {
+			col := cols[i+1]
+			v, err := strconv.ParseFloat(c, 64)
+			mayBeZero := strings.Contains(col, "peak") || strings.Contains(col, "stdev") ||
+				strings.Contains(col, "BW average") && size < 1024 && size != sizes[len(sizes)-1]
+			if err != nil || v < 0 || v == 0 && !mayBeZero {
+				return fmt.Errorf("row %q: %s is %q", l, col, c)
+			}
 		}
 	}
+	if !slices.Equal(got, sizes) {
+		return fmt.Errorf("rows for sizes %v, want %v", got, sizes)
+	}
+	return nil
 }
 
-// TestPerftest runs perftest's tools, both sides preloaded, and checks
-// that each prints its result row for the message size (both sides, but
-// ib_read_lat's passive server, which perftest never lets report).
-func TestPerftest(t *testing.T) {
-	for _, c := range []struct {
-		tool string
-		args []string
-		size string
-	}{
-		{"ib_send_bw", []string{"-s", "65536"}, "65536"},
-		{"ib_send_bw", []string{"-c", "UD", "-s", "2048"}, "2048"},
-		{"ib_read_bw", []string{"-s", "65536"}, "65536"},
-		{"ib_write_bw", []string{"-s", "65536", "-q", "4"}, "65536"},
-		{"ib_write_bw", []string{"-s", "8192", "-b"}, "8192"},
-		{"ib_atomic_bw", nil, "8"},
-		{"ib_write_lat", []string{"-s", "8"}, "8"},
-		{"ib_read_lat", []string{"-s", "8"}, "8"},
-		{"ib_send_lat", []string{"-s", "8"}, "8"},
-	} {
+// allSizes are the sizes perftest's -a runs: 2 to 2^23 bytes.
+var allSizes = func() (s []int) {
+	for n := 2; n <= 1<<23; n *= 2 {
+		s = append(s, n)
+	}
+	return s
+}()
+
+// perftestCase is one perftest run: the tool, its flags, and the sizes its
+// result table must list.
+type perftestCase struct {
+	tool  string
+	args  []string
+	sizes []int
+}
+
+// runPerftest runs each case's tool, both sides preloaded, and checks the
+// result table each side prints (ib_read_lat's passive server never
+// reports, ib_write_bw's and ib_read_bw's report the last size of -a only)
+// and, with --report_gbits, its unit.
+func runPerftest(t *testing.T, cases []perftestCase) {
+	for _, c := range cases {
 		t.Run(c.tool+strings.ReplaceAll(strings.Join(c.args, ""), "-", "_"), func(t *testing.T) {
-			server, client, _, _ := preloadedPair(t, c.tool, "perftest", "-p", nil,
-				append([]string{"-x", "0", "-n", "200"}, c.args...)...)
-			row := regexp.MustCompile(`(?m)^\s*` + c.size + `\s+\d+\s+[\d.]+\s+[\d.]+`)
+			server, client, _, _ := preloadedPair(t, c.tool, "perftest", "-p", nil, append([]string{"-x", "0"}, c.args...)...)
 			reporters := []*proc{client, server}
 			if c.tool == "ib_read_lat" {
 				reporters = reporters[:1]
 			}
 			for _, p := range reporters {
-				if !row.MatchString(p.stdout.String()) {
-					t.Errorf("%s prints no result row for %s bytes:\n%s", p.cmd.Args[0], c.size, &p.stdout)
+				out := p.stdout.String()
+				sizes := c.sizes
+				if p == server && (c.tool == "ib_write_bw" || c.tool == "ib_read_bw") {
+					sizes = sizes[len(sizes)-1:]
+				}
+				if err := perftestRows(out, sizes); err != nil {
+					t.Errorf("%s: %v:\n%s", strings.Join(p.cmd.Args, " "), err, out)
+				}
+				if slices.Contains(c.args, "--report_gbits") && !strings.Contains(out, "[Gb/sec]") {
+					t.Errorf("%s reports no Gb/sec:\n%s", strings.Join(p.cmd.Args, " "), out)
 				}
 			}
 		})
 	}
+}
+
+// TestPerftest runs perftest's tools with the flags the issue lists where
+// perftest has them for the tool: -D 2 (perftest's SIGALRM handler ends
+// the run; 4 KiB WRITEs once killed the process half the time), -q 4, -b
+// and --report_gbits (bandwidth tools only; -q 4 -b at 8 KiB, -n 200), and
+// UD SENDs. The _lat tools have no -q, -b or --report_gbits ("Multiple QPs
+// only available on bw tests"). -a is TestPerftestAllSizes.
+func TestPerftest(t *testing.T) {
+	runPerftest(t, []perftestCase{
+		{"ib_write_bw", []string{"-q", "4", "-b", "-s", "8192", "-n", "200", "--report_gbits"}, []int{8192}},
+		{"ib_read_bw", []string{"-q", "4", "-b", "-s", "8192", "-n", "200", "--report_gbits"}, []int{8192}},
+		{"ib_send_bw", []string{"-q", "4", "-b", "-s", "8192", "-n", "200", "--report_gbits"}, []int{8192}},
+		{"ib_atomic_bw", []string{"-q", "4", "-b", "-n", "200", "--report_gbits"}, []int{8}},
+		{"ib_send_bw", []string{"-c", "UD", "-s", "2048", "-n", "200"}, []int{2048}},
+		{"ib_write_bw", []string{"-D", "2", "-s", "4096"}, []int{4096}},
+		{"ib_read_bw", []string{"-D", "2", "-s", "4096"}, []int{4096}},
+		{"ib_send_bw", []string{"-D", "2", "-s", "4096"}, []int{4096}},
+		{"ib_atomic_bw", []string{"-D", "2"}, []int{8}},
+		{"ib_write_lat", []string{"-D", "2", "-s", "8"}, []int{8}},
+		{"ib_read_lat", []string{"-D", "2", "-s", "8"}, []int{8}},
+		{"ib_send_lat", []string{"-D", "2", "-s", "8"}, []int{8}},
+	})
+}
+
+// TestPerftestAllSizes runs perftest's tools with -a, all 23 sizes from 2
+// bytes to 8 MiB, five iterations each (-n 5). It takes long whatever -n
+// is: after each size perftest measures the CPU's clock by spinning on
+// gettimeofday for 0.22 s, far longer on a loaded machine, and the _lat
+// tools wait for each other's report. -short skips it. ib_atomic_bw has no
+// -a ("Message size cannot be changed for Atomic tests").
+func TestPerftestAllSizes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("perftest -a takes minutes on 2 CPUs; run without -short")
+	}
+	var cases []perftestCase
+	for _, tool := range []string{"ib_write_bw", "ib_read_bw", "ib_send_bw", "ib_write_lat", "ib_read_lat", "ib_send_lat"} {
+		cases = append(cases, perftestCase{tool, []string{"-a", "-n", "5"}, allSizes})
+	}
+	cases[0].args = append(cases[0].args, "--report_gbits")
+	runPerftest(t, cases)
 }
 
 // TestTrace checks that GOROCE_TRACE=1 prints the device's packet trace

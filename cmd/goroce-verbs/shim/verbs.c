@@ -15,7 +15,8 @@
  * core is loaded gets ENODEV from every verb (a child that execs, or never
  * calls a verb, is unaffected). Signals: the core is loaded with every
  * signal blocked, so the Go runtime's threads never take the program's
- * asynchronous signals (perftest's SIGALRM); the program's threads do.
+ * asynchronous signals (perftest's SIGALRM); the program's threads do, on
+ * the alternate signal stack (see sigaction below).
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -62,6 +63,8 @@ static struct {
 	int (*dealloc_pd)(uint32_t);
 	int (*reg_mr)(uint32_t, void *, size_t, uint64_t, int, int, uint32_t *, uint32_t *, uint32_t *);
 	int (*dereg_mr)(uint32_t);
+	int (*alloc_mw)(uint32_t, int, uint32_t *, uint32_t *);
+	int (*dealloc_mw)(uint32_t);
 	int (*create_ah)(uint32_t, struct goroce_av *, uint32_t *);
 	int (*destroy_ah)(uint32_t);
 	int (*create_channel)(int, uint32_t *);
@@ -123,7 +126,7 @@ static void load_core(void)
 		}                                                                   \
 	} while (0)
 	SYM(open); SYM(close); SYM(node_guid); SYM(query_device); SYM(query_port); SYM(query_gid);
-	SYM(alloc_pd); SYM(dealloc_pd); SYM(reg_mr); SYM(dereg_mr); SYM(create_ah); SYM(destroy_ah);
+	SYM(alloc_pd); SYM(dealloc_pd); SYM(reg_mr); SYM(dereg_mr); SYM(alloc_mw); SYM(dealloc_mw); SYM(create_ah); SYM(destroy_ah);
 	SYM(create_channel); SYM(destroy_channel); SYM(channel_pop); SYM(async_pop);
 	SYM(create_cq); SYM(destroy_cq); SYM(cq_event); SYM(req_notify_cq); SYM(poll_cq);
 	SYM(create_srq); SYM(destroy_srq); SYM(post_srq_recv);
@@ -174,6 +177,51 @@ out:
 	pthread_mutex_unlock(&mu);
 }
 
+/* ---- the program's signal handlers ----
+ *
+ * A program's thread runs Go code on a small goroutine stack while it is
+ * inside a verb (a cgo callback). A signal handler the program installed
+ * without SA_ONSTACK (perftest's SIGALRM handler for -D) would run on that
+ * stack and overrun it: the Go runtime then dies with "fatal error: fault"
+ * or "sync: inconsistent mutex state". The Go runtime's rule for C code
+ * that shares a process with it is that its handlers use SA_ONSTACK (Go's
+ * os/signal documentation, "Go programs that use cgo or SWIG"); during a
+ * callback the thread's alternate stack is the Go runtime's signal stack,
+ * and elsewhere SA_ONSTACK changes nothing unless the program set one. So
+ * the preload adds SA_ONSTACK to every handler installed through
+ * sigaction() or signal(); nothing else of the program's request changes. */
+
+typedef int (*sigaction_fn)(int, const struct sigaction *, struct sigaction *);
+
+EXPORT int sigaction(int sig, const struct sigaction *act, struct sigaction *old)
+{
+	static sigaction_fn real;
+	if (!real && !(real = (sigaction_fn)dlsym(RTLD_NEXT, "sigaction"))) {
+		errno = ENOSYS;
+		return -1;
+	}
+	if (!act || (act->sa_flags & SA_ONSTACK) ||
+	    (!(act->sa_flags & SA_SIGINFO) && (act->sa_handler == SIG_DFL || act->sa_handler == SIG_IGN)))
+		return real(sig, act, old);
+	struct sigaction a = *act;
+	a.sa_flags |= SA_ONSTACK;
+	return real(sig, &a, old);
+}
+
+/* signal() as glibc defines it (BSD semantics: the handler stays installed,
+ * the signal is blocked while it runs, system calls restart), through the
+ * sigaction above: glibc's own signal() would not call it. */
+EXPORT sighandler_t signal(int sig, sighandler_t handler)
+{
+	struct sigaction a = {.sa_handler = handler, .sa_flags = SA_RESTART}, old;
+	sigemptyset(&a.sa_mask);
+	if (sig > 0 && sig < NSIG && sigaddset(&a.sa_mask, sig) < 0)
+		return SIG_ERR;
+	if (sigaction(sig, &a, &old) < 0)
+		return SIG_ERR;
+	return old.sa_handler;
+}
+
 /* ---- devices ---- */
 
 static struct ibv_device goroce0 = {
@@ -217,6 +265,52 @@ static int post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_
 static int post_srq_recv(struct ibv_srq *srq, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad_wr);
 static int poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc);
 static int req_notify_cq(struct ibv_cq *cq, int solicited_only);
+static struct ibv_mw *alloc_mw(struct ibv_pd *pd, enum ibv_mw_type type);
+static int dealloc_mw(struct ibv_mw *mw);
+static int bind_mw(struct ibv_qp *qp, struct ibv_mw *mw, struct ibv_mw_bind *mw_bind);
+
+/* The extended verbs goroce0 lacks, answered as rdma-core answers for a
+ * provider without them (libibverbs/dummy_ops.c, whose ops verbs_set_ops
+ * puts in every slot a provider leaves empty): NULL with errno EOPNOTSUPP,
+ * or EOPNOTSUPP. verbs.h's inline functions would answer the same for an
+ * empty slot; filling it lets GOROCE_DEBUG name the verb. query_device_ex
+ * stays empty, so ibv_query_device_ex falls back to ibv_query_device as
+ * its inline does. */
+#define NO_OBJECT(type, verb, params)       \
+	static type *no_##verb params       \
+	{                                   \
+		unsupported("ibv_" #verb);  \
+		errno = EOPNOTSUPP;         \
+		return NULL;                \
+	}
+#define NO_INT(verb, params)                \
+	static int no_##verb params         \
+	{                                   \
+		unsupported("ibv_" #verb);  \
+		return EOPNOTSUPP;          \
+	}
+NO_OBJECT(struct ibv_xrcd, open_xrcd, (struct ibv_context * c, struct ibv_xrcd_init_attr *a))
+NO_OBJECT(struct ibv_srq, create_srq_ex, (struct ibv_context * c, struct ibv_srq_init_attr_ex *a))
+NO_OBJECT(struct ibv_qp, create_qp_ex, (struct ibv_context * c, struct ibv_qp_init_attr_ex *a))
+NO_OBJECT(struct ibv_qp, open_qp, (struct ibv_context * c, struct ibv_qp_open_attr *a))
+NO_OBJECT(struct ibv_cq_ex, create_cq_ex, (struct ibv_context * c, struct ibv_cq_init_attr_ex *a))
+NO_OBJECT(struct ibv_flow, create_flow, (struct ibv_qp * qp, struct ibv_flow_attr *a))
+NO_OBJECT(struct ibv_flow_action, create_flow_action_esp, (struct ibv_context * c, struct ibv_flow_action_esp_attr *a))
+NO_OBJECT(struct ibv_counters, create_counters, (struct ibv_context * c, struct ibv_counters_init_attr *a))
+NO_OBJECT(struct ibv_dm, alloc_dm, (struct ibv_context * c, struct ibv_alloc_dm_attr *a))
+NO_OBJECT(struct ibv_mr, alloc_null_mr, (struct ibv_pd * pd))
+NO_OBJECT(struct ibv_td, alloc_td, (struct ibv_context * c, struct ibv_td_init_attr *a))
+NO_OBJECT(struct ibv_pd, alloc_parent_domain, (struct ibv_context * c, struct ibv_parent_domain_init_attr *a))
+NO_OBJECT(struct ibv_wq, create_wq, (struct ibv_context * c, struct ibv_wq_init_attr *a))
+NO_OBJECT(struct ibv_rwq_ind_table, create_rwq_ind_table, (struct ibv_context * c, struct ibv_rwq_ind_table_init_attr *a))
+NO_INT(advise_mr, (struct ibv_pd * pd, enum ibv_advise_mr_advice advice, uint32_t flags, struct ibv_sge *sge, uint32_t n))
+NO_INT(modify_cq, (struct ibv_cq * cq, struct ibv_modify_cq_attr *a))
+NO_INT(modify_qp_rate_limit, (struct ibv_qp * qp, struct ibv_qp_rate_limit_attr *a))
+NO_INT(get_srq_num, (struct ibv_srq * srq, uint32_t *n))
+NO_INT(post_srq_ops, (struct ibv_srq * srq, struct ibv_ops_wr *op, struct ibv_ops_wr **bad))
+NO_INT(query_rt_values_ex, (struct ibv_context * c, struct ibv_values_ex *v))
+#undef NO_OBJECT
+#undef NO_INT
 
 /* A context: the core's handle for it, then rdma-core's extended context,
  * whose last member is the struct ibv_context programs see. */
@@ -244,9 +338,30 @@ EXPORT struct ibv_context *ibv_open_device(struct ibv_device *device)
 		return NULL;
 	}
 	struct verbs_context *vctx = &c->vctx;
-	/* The extended context with no extended op: verbs.h's inline
-	 * functions fall back to the legacy calls, or fail with EOPNOTSUPP. */
+	/* The extended context: its unsupported ops, and no query_port or
+	 * query_device_ex, so that verbs.h's inline functions fall back to the
+	 * legacy calls. */
 	vctx->sz = sizeof *vctx;
+	vctx->open_xrcd = no_open_xrcd;
+	vctx->create_srq_ex = no_create_srq_ex;
+	vctx->create_qp_ex = no_create_qp_ex;
+	vctx->open_qp = no_open_qp;
+	vctx->create_cq_ex = no_create_cq_ex;
+	vctx->ibv_create_flow = no_create_flow;
+	vctx->create_flow_action_esp = no_create_flow_action_esp;
+	vctx->create_counters = no_create_counters;
+	vctx->alloc_dm = no_alloc_dm;
+	vctx->alloc_null_mr = no_alloc_null_mr;
+	vctx->alloc_td = no_alloc_td;
+	vctx->alloc_parent_domain = no_alloc_parent_domain;
+	vctx->create_wq = no_create_wq;
+	vctx->create_rwq_ind_table = no_create_rwq_ind_table;
+	vctx->advise_mr = no_advise_mr;
+	vctx->modify_cq = no_modify_cq;
+	vctx->modify_qp_rate_limit = no_modify_qp_rate_limit;
+	vctx->get_srq_num = no_get_srq_num;
+	vctx->post_srq_ops = no_post_srq_ops;
+	vctx->query_rt_values = no_query_rt_values_ex;
 	struct ibv_context *ctx = &vctx->context;
 	ctx->device = device;
 	ctx->abi_compat = __VERBS_ABI_IS_EXTENDED;
@@ -258,6 +373,9 @@ EXPORT struct ibv_context *ibv_open_device(struct ibv_device *device)
 	ctx->ops.post_srq_recv = post_srq_recv;
 	ctx->ops.poll_cq = poll_cq;
 	ctx->ops.req_notify_cq = req_notify_cq;
+	ctx->ops.alloc_mw = alloc_mw;
+	ctx->ops.dealloc_mw = dealloc_mw;
+	ctx->ops.bind_mw = bind_mw;
 	ctx->async_fd = eventfd(0, EFD_CLOEXEC | EFD_SEMAPHORE);
 	int ret = ctx->async_fd < 0 ? errno : core.open(ctx->async_fd, &c->handle);
 	if (ret) {
@@ -295,7 +413,9 @@ EXPORT int ibv_query_device(struct ibv_context *ctx, struct ibv_device_attr *a)
 	a->vendor_id = g.vendor_id;
 	a->max_qp = g.max_qp;
 	a->max_qp_wr = g.max_qp_wr;
-	a->device_cap_flags = IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_PORT_ACTIVE_EVENT | IBV_DEVICE_SYS_IMAGE_GUID;
+	a->device_cap_flags = IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_PORT_ACTIVE_EVENT | IBV_DEVICE_SYS_IMAGE_GUID |
+			      IBV_DEVICE_MEM_WINDOW | IBV_DEVICE_MEM_WINDOW_TYPE_2B | IBV_DEVICE_MEM_MGT_EXTENSIONS;
+	a->max_mw = g.max_mw;
 	a->max_sge = a->max_sge_rd = g.max_sge;
 	a->max_cq = g.max_cq;
 	a->max_cqe = g.max_cqe;
@@ -426,6 +546,15 @@ static struct ibv_mr *reg_mr(struct ibv_pd *pd, void *addr, size_t length, uint6
 	/* Optional access flags (relaxed ordering) are hints a device may
 	 * ignore, as rdma-core does for devices without them. */
 	access &= ~(unsigned int)IBV_ACCESS_OPTIONAL_RANGE;
+	/* On-demand paging: goroce0 advertises none, and the kernel refuses
+	 * such an MR on a device without it (ib_check_mr_access:
+	 * -EOPNOTSUPP). */
+	if (access & IBV_ACCESS_ON_DEMAND) {
+		free(mr);
+		unsupported("ibv_reg_mr with IBV_ACCESS_ON_DEMAND");
+		errno = EOPNOTSUPP;
+		return NULL;
+	}
 	int ret = core.reg_mr(pd->handle, addr, length, iova, use_iova, (int)access, &mr->handle, &mr->lkey, &mr->rkey);
 	if (ret) {
 		free(mr);
@@ -462,6 +591,58 @@ EXPORT int ibv_dereg_mr(struct ibv_mr *mr)
 	if (!ret)
 		free(mr);
 	return ret;
+}
+
+/* Memory windows: ops.alloc_mw, dealloc_mw and bind_mw, which verbs.h's
+ * inline ibv_alloc_mw, ibv_dealloc_mw and ibv_bind_mw call. */
+
+static struct ibv_mw *alloc_mw(struct ibv_pd *pd, enum ibv_mw_type type)
+{
+	CHECK_FORK(NULL);
+	struct ibv_mw *mw = calloc(1, sizeof *mw);
+	if (!mw) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	int ret = core.alloc_mw(pd->handle, type, &mw->handle, &mw->rkey);
+	if (ret) {
+		free(mw);
+		errno = ret;
+		return NULL;
+	}
+	mw->context = pd->context;
+	mw->pd = pd;
+	mw->type = type;
+	return mw;
+}
+
+static int dealloc_mw(struct ibv_mw *mw)
+{
+	CHECK_FORK(ENODEV);
+	int ret = core.dealloc_mw(mw->handle);
+	if (!ret)
+		free(mw);
+	return ret;
+}
+
+/* bind_mw binds (or, length 0, unbinds) a type-1 window as rxe's provider
+ * does: it posts a BIND_MW work request with the window's next rkey
+ * (ibv_inc_rkey), which completes on the QP's send CQ like any WR, and
+ * gives the window that rkey at once. ZERO_BASED is refused (o10-36.2.2). */
+static int bind_mw(struct ibv_qp *qp, struct ibv_mw *mw, struct ibv_mw_bind *mw_bind)
+{
+	if (mw_bind->bind_info.mw_access_flags & IBV_ACCESS_ZERO_BASED)
+		return EINVAL;
+	struct ibv_send_wr wr = {.wr_id = mw_bind->wr_id, .opcode = IBV_WR_BIND_MW,
+				 .send_flags = mw_bind->send_flags}, *bad;
+	wr.bind_mw.mw = mw;
+	wr.bind_mw.rkey = ibv_inc_rkey(mw->rkey);
+	wr.bind_mw.bind_info = mw_bind->bind_info;
+	int ret = post_send(qp, &wr, &bad);
+	if (ret)
+		return ret;
+	mw->rkey = wr.bind_mw.rkey;
+	return 0;
 }
 
 static void av_of(struct goroce_av *av, const struct ibv_ah_attr *a)
@@ -935,6 +1116,18 @@ static int post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_
 			g.compare_add = wr->wr.atomic.compare_add;
 			g.swap = wr->wr.atomic.swap;
 			break;
+		case IBV_WR_BIND_MW:
+			if (!wr->bind_mw.mw) {
+				*bad_wr = wr;
+				return EINVAL;
+			}
+			g.mw = wr->bind_mw.mw->handle;
+			g.mr = wr->bind_mw.bind_info.mr ? wr->bind_mw.bind_info.mr->handle : 0;
+			g.remote_addr = wr->bind_mw.bind_info.addr;
+			g.bind_length = wr->bind_mw.bind_info.length;
+			g.bind_access = wr->bind_mw.bind_info.mw_access_flags;
+			g.rkey = wr->bind_mw.rkey;
+			break;
 		default:
 			break;
 		}
@@ -945,8 +1138,6 @@ static int post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_
 		}
 		int ret = core.post_send(qp->handle, &g);
 		if (ret) {
-			if (ret == EOPNOTSUPP)
-				unsupported("ibv_post_send opcode");
 			*bad_wr = wr;
 			return ret;
 		}

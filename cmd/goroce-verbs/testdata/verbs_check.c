@@ -11,11 +11,14 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <dirent.h>
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -109,6 +112,13 @@ static struct ibv_wc wait_wc(struct end *e)
 	DIE("no completion");
 }
 
+/* unsupported prints what a verb that makes an object gave: "ok" or
+ * errno's name. */
+static void unsupported(const char *what, const void *obj)
+{
+	printf("%s: %s\n", what, obj ? "ok" : errname(errno));
+}
+
 /* sigalrm_takers counts the threads other than this one that do not
  * block SIGALRM: with the device open, the Go runtime's threads must all
  * block it, so that the program's own handler runs on its own threads. */
@@ -135,6 +145,38 @@ static int sigalrm_takers(void)
 	return n;
 }
 
+/* on_alarm is a SIGALRM handler, installed with signal() as programs
+ * install theirs. It counts the times it ran on neither the main thread's
+ * own stack nor the thread's alternate signal stack: then it ran on the
+ * small stack of a goroutine (the thread was inside a verb, running the
+ * device's Go code), where a handler's frame overruns memory the Go
+ * runtime owns. */
+static volatile sig_atomic_t alarms, foreign;
+static char *main_lo, *main_hi;
+static void on_alarm(int sig)
+{
+	char here;
+	stack_t alt;
+	(void)sig;
+	alarms++;
+	if (sigaltstack(NULL, &alt) == 0 && (alt.ss_flags & SS_ONSTACK))
+		return;
+	if (&here < main_lo || &here >= main_hi)
+		foreign++;
+}
+
+static void main_stack(void)
+{
+	pthread_attr_t a;
+	void *lo;
+	size_t n;
+	if (pthread_getattr_np(pthread_self(), &a) || pthread_attr_getstack(&a, &lo, &n))
+		DIE("main thread's stack");
+	main_lo = lo;
+	main_hi = main_lo + n;
+	pthread_attr_destroy(&a);
+}
+
 /* A connected pair of RC QPs on goroce0, to itself. */
 static void pair(struct end *a, struct end *b, int with_channel)
 {
@@ -154,6 +196,46 @@ static int post_send(struct end *e, enum ibv_wr_opcode op, struct ibv_sge *sge, 
 	return ibv_post_send(e->qp, &wr, &bad);
 }
 
+/* write_through WRITEs n bytes of pattern seed from bufa to addr through
+ * rkey on e's QP, and gives the completion's status. */
+static char bufa[8192], bufb[8192], bufw[8192];
+static struct ibv_mr *mra;
+
+static enum ibv_wc_status write_through(struct end *e, uint64_t addr, uint32_t rkey, int n, char seed)
+{
+	for (int i = 0; i < n; i++)
+		bufa[i] = (char)(seed + i);
+	struct ibv_sge sge = {(uintptr_t)bufa, n, mra->lkey};
+	if (post_send(e, IBV_WR_RDMA_WRITE, &sge, addr, rkey, 0))
+		DIE("post WRITE through a window");
+	return wait_wc(e).status;
+}
+
+/* arrived says whether n bytes of pattern seed are at p. */
+static int arrived(const char *p, int n, char seed)
+{
+	for (int i = 0; i < n; i++)
+		if (p[i] != (char)(seed + i))
+			return 0;
+	return 1;
+}
+
+/* bind2 binds the type-2 window mw to [addr, addr+n) of mr with a BIND_MW
+ * posted on e's QP, prints its completion, and gives the new rkey. */
+static uint32_t bind2(struct end *e, struct ibv_mw *mw, struct ibv_mr *mr, void *addr, int n)
+{
+	struct ibv_send_wr wr = {.wr_id = 41, .opcode = IBV_WR_BIND_MW, .send_flags = IBV_SEND_SIGNALED}, *bad;
+	wr.bind_mw.mw = mw;
+	wr.bind_mw.rkey = ibv_inc_rkey(mw->rkey);
+	wr.bind_mw.bind_info = (struct ibv_mw_bind_info){.mr = mr, .addr = (uintptr_t)addr, .length = n,
+							 .mw_access_flags = IBV_ACCESS_REMOTE_WRITE};
+	int ret = ibv_post_send(e->qp, &wr, &bad);
+	struct ibv_wc wc = wait_wc(e);
+	printf("post_send IBV_WR_BIND_MW: %s, completion %s, opcode BIND_MW %d\n", errname(ret),
+	       ibv_wc_status_str(wc.status), wc.opcode == IBV_WC_BIND_MW);
+	return wr.bind_mw.rkey;
+}
+
 int main(void)
 {
 	struct ibv_device **list = ibv_get_device_list(NULL);
@@ -161,8 +243,7 @@ int main(void)
 		DIE("no device");
 	if (!(pd = ibv_alloc_pd(ctx)) || ibv_query_gid(ctx, 1, 0, &gid))
 		DIE("pd/gid");
-	static char bufa[8192], bufb[8192];
-	struct ibv_mr *mra = ibv_reg_mr(pd, bufa, sizeof bufa, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+	mra = ibv_reg_mr(pd, bufa, sizeof bufa, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
 	struct ibv_mr *mrb = ibv_reg_mr(pd, bufb, sizeof bufb, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
 	if (!mra || !mrb)
 		DIE("reg_mr: %s", strerror(errno));
@@ -217,6 +298,23 @@ int main(void)
 	for (int i = 0; i < 1000; i++)
 		same &= bufa[4096 + i] == (char)(i * 13 + 5);
 	printf("send b->a: %s, data arrived: %d\n", ibv_wc_status_str(wc.status), same);
+
+	/* The program's signal handler while its thread is inside verbs: a
+	 * SIGALRM every 50 us during 3000 WRITEs of 4 KiB, each posted and
+	 * polled for, calls into the device. */
+	main_stack();
+	signal(SIGALRM, on_alarm);
+	struct itimerval every = {{0, 50}, {0, 50}}, stop = {{0, 0}, {0, 0}};
+	setitimer(ITIMER_REAL, &every, NULL);
+	int writes = 0;
+	sge.length = 4096;
+	for (int i = 0; i < 3000; i++)
+		writes += !post_send(&a, IBV_WR_RDMA_WRITE, &sge, (uintptr_t)bufb, mrb->rkey, 0) &&
+			  wait_wc(&a).status == IBV_WC_SUCCESS;
+	setitimer(ITIMER_REAL, &stop, NULL);
+	signal(SIGALRM, SIG_DFL);
+	printf("WRITEs under SIGALRM: %d, the handler ran: %d, on a goroutine's stack: %d\n", writes, alarms > 0,
+	       (int)foreign);
 
 	/* A bad lkey, and an SGE beyond its MR: local protection errors. */
 	struct end c, d;
@@ -325,17 +423,138 @@ int main(void)
 	}
 	printf("the second context got the CQ error too: %d, closes: %d\n", seen, ibv_close_device(ctx2));
 
-	/* Verbs goroce0 lacks. */
+	/* Memory windows over an MR with no remote rights of its own. A
+	 * type-1 window is bound with ibv_bind_mw, which completes on the send
+	 * CQ; a WRITE through it lands; once unbound (length 0) its rkey
+	 * gets a remote access error. */
+	struct ibv_mr *mrw = ibv_reg_mr(pd, bufw, sizeof bufw, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_MW_BIND);
+	if (!mrw)
+		DIE("reg_mr MW_BIND: %s", strerror(errno));
+	struct end w1, w2;
+	pair(&w1, &w2, 0);
 	errno = 0;
-	printf("alloc_mw: %s\n", ibv_alloc_mw(pd, IBV_MW_TYPE_2) ? "ok" : errname(errno));
-	struct ibv_cq_init_attr_ex cqa = {.cqe = 4};
+	struct ibv_mw *mw1 = ibv_alloc_mw(pd, IBV_MW_TYPE_1);
+	printf("alloc_mw type 1: %s\n", mw1 ? "ok" : errname(errno));
+	if (!mw1)
+		DIE("no window");
+	uint32_t before = mw1->rkey;
+	struct ibv_mw_bind mb = {.wr_id = 31, .send_flags = IBV_SEND_SIGNALED,
+				 .bind_info = {.mr = mrw, .addr = (uintptr_t)bufw + 1024, .length = 1024,
+					       .mw_access_flags = IBV_ACCESS_REMOTE_WRITE}};
+	int ret = ibv_bind_mw(w2.qp, mw1, &mb);
+	wc = wait_wc(&w2);
+	printf("bind_mw: %s, completion %s, opcode BIND_MW %d, rkey incremented %d\n", errname(ret),
+	       ibv_wc_status_str(wc.status), wc.opcode == IBV_WC_BIND_MW, mw1->rkey == ibv_inc_rkey(before));
+	printf("WRITE through the type-1 window: %s, ", ibv_wc_status_str(write_through(&w1, (uintptr_t)bufw + 1024, mw1->rkey, 512, 3)));
+	printf("data arrived: %d\n", arrived(bufw + 1024, 512, 3));
+	uint32_t bound = mw1->rkey;
+	mb.bind_info = (struct ibv_mw_bind_info){0};
+	ret = ibv_bind_mw(w2.qp, mw1, &mb);
+	printf("bind_mw of length 0: %s, completion %s\n", errname(ret), ibv_wc_status_str(wait_wc(&w2).status));
+	printf("WRITE through the unbound window: %s, ", ibv_wc_status_str(write_through(&w1, (uintptr_t)bufw + 1024, bound, 512, 4)));
+	printf("memory untouched: %d\n", arrived(bufw + 1024, 512, 3));
+	printf("dealloc_mw: %s\n", errname(ibv_dealloc_mw(mw1)));
+
+	/* A type-2 window, bound by a BIND_MW work request, invalidated by
+	 * LOCAL_INV on its QP, then refused. */
+	struct end t1, t2;
+	pair(&t1, &t2, 0);
+	struct ibv_mw *mw2 = ibv_alloc_mw(pd, IBV_MW_TYPE_2);
+	if (!mw2)
+		DIE("alloc_mw type 2: %s", strerror(errno));
+	uint32_t rkey2 = bind2(&t2, mw2, mrw, bufw + 4096, 1024);
+	printf("WRITE through the type-2 window: %s, ", ibv_wc_status_str(write_through(&t1, (uintptr_t)bufw + 4096, rkey2, 256, 5)));
+	printf("data arrived: %d\n", arrived(bufw + 4096, 256, 5));
+	struct ibv_send_wr inv = {.wr_id = 42, .opcode = IBV_WR_LOCAL_INV, .send_flags = IBV_SEND_SIGNALED,
+				  .invalidate_rkey = rkey2}, *ibad;
+	ret = ibv_post_send(t2.qp, &inv, &ibad);
+	wc = wait_wc(&t2);
+	printf("LOCAL_INV: %s, completion %s, opcode LOCAL_INV %d\n", errname(ret), ibv_wc_status_str(wc.status),
+	       wc.opcode == IBV_WC_LOCAL_INV);
+	printf("WRITE through the invalidated window: %s\n",
+	       ibv_wc_status_str(write_through(&t1, (uintptr_t)bufw + 4096, rkey2, 256, 6)));
+
+	/* SEND_WITH_INV: the peer invalidates a type-2 window with its SEND. */
+	struct end s1, s2;
+	pair(&s1, &s2, 0);
+	struct ibv_mw *mw3 = ibv_alloc_mw(pd, IBV_MW_TYPE_2);
+	if (!mw3)
+		DIE("alloc_mw type 2: %s", strerror(errno));
+	uint32_t rkey3 = bind2(&s2, mw3, mrw, bufw + 6144, 1024);
+	printf("WRITE through the second type-2 window: %s\n",
+	       ibv_wc_status_str(write_through(&s1, (uintptr_t)bufw + 6144, rkey3, 128, 7)));
+	struct ibv_sge rsge = {(uintptr_t)bufb, 64, mrb->lkey};
+	struct ibv_recv_wr rw = {.wr_id = 43, .sg_list = &rsge, .num_sge = 1};
+	struct ibv_sge ssge = {(uintptr_t)bufa, 16, mra->lkey};
+	struct ibv_send_wr si = {.wr_id = 44, .sg_list = &ssge, .num_sge = 1, .opcode = IBV_WR_SEND_WITH_INV,
+				 .send_flags = IBV_SEND_SIGNALED, .invalidate_rkey = rkey3};
+	if (ibv_post_recv(s2.qp, &rw, &rbad) || ibv_post_send(s1.qp, &si, &ibad))
+		DIE("post SEND_WITH_INV");
+	wait_wc(&s1);
+	wc = wait_wc(&s2);
+	printf("SEND_WITH_INV received: %s, with_inv %d, the window's rkey %d\n", ibv_wc_status_str(wc.status),
+	       !!(wc.wc_flags & IBV_WC_WITH_INV), wc.invalidated_rkey == rkey3);
+	printf("WRITE through the window the peer invalidated: %s\n",
+	       ibv_wc_status_str(write_through(&s1, (uintptr_t)bufw + 6144, rkey3, 128, 8)));
+
+	/* Verbs goroce0 lacks: NULL with errno EOPNOTSUPP, or EOPNOTSUPP,
+	 * as rdma-core gives for a device without them (dummy_ops.c). */
+	struct ibv_xrcd_init_attr xia = {.comp_mask = IBV_XRCD_INIT_ATTR_FD | IBV_XRCD_INIT_ATTR_OFLAGS, .fd = -1,
+					 .oflags = O_CREAT};
 	errno = 0;
-	printf("create_cq_ex: %s\n", ibv_create_cq_ex(ctx, &cqa) ? "ok" : errname(errno));
-	printf("resize_cq: %s\n", errname(ibv_resize_cq(c.cq, 64)));
-	struct ibv_qp_init_attr xa = {.send_cq = c.cq, .recv_cq = c.cq, .qp_type = IBV_QPT_RAW_PACKET,
+	unsupported("open_xrcd", ibv_open_xrcd(ctx, &xia));
+	errno = 0;
+	unsupported("open_xrcd again", ibv_open_xrcd(ctx, &xia));
+	struct ibv_srq_init_attr_ex sia = {.attr = {.max_wr = 4, .max_sge = 1}, .srq_type = IBV_SRQT_XRC, .pd = pd,
+					   .cq = c.cq, .comp_mask = IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD |
+								    IBV_SRQ_INIT_ATTR_CQ | IBV_SRQ_INIT_ATTR_XRCD};
+	errno = 0;
+	unsupported("create_srq_ex XRC", ibv_create_srq_ex(ctx, &sia));
+	struct ibv_qp_init_attr xa = {.send_cq = c.cq, .recv_cq = c.cq, .qp_type = IBV_QPT_XRC_SEND,
 				      .cap = {.max_send_wr = 1, .max_recv_wr = 1, .max_send_sge = 1, .max_recv_sge = 1}};
 	errno = 0;
-	printf("create_qp RAW_PACKET: %s\n", ibv_create_qp(pd, &xa) ? "ok" : errname(errno));
+	unsupported("create_qp XRC_SEND", ibv_create_qp(pd, &xa));
+	xa.qp_type = IBV_QPT_RAW_PACKET;
+	errno = 0;
+	unsupported("create_qp RAW_PACKET", ibv_create_qp(pd, &xa));
+	/* DC QPs are a driver QP type (mlx5dv_create_qp makes them). */
+	struct ibv_qp_init_attr_ex qia = {.send_cq = c.cq, .recv_cq = c.cq, .qp_type = IBV_QPT_DRIVER, .pd = pd,
+					  .comp_mask = IBV_QP_INIT_ATTR_PD,
+					  .cap = {.max_send_wr = 1, .max_recv_wr = 1, .max_send_sge = 1, .max_recv_sge = 1}};
+	errno = 0;
+	unsupported("create_qp_ex DRIVER (DC)", ibv_create_qp_ex(ctx, &qia));
+	qia.qp_type = IBV_QPT_RC;
+	qia.comp_mask |= IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+	qia.send_ops_flags = IBV_QP_EX_WITH_RDMA_WRITE;
+	errno = 0;
+	unsupported("create_qp_ex for ibv_wr_*", ibv_create_qp_ex(ctx, &qia));
+	printf("qp_to_qp_ex: %s\n", ibv_qp_to_qp_ex(c.qp) ? "a qp_ex" : "NULL");
+	struct ibv_cq_init_attr_ex cqa = {.cqe = 4};
+	errno = 0;
+	unsupported("create_cq_ex", ibv_create_cq_ex(ctx, &cqa));
+	printf("resize_cq: %s\n", errname(ibv_resize_cq(c.cq, 64)));
+	errno = 0;
+	unsupported("reg_mr ON_DEMAND (ODP)", ibv_reg_mr(pd, bufa, 4096, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_ON_DEMAND));
+	struct ibv_sge asge = {(uintptr_t)bufa, 4096, mra->lkey};
+	printf("advise_mr (ODP): %s\n", errname(ibv_advise_mr(pd, IBV_ADVISE_MR_ADVICE_PREFETCH, 0, &asge, 1)));
+	errno = 0;
+	unsupported("reg_dmabuf_mr", ibv_reg_dmabuf_mr(pd, 0, 4096, 0, -1, IBV_ACCESS_LOCAL_WRITE));
+	struct ibv_flow_attr fa = {.size = sizeof fa, .type = IBV_FLOW_ATTR_NORMAL, .port = 1};
+	errno = 0;
+	unsupported("create_flow", ibv_create_flow(c.qp, &fa));
+	struct ibv_counters_init_attr cia = {0};
+	errno = 0;
+	unsupported("create_counters", ibv_create_counters(ctx, &cia));
+	struct ibv_alloc_dm_attr dma = {.length = 64};
+	errno = 0;
+	unsupported("alloc_dm", ibv_alloc_dm(ctx, &dma));
+	struct ibv_td_init_attr tda = {0};
+	errno = 0;
+	unsupported("alloc_td", ibv_alloc_td(ctx, &tda));
+	struct ibv_wq_init_attr wqa = {.wq_type = IBV_WQT_RQ, .max_wr = 1, .max_sge = 1, .pd = pd, .cq = c.cq};
+	errno = 0;
+	unsupported("create_wq", ibv_create_wq(ctx, &wqa));
+	printf("attach_mcast: %s\n", errname(ibv_attach_mcast(u1.qp, &gid, 0)));
 
 	/* Fork: a child that execs runs; one that calls a verb gets ENODEV. */
 	fflush(stdout);
