@@ -59,6 +59,7 @@ type options struct {
 	red        cc.RED
 	buffer     int
 	failOnMiss bool
+	retries    int
 	stretch    float64
 }
 
@@ -80,6 +81,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.buffer, "buffer", 0, "bottleneck queue limit, bytes (0: scaled to the rate)")
 	fs.Float64Var(&o.stretch, "stretch", defaultStretch, "factor on DCQCN's timers and on the thresholds' queueing delays")
 	fs.BoolVar(&o.failOnMiss, "verdict", true, "exit non-zero when a run misses its verdict")
+	fs.IntVar(&o.retries, "retries", 0, "run a configuration again, up to this many times, when it misses only the real-time performance verdict (drops, Jain, utilisation), never the mechanism's")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -126,11 +128,22 @@ func mainErr(ctx context.Context, args []string, stdout io.Writer) error {
 	for _, n := range o.flows {
 		for _, off := range o.modes {
 			cfg := newConfig(n, o, off, marker)
-			out, err := runNetns(ctx, cfg)
-			if err != nil {
-				return fmt.Errorf("%s: %w", experiment.FileStem(&cfg.sc), err)
+			var bad []string
+			for attempt := 0; ; attempt++ {
+				out, err := runNetns(ctx, cfg)
+				if err != nil {
+					return fmt.Errorf("%s: %w", experiment.FileStem(&cfg.sc), err)
+				}
+				bad = report(stdout, out, o.out)
+				if len(bad) == 0 || len(mechanism(out)) > 0 || attempt >= o.retries {
+					break
+				}
+				// A real-time run on a shared machine: a sender woken late
+				// can overrun the queue once. The mechanism held; run the
+				// configuration again, and say so.
+				fmt.Fprintf(stdout, "retrying %s (attempt %d of %d): the loop worked, the real-time numbers missed\n",
+					experiment.FileStem(&cfg.sc), attempt+2, o.retries+1)
 			}
-			bad := report(stdout, out, o.out)
 			if len(bad) > 0 {
 				missed = append(missed, fmt.Sprintf("%s: %s", experiment.FileStem(&cfg.sc), strings.Join(bad, "; ")))
 			}
