@@ -38,7 +38,7 @@ import (
 // meant to take.
 func TestMultiHostNetns(t *testing.T) {
 	if testing.Short() {
-		t.Skip("starts 8 processes in network namespaces")
+		testenv.SkipPartial(t, "short", "starts 8 processes in network namespaces")
 	}
 	if os.Geteuid() != 0 {
 		testenv.SkipOrFail(t, "needs root for network namespaces")

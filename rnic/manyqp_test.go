@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/goroce/goroce/wire/testenv"
 	"net/netip"
 	"testing"
 	"time"
@@ -25,7 +26,7 @@ import (
 // counter exceeded".
 func TestManyQPsOverUDP(t *testing.T) {
 	if testing.Short() {
-		t.Skip("moves 512 MiB over loopback")
+		testenv.SkipPartial(t, "short", "moves 512 MiB over loopback")
 	}
 	const (
 		nQP   = 1024

@@ -589,7 +589,7 @@ func TestPerftest(t *testing.T) {
 // -a ("Message size cannot be changed for Atomic tests").
 func TestPerftestAllSizes(t *testing.T) {
 	if testing.Short() {
-		t.Skip("perftest -a takes minutes on 2 CPUs; run without -short")
+		testenv.SkipPartial(t, "short", "perftest -a takes minutes on 2 CPUs; run without -short")
 	}
 	var cases []perftestCase
 	for _, tool := range []string{"ib_write_bw", "ib_read_bw", "ib_send_bw", "ib_write_lat", "ib_read_lat", "ib_send_lat"} {

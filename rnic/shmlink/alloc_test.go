@@ -3,6 +3,7 @@
 package shmlink
 
 import (
+	"github.com/goroce/goroce/wire/testenv"
 	"testing"
 
 	"github.com/goroce/goroce/rnic/link"
@@ -14,7 +15,7 @@ import (
 // spins and may sleep on the futex).
 func TestZeroAllocs(t *testing.T) {
 	if raceEnabled {
-		t.Skip("the race detector allocates; run without -race")
+		testenv.SkipPartial(t, "race", "the race detector allocates; run without -race")
 	}
 	dir := t.TempDir()
 	a := openLink(t, dir, addrA, Config{})

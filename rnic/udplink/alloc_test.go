@@ -1,6 +1,7 @@
 package udplink
 
 import (
+	"github.com/goroce/goroce/wire/testenv"
 	"net/netip"
 	"testing"
 
@@ -12,7 +13,7 @@ import (
 // both paths and both IP versions.
 func TestZeroAllocs(t *testing.T) {
 	if raceEnabled {
-		t.Skip("the race detector allocates; run without -race")
+		testenv.SkipPartial(t, "race", "the race detector allocates; run without -race")
 	}
 	for _, tc := range []struct {
 		name     string

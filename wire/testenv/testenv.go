@@ -31,6 +31,24 @@ func SkipOrFail(t testing.TB, why string) {
 	t.Skip(why)
 }
 
+// PartialEnv names, comma-separated, the ways the current test run is
+// partial on purpose: "short" (go test -short) and "race" (the race
+// detector). A CI step that runs the suite so, after another step ran it
+// whole, sets it (.ci/run's race step sets GOROCE_CI_PARTIAL=short,race).
+const PartialEnv = "GOROCE_CI_PARTIAL"
+
+// SkipPartial ends a test that this kind of run leaves out (kind "short"
+// or "race"): a skip normally, and under GOROCE_CI_STRICT=1 a failure
+// unless GOROCE_CI_PARTIAL lists kind, so that CI cannot leave a test out
+// by running the whole suite in a partial mode.
+func SkipPartial(t testing.TB, kind, why string) {
+	t.Helper()
+	if Strict() && !strings.Contains(","+os.Getenv(PartialEnv)+",", ","+kind+",") {
+		t.Fatalf("%s (a %s run under %s=1 without %s=%s: this test would not run anywhere)", why, kind, StrictEnv, PartialEnv, kind)
+	}
+	t.Skip(why)
+}
+
 // SkipOrFailf is SkipOrFail with a format, as t.Skipf is t.Skip's.
 func SkipOrFailf(t testing.TB, format string, args ...any) {
 	t.Helper()

@@ -58,7 +58,7 @@ func goroceExec(ctx context.Context, bin, cache string, env []string, args ...st
 // builds the verbs libraries into a cache of the test's own on first use.
 func TestExec(t *testing.T) {
 	if testing.Short() {
-		t.Skip("builds the binary and the verbs libraries")
+		testenv.SkipPartial(t, "short", "builds the binary and the verbs libraries")
 	}
 	bin := clitest.BuildGoroce(t)
 	cache := t.TempDir()
