@@ -209,7 +209,13 @@ func (r *requester) emit(now time.Time, w *sendWQE, out *Outbox, limit int) int 
 		r.noAck = 0
 		return 1
 	}
-	// SEND and RDMA WRITE: one packet per MTU.
+	// SEND and RDMA WRITE: one packet per MTU. Ask for an ACK often enough
+	// that ACKs reopen the window before it closes: a window shared down
+	// to a few packets needs one per half window.
+	ackEvery := maxPktsPerAck
+	if q.typ == RC {
+		ackEvery = min(maxPktsPerAck, max(q.window()/2, 1))
+	}
 	n := 0
 	for n < limit && out.Room() > 0 {
 		size := min(w.length-r.off, mtu)
@@ -222,10 +228,7 @@ func (r *requester) emit(now time.Time, w *sendWQE, out *Outbox, limit int) int 
 		// and ud_pingpong).
 		if q.typ == RC {
 			r.noAck++
-			// Ask often enough that ACKs reopen the window before it
-			// closes: a window shared down to a few packets needs an ACK
-			// per half window.
-			h.BTH.AckReq = last || r.noAck >= min(maxPktsPerAck, max(q.window()/2, 1))
+			h.BTH.AckReq = last || r.noAck >= ackEvery
 			if h.BTH.AckReq {
 				r.noAck = 0
 			}
