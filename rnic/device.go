@@ -555,12 +555,18 @@ func (d *Device) post(q *QP) {
 	if d.closed.Load() {
 		return
 	}
-	s, _ := d.senders.Get().(*sender)
-	if s == nil {
-		s = newSender(d)
-	}
+	s := d.borrowSender()
 	s.send(d.clock.Now(), q)
 	d.senders.Put(s)
+}
+
+// borrowSender takes a sender from the pool (give it back with
+// d.senders.Put).
+func (d *Device) borrowSender() *sender {
+	if s, _ := d.senders.Get().(*sender); s != nil {
+		return s
+	}
+	return newSender(d)
 }
 
 // publish replaces the receive path's QP snapshot. Called with mu held.
@@ -630,10 +636,7 @@ func (d *Device) answerLast(q *QP) {
 	if d.closed.Load() {
 		return
 	}
-	s, _ := d.senders.Get().(*sender)
-	if s == nil {
-		s = newSender(d)
-	}
+	s := d.borrowSender()
 	d.sendMu.Lock()
 	q.eng.Transmit(d.clock.Now(), s.out, 0) // budget 0: responses only
 	s.flush(d.clock.Now())
