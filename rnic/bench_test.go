@@ -35,13 +35,22 @@ func shmPair(b testing.TB, ips [2]string, mtu int, busy time.Duration) (x, y *en
 // linkPair opens two devices on the links open makes at ips and connects
 // an RC QP pair between them.
 func linkPair(b testing.TB, ips [2]string, mtu int, busy time.Duration, open func(ip string) (link.Link, error)) (x, y *end) {
+	return configuredPair(b, ips, open, Config{MTU: mtu, BusyPoll: busy})
+}
+
+// configuredPair is linkPair for devices opened with cfg (its Addr and
+// Link are filled in).
+func configuredPair(b testing.TB, ips [2]string, open func(ip string) (link.Link, error), cfg Config) (x, y *end) {
+	mtu := cfg.MTU
 	var ends [2]*end
 	for i, ip := range ips {
 		l, err := open(ip)
 		if err != nil {
 			b.Fatalf("opening a link at %s: %v", ip, err)
 		}
-		dev, err := Open(Config{Addr: l.LocalAddr(), Link: l, MTU: mtu, BusyPoll: busy})
+		c := cfg
+		c.Addr, c.Link = l.LocalAddr(), l
+		dev, err := Open(c)
 		if err != nil {
 			l.Close()
 			b.Fatal(err)
@@ -78,6 +87,36 @@ func BenchmarkWires(b *testing.B) {
 				pingPong(b, x, y)
 			})
 		}
+	}
+}
+
+// BenchmarkOwnership measures the two ways a posted WR reaches the wire,
+// side by side on UDP loopback: inline (the posting goroutine transmits,
+// the default) and through the QP's worker (Config.PostToWorker, the
+// single-owner model), for an 8-byte SEND round trip with blocking and
+// busy-polling waits and for 64 KiB RDMA WRITEs, 16 in flight. The
+// package doc quotes its figures.
+func BenchmarkOwnership(b *testing.B) {
+	udp := func(ip string) (link.Link, error) {
+		return udplink.Open(udplink.Config{Local: netip.AddrPortFrom(netip.MustParseAddr(ip), 0), EphemeralPort: true, RoCEv2GSO: true})
+	}
+	for _, post := range []struct {
+		name     string
+		toWorker bool
+	}{{"inline", false}, {"worker", true}} {
+		for _, busy := range []time.Duration{0, 50 * time.Microsecond} {
+			mode := map[bool]string{false: "blocking", true: "busypoll"}[busy > 0]
+			b.Run("send_lat_8B_"+mode+"/"+post.name, func(b *testing.B) {
+				x, y := configuredPair(b, [2]string{"127.78.5.1", "127.78.5.2"}, udp,
+					Config{MTU: 4096, BusyPoll: busy, PostToWorker: post.toWorker})
+				pingPong(b, x, y)
+			})
+		}
+		b.Run("write_bw_64KiB/"+post.name, func(b *testing.B) {
+			x, y := configuredPair(b, [2]string{"127.78.5.3", "127.78.5.4"}, udp,
+				Config{MTU: 4096, PostToWorker: post.toWorker})
+			writeBW(b, x, y)
+		})
 	}
 }
 
