@@ -61,6 +61,8 @@
 //	GOROCE_PCAP=FILE   write every packet to a pcap file, as goroce --pcap does
 //	GOROCE_DEBUG=1     say on stderr why a verb failed, and once per verb what is unsupported
 //	GOROCE_VERBS_CORE  the core library's path, if not beside the shim
+//	GOROCE_CPUPROFILE  write a CPU profile (runtime/pprof) of the Go side to this file, from the
+//	                   first ibv_open_device to the last ibv_close_device
 //
 // goroce0 has port 1, ACTIVE, link layer Ethernet, and one GID, index 0:
 // the address, IPv4-mapped for IPv4, of type RoCE v2. What it does not
