@@ -46,10 +46,11 @@
 // with all signals blocked, so the Go runtime's threads inherit that mask
 // and the program's asynchronous signals (perftest's SIGALRM for -D) go to
 // the program's own threads and handlers. Those handlers get SA_ONSTACK
-// added (the shim interposes sigaction and signal), as the Go runtime
-// requires of C code in its process: a signal that lands while a thread
-// is inside a verb then runs its handler on the runtime's signal stack,
-// not on the small goroutine stack the verb's Go code runs on.
+// added (the shim interposes sigaction, signal, bsd_signal and
+// sysv_signal), as the Go runtime requires of C code in its process: a
+// signal that lands while a thread is inside a verb then runs its handler
+// on the runtime's signal stack, not on the small goroutine stack the
+// verb's Go code runs on.
 //
 // Environment:
 //
