@@ -31,6 +31,7 @@ var dev struct {
 	d            *rnic.Device
 	refs         int
 	closeCapture func() error
+	stopProfile  func()
 	done         chan struct{}
 }
 
@@ -159,6 +160,7 @@ func goroce_open(asyncFD C.int, h *C.uint32_t) C.int {
 		return C.int(syscall.ENODEV)
 	}
 	dev.d, dev.refs, dev.closeCapture = d, 1, closeCapture
+	dev.stopProfile = startProfile()
 	*h = C.uint32_t(asyncs.add(newEventQueue[C.struct_goroce_async_event](int(asyncFD))))
 	dev.done = make(chan struct{})
 	go forwardAsync(d, dev.done)
@@ -184,6 +186,7 @@ func goroce_close(h C.uint32_t) C.int {
 	close(dev.done)
 	err := dev.d.Close()
 	dev.closeCapture()
+	dev.stopProfile()
 	dev.d = nil
 	return errno(err)
 }

@@ -46,10 +46,11 @@
 // with all signals blocked, so the Go runtime's threads inherit that mask
 // and the program's asynchronous signals (perftest's SIGALRM for -D) go to
 // the program's own threads and handlers. Those handlers get SA_ONSTACK
-// added (the shim interposes sigaction and signal), as the Go runtime
-// requires of C code in its process: a signal that lands while a thread
-// is inside a verb then runs its handler on the runtime's signal stack,
-// not on the small goroutine stack the verb's Go code runs on.
+// added (the shim interposes sigaction, signal, bsd_signal and
+// sysv_signal), as the Go runtime requires of C code in its process: a
+// signal that lands while a thread is inside a verb then runs its handler
+// on the runtime's signal stack, not on the small goroutine stack the
+// verb's Go code runs on.
 //
 // Environment:
 //
@@ -61,6 +62,8 @@
 //	GOROCE_PCAP=FILE   write every packet to a pcap file, as goroce --pcap does
 //	GOROCE_DEBUG=1     say on stderr why a verb failed, and once per verb what is unsupported
 //	GOROCE_VERBS_CORE  the core library's path, if not beside the shim
+//	GOROCE_CPUPROFILE  write a CPU profile (runtime/pprof) of the Go side to this file, from the
+//	                   first ibv_open_device to the last ibv_close_device
 //
 // goroce0 has port 1, ACTIVE, link layer Ethernet, and one GID, index 0:
 // the address, IPv4-mapped for IPv4, of type RoCE v2. What it does not

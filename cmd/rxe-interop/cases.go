@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -55,6 +56,17 @@ var perftests = []string{"write_bw", "read_bw", "send_bw", "atomic_bw", "send_la
 // on goroce (goroce exec) against the same example on rxe.
 var preloadPingpongs = []string{"rc", "uc", "ud", "srq"}
 
+// preloadEvents are the programs the suite also runs preloaded in event
+// mode (-e, on both sides: each sleeps on its completion channel instead
+// of spinning on its CQ): ibv_rc_pingpong, and of perftest one bandwidth
+// and one latency tool. ib_write_bw and ib_write_lat refuse -e ("Events
+// feature not available on WRITE verb"), so the SEND ones.
+var preloadEvents = []string{"rc", "send_bw", "send_lat"}
+
+// eventSuffix marks a -preload item as a program of preloadEvents in
+// event mode: rc-e, send_bw-e, send_lat-e.
+const eventSuffix = "-e"
+
 // interopCase is one ping-pong, or one perftest run, between rxe and
 // goroce.
 type interopCase struct {
@@ -62,7 +74,9 @@ type interopCase struct {
 	// Preload: goroce's side is the same Debian program as rxe's
 	// (rdma-core's example or perftest's tool), run with goroce exec, so
 	// with goroce's libibverbs preloaded; else goroce pingpong or perf.
-	Preload  bool
+	Preload bool
+	// Events: both programs run in event mode (-e); preloaded cases only.
+	Events   bool
 	Perftest string // "" for a ping-pong; else the test: rxe runs ib_<Perftest>, goroce `perf <Perftest>`
 	RxeRole  role
 	Family   family
@@ -75,7 +89,11 @@ type interopCase struct {
 // Name identifies the case in the guest's serial log (the lab's
 // "RXELAB-CASE BEGIN name" markers) and names its files.
 func (c interopCase) Name() string {
-	name := fmt.Sprintf("%s-%s-%s-mtu%d", c.program(), c.RxeRole, c.Family, c.MTU)
+	prog := c.program()
+	if c.Events {
+		prog += "-e"
+	}
+	name := fmt.Sprintf("%s-%s-%s-mtu%d", prog, c.RxeRole, c.Family, c.MTU)
 	if c.Preload {
 		name = "preload-" + name
 	}
@@ -85,6 +103,9 @@ func (c interopCase) Name() string {
 // Line is the start of the case's result line.
 func (c interopCase) Line() string {
 	prog := c.program()
+	if c.Events {
+		prog += " -e"
+	}
 	if c.Preload {
 		prog += " preloaded"
 	}
@@ -149,8 +170,9 @@ type plan struct {
 	// preloaded on goroce against the same program on rxe.
 	preloadPingpongs []string
 	preloadPerftests []string
-	iters            int // exchanges per ping-pong case
-	perfIters        int // operations per perftest case (-n)
+	preloadEvents    []string // the programs run preloaded in event mode (see preloadEvents)
+	iters            int      // exchanges per ping-pong case
+	perfIters        int      // operations per perftest case (-n)
 }
 
 // matrix lists the cases to run, in the order the guest runs them: all
@@ -176,27 +198,32 @@ func matrix(p plan) []interopCase {
 					})
 				}
 				for _, t := range p.preloadPingpongs {
-					cs = append(cs, interopCase{
-						Transport: t, Preload: true, RxeRole: r, Family: f, MTU: mtu,
-						Size: messageSize(t, mtu), Iters: p.iters,
-						Port: firstPort + len(cs),
-					})
+					cs = append(cs, p.preloadCase(t, false, r, f, mtu, firstPort+len(cs)))
 				}
 				for _, t := range p.preloadPerftests {
-					iters := p.perfIters
-					if t == "atomic_bw" {
-						iters = max(iters, 2*atomicSlots) // see preloadDataProblems
-					}
-					cs = append(cs, interopCase{
-						Transport: "rc", Perftest: t, Preload: true, RxeRole: r, Family: f, MTU: mtu,
-						Size: perftestSize(t, mtu), Iters: iters,
-						Port: firstPort + len(cs),
-					})
+					cs = append(cs, p.preloadCase(t, false, r, f, mtu, firstPort+len(cs)))
+				}
+				for _, t := range p.preloadEvents {
+					cs = append(cs, p.preloadCase(t, true, r, f, mtu, firstPort+len(cs)))
 				}
 			}
 		}
 	}
 	return cs
+}
+
+// preloadCase is the preloaded case of program prog (a ping-pong
+// transport or a perftest test), in event mode if events.
+func (p plan) preloadCase(prog string, events bool, r role, f family, mtu, port int) interopCase {
+	c := interopCase{Transport: prog, Preload: true, Events: events, RxeRole: r, Family: f, MTU: mtu,
+		Size: messageSize(prog, mtu), Iters: p.iters, Port: port}
+	if !slices.Contains(preloadPingpongs, prog) {
+		c.Transport, c.Perftest, c.Size, c.Iters = "rc", prog, perftestSize(prog, mtu), p.perfIters
+		if prog == "atomic_bw" {
+			c.Iters = max(c.Iters, 2*atomicSlots) // see preloadDataProblems
+		}
+	}
+	return c
 }
 
 // ackTimeout is the case's QP local ACK timeout, 4.096 us * 2^timeout:
@@ -293,7 +320,11 @@ func (c interopCase) toolArgs(dev, gid, server string) []string {
 		if c.Perftest != "atomic_bw" {
 			args = append(args, "-s", strconv.Itoa(c.Size))
 		}
-		args = append(args, "-F", "-m", strconv.Itoa(c.MTU), "-u", strconv.Itoa(qpTimeout), "-p", strconv.Itoa(c.Port))
+		args = append(args, "-F", "-m", strconv.Itoa(c.MTU), "-u", strconv.Itoa(qpTimeout))
+		if c.Events {
+			args = append(args, "-e")
+		}
+		args = append(args, "-p", strconv.Itoa(c.Port))
 	} else {
 		// -c: the client writes a zero at the start of each page of what
 		// it sends; the server checks those bytes of what it received
@@ -306,6 +337,9 @@ func (c interopCase) toolArgs(dev, gid, server string) []string {
 		}
 		if c.Transport != "ud" {
 			args = append(args, "-m", strconv.Itoa(c.MTU))
+		}
+		if c.Events {
+			args = append(args, "-e")
 		}
 		args = append(args, "-p", strconv.Itoa(c.Port))
 	}

@@ -176,3 +176,48 @@ func TestPreloadCases(t *testing.T) {
 		t.Error("-preload xrc: want an error")
 	}
 }
+
+func TestPreloadEventCases(t *testing.T) {
+	cs := matrix(plan{preloadEvents: []string{"rc", "send_lat"}, roles: []role{rxeServer, rxeClient},
+		families: []family{ipv4}, mtus: []int{1024}, iters: 5, perfIters: 20})
+	if len(cs) != 4 {
+		t.Fatalf("got %d cases, want 4", len(cs))
+	}
+	c := cs[0]
+	if c.Line() != "rc_pingpong -e preloaded rxe-server ipv4 mtu=1024" || c.Name() != "preload-rc_pingpong-e-server-ipv4-mtu1024" ||
+		c.Size != 1024 || c.Iters != 5 {
+		t.Errorf("case %q named %q, size %d, iters %d", c.Line(), c.Name(), c.Size, c.Iters)
+	}
+	if got, want := c.rxeCommand(), "ibv_rc_pingpong -d rxe0 -g $G4 -n 5 -s 1024 -c -m 1024 -e -p 18600"; got != want {
+		t.Errorf("rxe server command\n got %s\nwant %s", got, want)
+	}
+	want := []string{"exec", "--addr", "10.99.0.254", "--mtu", "1024", "--",
+		"ibv_rc_pingpong", "-d", "goroce0", "-g", "0", "-n", "5", "-s", "1024", "-c", "-m", "1024", "-e", "-p", "18600", "10.99.0.1"}
+	if got := c.goroceArgs(); !slices.Equal(got, want) {
+		t.Errorf("preloaded client args\n got %q\nwant %q", got, want)
+	}
+	c = cs[3]
+	if c.Line() != "ib_send_lat -e preloaded rxe-client ipv4 mtu=1024" || c.Name() != "preload-ib_send_lat-e-client-ipv4-mtu1024" ||
+		c.Size != 64 || c.Iters != 20 {
+		t.Errorf("case %q named %q, size %d, iters %d", c.Line(), c.Name(), c.Size, c.Iters)
+	}
+	if got, want := c.rxeCommand(), "ib_send_lat -d rxe0 -x $G4 -n 20 -s 64 -F -m 1024 -u 18 -e -p 18603 10.99.0.254"; got != want {
+		t.Errorf("rxe client command\n got %s\nwant %s", got, want)
+	}
+	want = []string{"exec", "--addr", "10.99.0.254", "--mtu", "1024", "--",
+		"ib_send_lat", "-d", "goroce0", "-x", "0", "-n", "20", "-s", "64", "-F", "-m", "1024", "-u", "18", "-e", "-p", "18603"}
+	if got := c.goroceArgs(); !slices.Equal(got, want) {
+		t.Errorf("preloaded server args\n got %q\nwant %q", got, want)
+	}
+	cfg, err := parseFlags([]string{"-transports", "none", "-perftests", "none", "-preload", "rc-e,ib_send_bw-e,srq"}, &strings.Builder{})
+	if err != nil || !slices.Equal(cfg.plan.preloadEvents, []string{"rc", "send_bw"}) ||
+		!slices.Equal(cfg.plan.preloadPingpongs, []string{"srq"}) || len(cfg.plan.preloadPerftests) != 0 {
+		t.Errorf("parseFlags: %+v %v", cfg.plan, err)
+	}
+	if _, err := parseFlags([]string{"-preload", "write_bw-e"}, &strings.Builder{}); err == nil {
+		t.Error("-preload write_bw-e (ib_write_bw has no -e): want an error")
+	}
+	if cfg, err := parseFlags(nil, &strings.Builder{}); err != nil || !slices.Equal(cfg.plan.preloadEvents, preloadEvents) {
+		t.Errorf("by default: preloaded in event mode %q, %v; want %q", cfg.plan.preloadEvents, err, preloadEvents)
+	}
+}

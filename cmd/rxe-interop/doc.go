@@ -27,9 +27,12 @@
 // same, but goroce's side is the unmodified Debian program rxe runs
 // (ibv_rc/uc/ud_pingpong, ibv_srq_pingpong with 4 QPs, and the seven
 // perftest programs), started by `goroce exec` with goroce's libibverbs
-// preloaded, on goroce0 (GID index 0):
+// preloaded, on goroce0 (GID index 0); and ibv_rc_pingpong, ib_send_bw
+// and ib_send_lat once more in event mode (-e on both sides: each program
+// sleeps on its completion channel instead of spinning on its CQ):
 //
 //	interop: rc_pingpong preloaded rxe-server ipv4 mtu=1024 PASS (...)
+//	interop: rc_pingpong -e preloaded rxe-server ipv4 mtu=1024 PASS (...)
 //
 // All cases the guest runs rxe's side of each case in turn,
 // each on its own TCP port so that a case that goes wrong cannot spill into
@@ -89,7 +92,7 @@
 //
 //	go run ./cmd/rxe-interop [-goroce BIN] [-lab PATH] [-out DIR] [-v]
 //	    [-transports rc,uc,ud|none] [-perftests write_bw,...|none]
-//	    [-preload rc,uc,ud,srq,write_bw,...|none]
+//	    [-preload rc,uc,ud,srq,write_bw,...,rc-e,send_bw-e,send_lat-e|none]
 //	    [-roles server,client] [-families ipv4,ipv6] [-mtus 1024,4096]
 //	    [-iters 5] [-perf-iters 20]
 //

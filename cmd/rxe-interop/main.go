@@ -175,8 +175,13 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.BoolVar(&cfg.verbose, "v", false, "show the lab's progress lines")
 	fs.StringVar(&transports, "transports", "rc,uc,ud", "`list` of ping-pong transports: rc, uc, ud, or none")
 	fs.StringVar(&perfs, "perftests", strings.Join(perftests, ","), "`list` of perftest programs (ib_TEST), or none")
-	fs.StringVar(&preload, "preload", strings.Join(append(slices.Clone(preloadPingpongs), perftests...), ","),
-		"`list` of programs run preloaded on goroce (goroce exec) against the same on rxe: ping-pongs rc, uc, ud, srq and perftest programs, or none")
+	preloadDefault := append(slices.Clone(preloadPingpongs), perftests...)
+	for _, t := range preloadEvents {
+		preloadDefault = append(preloadDefault, t+eventSuffix)
+	}
+	fs.StringVar(&preload, "preload", strings.Join(preloadDefault, ","),
+		"`list` of programs run preloaded on goroce (goroce exec) against the same on rxe: ping-pongs rc, uc, ud, srq and perftest programs, "+
+			"and in event mode (-e on both sides) "+strings.Join(preloadEvents, eventSuffix+", ")+eventSuffix+"; or none")
 	fs.StringVar(&roles, "roles", "server,client", "`list` of rxe's roles: server, client")
 	fs.StringVar(&families, "families", "ipv4,ipv6", "`list` of address families: ipv4, ipv6")
 	fs.StringVar(&mtus, "mtus", "1024,4096", "`list` of path MTUs: 1024, 4096")
@@ -210,12 +215,17 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		var progs []string
 		if progs, err = parseList(preload, "-preload", func(s string) (string, bool) {
 			s = strings.TrimPrefix(s, "ib_")
+			if t, ok := strings.CutSuffix(s, eventSuffix); ok {
+				return s, slices.Contains(preloadEvents, t)
+			}
 			return s, slices.Contains(preloadPingpongs, s) || slices.Contains(perftests, s)
 		}); err != nil {
 			return cfg, err
 		}
 		for _, s := range progs {
-			if slices.Contains(preloadPingpongs, s) {
+			if t, ok := strings.CutSuffix(s, eventSuffix); ok {
+				p.preloadEvents = append(p.preloadEvents, t)
+			} else if slices.Contains(preloadPingpongs, s) {
 				p.preloadPingpongs = append(p.preloadPingpongs, s)
 			} else {
 				p.preloadPerftests = append(p.preloadPerftests, s)
@@ -240,7 +250,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	}
 	slices.Sort(p.mtus) // the guest only raises its MTU
 	switch {
-	case len(p.transports)+len(p.perftests)+len(p.preloadPingpongs)+len(p.preloadPerftests) == 0:
+	case len(p.transports)+len(p.perftests)+len(p.preloadPingpongs)+len(p.preloadPerftests)+len(p.preloadEvents) == 0:
 		return cfg, fmt.Errorf("-transports none, -perftests none and -preload none: nothing to run")
 	case p.iters < 1:
 		return cfg, fmt.Errorf("-iters %d: want at least 1", p.iters)

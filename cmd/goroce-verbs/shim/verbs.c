@@ -222,6 +222,36 @@ EXPORT sighandler_t signal(int sig, sighandler_t handler)
 	return old.sa_handler;
 }
 
+/* bsd_signal() is signal() under its BSD name (glibc: one function). */
+EXPORT sighandler_t bsd_signal(int sig, sighandler_t handler)
+{
+	return signal(sig, handler);
+}
+
+/* sysv_signal() with System V semantics, as glibc defines it: the handler
+ * is reset to SIG_DFL as it runs (SA_RESETHAND), the signal is not blocked
+ * while it runs (SA_NODEFER), system calls do not restart. Through the
+ * sigaction above, for the same reason as signal(). */
+EXPORT sighandler_t sysv_signal(int sig, sighandler_t handler)
+{
+	struct sigaction a = {.sa_handler = handler, .sa_flags = SA_RESETHAND | SA_NODEFER}, old;
+	if (handler == SIG_ERR || sig <= 0 || sig >= NSIG) {
+		errno = EINVAL;
+		return SIG_ERR;
+	}
+	sigemptyset(&a.sa_mask);
+	if (sigaction(sig, &a, &old) < 0)
+		return SIG_ERR;
+	return old.sa_handler;
+}
+
+/* __sysv_signal is what <signal.h> makes of signal() in a program built
+ * without glibc's extensions (gcc -std=c99, -std=c11, ...). */
+EXPORT sighandler_t __sysv_signal(int sig, sighandler_t handler)
+{
+	return sysv_signal(sig, handler);
+}
+
 /* ---- devices ---- */
 
 static struct ibv_device goroce0 = {
