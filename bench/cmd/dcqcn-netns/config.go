@@ -17,8 +17,12 @@ const (
 	// udplink sustains between namespaces on an unloaded 2-CPU machine
 	// (see the README), so that the htb class, not the CPU, is the
 	// bottleneck.
-	defaultRate     = 300 * cc.Mbps
-	defaultDuration = 6 * time.Second
+	defaultRate = 300 * cc.Mbps
+	// defaultGuestRate is the bottleneck's rate with -router qemu: what
+	// the guest, an emulated CPU (TCG), forwards without falling behind
+	// (see the README).
+	defaultGuestRate = 50 * cc.Mbps
+	defaultDuration  = 6 * time.Second
 	// defaultMTU is goroce's path MTU: 4096, not dcqcn/experiment's 1024. In
 	// real time the device's pacer lets a QP out in bursts of at least 4
 	// packets per timer wake-up; with wake-ups a millisecond or more
@@ -35,6 +39,17 @@ const (
 	// qpWindow is the RC window of goroce's QPs in packets
 	// (rnic.Config.MaxUnackedPSNs left at its default).
 	qpWindow = 128
+	// linkMTU is every link's MTU: jumbo frames, above a 4096-byte path
+	// MTU's packets.
+	linkMTU = 9000
+)
+
+// Routers: where the bottleneck is (-router).
+const (
+	// routerNetns is a network namespace on this machine's kernel.
+	routerNetns = "netns"
+	// routerQEMU is a QEMU guest running Debian's kernel (guest.go).
+	routerQEMU = "qemu"
 )
 
 // preflight checks what a run needs: root, ip and tc.
@@ -48,6 +63,18 @@ func preflight(context.Context) error {
 		}
 	}
 	return nil
+}
+
+// guestPreflight checks what -router qemu needs besides preflight's:
+// qemu, /dev/net/tun and the rxe lab's image in dir.
+func guestPreflight(dir string) (*guestImage, error) {
+	if _, err := exec.LookPath("qemu-system-x86_64"); err != nil {
+		return nil, fmt.Errorf("%w: %v", errNeedsGuest, err)
+	}
+	if _, err := os.Stat("/dev/net/tun"); err != nil {
+		return nil, fmt.Errorf("%w: %v", errNeedsGuest, err)
+	}
+	return findGuestImage(dir)
 }
 
 // pickMarker resolves "auto" by probing for sch_red in a namespace made
@@ -75,8 +102,9 @@ func pickMarker(ctx context.Context, want string) (string, error) {
 	return markerNFT, nil
 }
 
-// newConfig is the run of n flows the options describe.
-func newConfig(n int, o *options, off bool, marker string) config {
+// newConfig is the run of n flows the options describe, through the
+// router guest g if not nil.
+func newConfig(n int, o *options, off bool, marker string, g *guestRouter) config {
 	red := scaledRED(o.rate, o.stretch)
 	if o.red.Kmin > 0 {
 		red.Kmin = o.red.Kmin
@@ -95,10 +123,14 @@ func newConfig(n int, o *options, off bool, marker string) config {
 	if buffer == 0 {
 		buffer = scaledBuffer(scaledRED(o.rate, o.stretch), o.mtu)
 	}
-	sc := experiment.Scenario{Name: "netns-incast", Flows: n, LineRate: o.rate, Buffer: buffer, RED: red,
+	name := "netns-incast"
+	if g != nil {
+		name = "qemu-incast"
+	}
+	sc := experiment.Scenario{Name: name, Flows: n, LineRate: o.rate, Buffer: buffer, RED: red,
 		DisableDCQCN: off, Duration: o.duration, Interval: o.interval, MTU: o.mtu,
 		AckTimeout: ackTimeout, Params: paperParams(o.rate, o.stretch)}
-	return config{sc: sc.WithDefaults(), marker: marker, linkMTU: 9000}
+	return config{sc: sc.WithDefaults(), marker: marker, linkMTU: linkMTU, guest: g}
 }
 
 // paperParams is the DCQCN paper's preset for a bottleneck of rate: its

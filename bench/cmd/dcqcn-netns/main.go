@@ -61,18 +61,23 @@ type options struct {
 	failOnMiss bool
 	retries    int
 	stretch    float64
+	router     string
+	imageDir   string
 }
 
 func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs := flag.NewFlagSet("dcqcn-netns", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	flows := fs.String("flows", "2,4", "comma-separated sender counts, one run each")
-	rate := fs.Float64("rate", float64(defaultRate/cc.Mbps), "bottleneck rate, Mb/s")
+	rate := fs.Float64("rate", 0, fmt.Sprintf("bottleneck rate, Mb/s (0: %v with -router netns, %v with -router qemu)",
+		defaultRate, defaultGuestRate))
 	o := &options{}
 	fs.DurationVar(&o.duration, "duration", defaultDuration, "length of each run")
 	fs.DurationVar(&o.interval, "interval", defaultInterval, "sampling interval (each sample runs tc)")
 	mode := fs.String("dcqcn", "both", "on, off or both")
-	fs.StringVar(&o.marker, "marker", "auto", `what marks CE: "red" (sch_red), "nft" (nftables limit), "auto" (red if the kernel has it)`)
+	fs.StringVar(&o.router, "router", routerNetns, `where the bottleneck router runs: "netns" (a namespace on this kernel), "qemu" (a QEMU guest running Debian's kernel, with sch_red)`)
+	fs.StringVar(&o.imageDir, "guest-image", defaultImageDir, "-router qemu: the rxe lab's work directory (its image and unpacked packages)")
+	fs.StringVar(&o.marker, "marker", "auto", `-router netns: what marks CE: "red" (sch_red), "nft" (nftables limit), "auto" (red if the kernel has it); -router qemu: red`)
 	fs.StringVar(&o.out, "out", "dcqcn-netns-out", "directory for the CSV and PNG files (empty: none)")
 	fs.IntVar(&o.mtu, "mtu", defaultMTU, "goroce's path MTU")
 	fs.IntVar(&o.red.Kmin, "kmin", 0, "RED Kmin, bytes (0: scaled to the rate, see scaledRED)")
@@ -102,7 +107,17 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	default:
 		return nil, fmt.Errorf("-dcqcn %q: want on, off or both", *mode)
 	}
-	o.rate = cc.Rate(*rate) * cc.Mbps
+	switch o.router {
+	case routerNetns:
+		o.rate = defaultRate
+	case routerQEMU:
+		o.rate = defaultGuestRate
+	default:
+		return nil, fmt.Errorf("-router %q: want %q or %q", o.router, routerNetns, routerQEMU)
+	}
+	if *rate > 0 {
+		o.rate = cc.Rate(*rate) * cc.Mbps
+	}
 	return o, nil
 }
 
@@ -115,19 +130,32 @@ func mainErr(ctx context.Context, args []string, stdout io.Writer) error {
 	if err := preflight(ctx); err != nil {
 		return err
 	}
+	var img *guestImage
+	if o.router == routerQEMU {
+		if img, err = guestPreflight(o.imageDir); err != nil {
+			return err
+		}
+	}
 	if stale, err := removeStale(ctx); err != nil {
 		return fmt.Errorf("removing stale namespaces: %w", err)
 	} else if len(stale) > 0 {
 		fmt.Fprintf(stdout, "removed stale namespaces: %s\n", strings.Join(stale, " "))
 	}
-	marker, err := pickMarker(ctx, o.marker)
-	if err != nil {
+	var guest *guestRouter
+	marker := markerRED
+	if img != nil {
+		// One guest for every configuration: it boots in tens of seconds.
+		if guest, err = bootGuest(ctx, img, linkMTU); err != nil {
+			return err
+		}
+		defer guest.close()
+	} else if marker, err = pickMarker(ctx, o.marker); err != nil {
 		return err
 	}
 	var missed []string
 	for _, n := range o.flows {
 		for _, off := range o.modes {
-			cfg := newConfig(n, o, off, marker)
+			cfg := newConfig(n, o, off, marker, guest)
 			var bad []string
 			for attempt := 0; ; attempt++ {
 				out, err := runNetns(ctx, cfg)

@@ -53,7 +53,7 @@ func TestIncast(t *testing.T) {
 	}
 	for _, n := range []int{2, 4} {
 		for _, off := range []bool{false, true} {
-			cfg := newConfig(n, testOptions(), off, marker)
+			cfg := newConfig(n, testOptions(), off, marker, nil)
 			t.Run(experiment.FileStem(&cfg.sc), func(t *testing.T) {
 				out, err := runNetns(ctx, cfg)
 				if err != nil {
