@@ -21,7 +21,7 @@ const (
 	// defaultGuestRate is the bottleneck's rate with -router qemu: what
 	// the guest, an emulated CPU (TCG), forwards without falling behind
 	// (see the README).
-	defaultGuestRate = 50 * cc.Mbps
+	defaultGuestRate = 20 * cc.Mbps
 	defaultDuration  = 6 * time.Second
 	// defaultMTU is goroce's path MTU: 4096, not dcqcn/experiment's 1024. In
 	// real time the device's pacer lets a QP out in bursts of at least 4

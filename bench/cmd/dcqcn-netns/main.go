@@ -16,7 +16,11 @@
 //
 // Needs root (network namespaces, tc). Usage:
 //
-//	dcqcn-netns [-flows 2,4] [-rate 300] [-duration 6s] [-dcqcn both] [-out dir]
+//	dcqcn-netns [-router netns|qemu] [-flows 2,4] [-rate 300] [-duration 6s] [-dcqcn both] [-out dir]
+//
+// With -router qemu the router is a QEMU guest running Debian's kernel
+// (guest.go), booted once for all the runs, for hosts whose kernel lacks
+// sch_red. It exits with status 77 where the machine cannot run it.
 package main
 
 import (
@@ -42,8 +46,23 @@ func main() {
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "dcqcn-netns:", err)
+		if cannotRun(err) {
+			os.Exit(exitCannotRun)
+		}
 		os.Exit(1)
 	}
+}
+
+// exitCannotRun is the exit status on a machine that cannot run the
+// experiment (not root, no iproute2; with -router qemu, no qemu, TUN or
+// guest image): 77, as the rxe lab's, which test harnesses report as a
+// skip.
+const exitCannotRun = 77
+
+// cannotRun reports whether err says the machine cannot run the
+// experiment, rather than that it ran and failed.
+func cannotRun(err error) bool {
+	return errors.Is(err, errNeedsRoot) || errors.Is(err, errNeedsTools) || errors.Is(err, errNeedsGuest)
 }
 
 // options are the command's flags.
@@ -76,7 +95,11 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.DurationVar(&o.interval, "interval", defaultInterval, "sampling interval (each sample runs tc)")
 	mode := fs.String("dcqcn", "both", "on, off or both")
 	fs.StringVar(&o.router, "router", routerNetns, `where the bottleneck router runs: "netns" (a namespace on this kernel), "qemu" (a QEMU guest running Debian's kernel, with sch_red)`)
-	fs.StringVar(&o.imageDir, "guest-image", defaultImageDir, "-router qemu: the rxe lab's work directory (its image and unpacked packages)")
+	imageDir := os.Getenv("RXE_LAB_DIR")
+	if imageDir == "" {
+		imageDir = defaultImageDir
+	}
+	fs.StringVar(&o.imageDir, "guest-image", imageDir, "-router qemu: the rxe lab's work directory, with its image and unpacked packages (env RXE_LAB_DIR)")
 	fs.StringVar(&o.marker, "marker", "auto", `-router netns: what marks CE: "red" (sch_red), "nft" (nftables limit), "auto" (red if the kernel has it); -router qemu: red`)
 	fs.StringVar(&o.out, "out", "dcqcn-netns-out", "directory for the CSV and PNG files (empty: none)")
 	fs.IntVar(&o.mtu, "mtu", defaultMTU, "goroce's path MTU")
