@@ -55,16 +55,7 @@ func TestIncast(t *testing.T) {
 		for _, off := range []bool{false, true} {
 			cfg := newConfig(n, testOptions(), off, marker, nil)
 			t.Run(experiment.FileStem(&cfg.sc), func(t *testing.T) {
-				out, err := runNetns(ctx, cfg)
-				if err != nil {
-					t.Fatal(err)
-				}
-				var log strings.Builder
-				report(&log, out, t.TempDir())
-				t.Log("\n" + log.String())
-				for _, miss := range mechanism(out) {
-					t.Error(miss)
-				}
+				runMechanism(t, cfg)
 				if left := ours(t); len(left) > 0 {
 					t.Errorf("namespaces left behind: %v", left)
 				}
@@ -100,16 +91,7 @@ func TestIncastQEMU(t *testing.T) {
 	for _, off := range []bool{false, true} {
 		cfg := newConfig(2, o, off, markerRED, g)
 		t.Run(experiment.FileStem(&cfg.sc), func(t *testing.T) {
-			out, err := runNetns(ctx, cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var log strings.Builder
-			report(&log, out, t.TempDir())
-			t.Log("\n" + log.String())
-			for _, miss := range mechanism(out) {
-				t.Error(miss)
-			}
+			out := runMechanism(t, cfg)
 			if !strings.Contains(out.figures, "qdisc red 10:") {
 				t.Errorf("tc -s in the guest shows no RED qdisc:\n%s", out.figures)
 			}
@@ -140,6 +122,23 @@ func guestImageDir() string {
 		return d
 	}
 	return defaultImageDir
+}
+
+// runMechanism runs cfg, logs its report and fails t with what it
+// missed of the mechanism's verdict.
+func runMechanism(t *testing.T, cfg config) *outcome {
+	t.Helper()
+	out, err := runNetns(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var log strings.Builder
+	report(&log, out, t.TempDir())
+	t.Log("\n" + log.String())
+	for _, miss := range mechanism(out) {
+		t.Error(miss)
+	}
+	return out
 }
 
 // ours lists the namespaces of this process's runs that still exist.
