@@ -30,10 +30,11 @@ const (
 	defaultMTU = 4096
 	// defaultInterval is the sampling interval; each sample runs tc once.
 	defaultInterval = 50 * time.Millisecond
-	// ackTimeout is the QPs' local ACK timeout code: 4.096 µs·2^16 =
-	// 268 ms, above the deepest queue (126 ms at 50 Mb/s) plus a goroutine
-	// descheduled for a while on a loaded machine.
-	ackTimeout = 16
+	// minAckTimeout is the QPs' least local ACK timeout code: 4.096
+	// µs·2^16 = 268 ms, above the deepest queue at 50 Mb/s (126 ms) plus
+	// a goroutine descheduled for a while on a loaded machine. Slower
+	// bottlenecks get more (ackTimeoutFor).
+	minAckTimeout = 16
 	// defaultStretch is the factor on DCQCN's timers (see paperParams).
 	defaultStretch = 100
 	// qpWindow is the RC window of goroce's QPs in packets
@@ -129,8 +130,22 @@ func newConfig(n int, o *options, off bool, marker string, g *guestRouter) confi
 	}
 	sc := experiment.Scenario{Name: name, Flows: n, LineRate: o.rate, Buffer: buffer, RED: red,
 		DisableDCQCN: off, Duration: o.duration, Interval: o.interval, MTU: o.mtu,
-		AckTimeout: ackTimeout, Params: paperParams(o.rate, o.stretch)}
+		AckTimeout: ackTimeoutFor(buffer, o.rate), Params: paperParams(o.rate, o.stretch)}
 	return config{sc: sc.WithDefaults(), marker: marker, linkMTU: linkMTU, guest: g}
+}
+
+// ackTimeoutFor returns the local ACK timeout code for a bottleneck of
+// rate whose queue holds up to buffer bytes: at least minAckTimeout, and
+// at least one and a half times the full queue's drain time, so that a
+// packet waiting behind a full queue does not time out (at 20 Mb/s, 786
+// kB drain in 315 ms: code 17, 537 ms).
+func ackTimeoutFor(buffer int, rate cc.Rate) uint8 {
+	drain := time.Duration(float64(buffer) * 8 / float64(rate) * float64(time.Second))
+	code := uint8(minAckTimeout)
+	for 4096*time.Nanosecond<<code < drain*3/2 {
+		code++
+	}
+	return code
 }
 
 // paperParams is the DCQCN paper's preset for a bottleneck of rate: its

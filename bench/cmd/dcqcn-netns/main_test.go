@@ -223,6 +223,27 @@ func TestOwnerPID(t *testing.T) {
 	}
 }
 
+// TestAckTimeoutFor checks the timeout codes against drain times worked
+// by hand: 786432 bytes drain in 125.8 ms at 50 Mb/s (×1.5 = 189 ms <
+// 268 ms: 16) and in 314.6 ms at 20 Mb/s (×1.5 = 472 ms: 17, 537 ms);
+// 4.2 MB at 20 Mb/s drain in 1.68 s (×1.5 = 2.5 s: 20, 4.3 s).
+func TestAckTimeoutFor(t *testing.T) {
+	for _, tc := range []struct {
+		buffer int
+		rate   cc.Rate
+		want   uint8
+	}{
+		{786432, 50 * cc.Mbps, 16},
+		{786432, 20 * cc.Mbps, 17},
+		{786432, 300 * cc.Mbps, 16},
+		{4_200_000, 20 * cc.Mbps, 20},
+	} {
+		if got := ackTimeoutFor(tc.buffer, tc.rate); got != tc.want {
+			t.Errorf("ackTimeoutFor(%d, %v) = %d, want %d", tc.buffer, tc.rate, got, tc.want)
+		}
+	}
+}
+
 // TestScaledRED checks the thresholds against the paper's numbers worked
 // by hand: 40 and 1000 cells of 1030 bytes at 40 Gb/s, carried to
 // 100 Mb/s (÷400) and stretched 50 times.
