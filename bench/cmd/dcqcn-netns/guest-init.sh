@@ -62,6 +62,10 @@ nic() {
   return 1
 }
 ip link set lo up
+# IPv4 only: IPv6's own packets (router solicitations, MLD reports) would
+# cross the bottleneck without ECT, and RED with ecn drops those early
+echo 1 > /proc/sys/net/ipv6/conf/all/disable_ipv6
+echo 1 > /proc/sys/net/ipv6/conf/default/disable_ipv6
 nic tx "$TX" || fail "no NIC $TX"
 nic rx "$RX" || fail "no NIC $RX"
 for f in /proc/sys/net/ipv4/conf/*/send_redirects /proc/sys/net/ipv4/conf/*/accept_redirects \
