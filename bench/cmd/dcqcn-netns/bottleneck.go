@@ -248,14 +248,20 @@ func (b *bottleneck) inGuest(g *guestRouter) {
 }
 
 // figures returns `tc -s qdisc show` and `tc -s class show` of b.dev, as
-// tc prints them.
+// tc prints them, less blank lines and trailing blanks.
 func (b *bottleneck) figures(ctx context.Context) (string, error) {
 	q, err := b.tc(ctx, "-s", "qdisc", "show", "dev", b.dev)
 	if err != nil {
 		return "", err
 	}
 	c, err := b.tc(ctx, "-s", "class", "show", "dev", b.dev)
-	return strings.TrimSpace(string(q)) + "\n" + strings.TrimSpace(string(c)), err
+	var lines []string
+	for l := range strings.Lines(string(q) + string(c)) {
+		if l = strings.TrimRight(l, " \n"); l != "" {
+			lines = append(lines, l)
+		}
+	}
+	return strings.Join(lines, "\n"), err
 }
 
 // close releases the netlink connection; the namespace's removal takes
