@@ -156,8 +156,8 @@ type guestRouter struct {
 	tcIn    *bufio.Reader
 }
 
-// guestAddr is the guest router's address on subnet 0 (receiver) or 1
-// (senders), and hostAddr's .2, .3, ... the hosts'.
+// guestAddr is the guest router's address, with its prefix, on subnet 0
+// (the receiver's) or 1 (the senders'): .1, where the hosts are .2 and up.
 func guestAddr(subnet int) string { return hostAddr(subnet, 1).String() + "/24" }
 
 // bootGuest creates the hub and receiver namespaces with their taps and
