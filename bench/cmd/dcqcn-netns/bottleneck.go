@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/google/nftables"
 	"github.com/google/nftables/expr"
@@ -39,10 +40,15 @@ const phantomShare = 0.95
 // of rate Rate holding a byte-limited queue (Limit bytes, tail drop), and
 // the marker.
 type bottleneck struct {
-	ns, dev string
+	// tc runs tc where the bottleneck is (a namespace, the router guest).
+	tc func(ctx context.Context, args ...string) ([]byte, error)
+	// qdiscs returns `tc -s -j qdisc show dev DEV` there.
+	qdiscs  func(ctx context.Context) ([]byte, error)
+	ns, dev string // ns: the router's namespace (the nft marker's), if any
 	rate    cc.Rate
 	limit   int
 	frame   int // bytes of a full data packet's Ethernet frame, as htb counts it
+	burst   int // the htb class's burst and cburst, bytes; 0: htb's (a 1600-byte minimum)
 	red     cc.RED
 	marker  string
 	nft     *nftables.Conn
@@ -65,17 +71,27 @@ func redAvailable(ctx context.Context, ns string) bool {
 	return true
 }
 
-// setup installs the qdiscs (and the nft rule) on b.dev in b.ns.
+// setup installs the qdiscs (and the nft rule) on b.dev.
 func (b *bottleneck) setup(ctx context.Context) error {
-	tc := func(args ...string) error { return run(ctx, "tc", append([]string{"-n", b.ns}, args...)...) }
+	tc := func(args ...string) error {
+		_, err := b.tc(ctx, args...)
+		return err
+	}
+	// A root qdisc left by an earlier run on the same interface (the
+	// guest's) goes, with its counters; a fresh interface has none.
+	_ = tc("qdisc", "del", "dev", b.dev, "root")
 	rate := fmt.Sprintf("%dbit", int64(b.rate))
 	if err := tc("qdisc", "add", "dev", b.dev, "root", "handle", "1:", "htb", "default", "1"); err != nil {
 		return err
 	}
 	// quantum 1514: one frame per round; the default (rate/r2q) is far
 	// larger at these rates and htb warns.
-	if err := tc("class", "add", "dev", b.dev, "parent", "1:", "classid", "1:1", "htb",
-		"rate", rate, "ceil", rate, "quantum", "1514"); err != nil {
+	class := []string{"class", "add", "dev", b.dev, "parent", "1:", "classid", "1:1", "htb",
+		"rate", rate, "ceil", rate, "quantum", "1514"}
+	if b.burst > 0 {
+		class = append(class, "burst", fmt.Sprint(b.burst), "cburst", fmt.Sprint(b.burst))
+	}
+	if err := tc(class...); err != nil {
 		return err
 	}
 	switch b.marker {
@@ -159,15 +175,15 @@ type tcQdisc struct {
 	Bytes   uint64 `json:"bytes"`
 	Drops   uint64 `json:"drops"`
 	Backlog int    `json:"backlog"`
-	XStats  struct {
-		Marked uint64 `json:"marked"`
-	} `json:"xstats"`
+	// Marked is RED's count of packets marked CE: tc -j prints a qdisc's
+	// extended statistics beside the basic ones, not in an object.
+	Marked uint64 `json:"marked"`
 }
 
 // stats reads the qdiscs' counters with `tc -s -j qdisc show`, and the
 // nft rule's counter.
 func (b *bottleneck) stats(ctx context.Context) (queueStats, error) {
-	out, err := output(ctx, "tc", "-n", b.ns, "-s", "-j", "qdisc", "show", "dev", b.dev)
+	out, err := b.qdiscs(ctx)
 	if err != nil {
 		return queueStats{}, err
 	}
@@ -181,7 +197,7 @@ func (b *bottleneck) stats(ctx context.Context) (queueStats, error) {
 		case "1:": // htb: its drops and backlog include its class's queue
 			s.Sent, s.Backlog, s.Drops = q.Bytes, q.Backlog, q.Drops
 		case "10:":
-			s.Marked = q.XStats.Marked // RED's; zero for bfifo
+			s.Marked = q.Marked // RED's; zero for bfifo
 		}
 	}
 	if b.marker == markerNFT {
@@ -214,6 +230,38 @@ func (b *bottleneck) nftMarked() (uint64, error) {
 		}
 	}
 	return 0, fmt.Errorf("nft: the marking rule's counter is gone (%d rules: %v)", len(rules), kinds)
+}
+
+// inNamespace points b's tc at router namespace ns.
+func (b *bottleneck) inNamespace(ns string) {
+	b.ns = ns
+	b.tc = func(ctx context.Context, args ...string) ([]byte, error) {
+		return output(ctx, "tc", append([]string{"-n", ns}, args...)...)
+	}
+	b.qdiscs = func(ctx context.Context) ([]byte, error) { return b.tc(ctx, "-s", "-j", "qdisc", "show", "dev", b.dev) }
+}
+
+// inGuest points b's tc at the router guest g.
+func (b *bottleneck) inGuest(g *guestRouter) {
+	b.tc = func(ctx context.Context, args ...string) ([]byte, error) { return g.run(ctx, "/sbin/tc", args...) }
+	b.qdiscs = func(ctx context.Context) ([]byte, error) { return g.qdiscs(ctx, b.dev) }
+}
+
+// figures returns `tc -s qdisc show` and `tc -s class show` of b.dev, as
+// tc prints them, less blank lines and trailing blanks.
+func (b *bottleneck) figures(ctx context.Context) (string, error) {
+	q, err := b.tc(ctx, "-s", "qdisc", "show", "dev", b.dev)
+	if err != nil {
+		return "", err
+	}
+	c, err := b.tc(ctx, "-s", "class", "show", "dev", b.dev)
+	var lines []string
+	for l := range strings.Lines(string(q) + string(c)) {
+		if l = strings.TrimRight(l, " \n"); l != "" {
+			lines = append(lines, l)
+		}
+	}
+	return strings.Join(lines, "\n"), err
 }
 
 // close releases the netlink connection; the namespace's removal takes

@@ -17,8 +17,12 @@ const (
 	// udplink sustains between namespaces on an unloaded 2-CPU machine
 	// (see the README), so that the htb class, not the CPU, is the
 	// bottleneck.
-	defaultRate     = 300 * cc.Mbps
-	defaultDuration = 6 * time.Second
+	defaultRate = 300 * cc.Mbps
+	// defaultGuestRate is the bottleneck's rate with -router qemu: what
+	// the guest, an emulated CPU (TCG), forwards without falling behind
+	// (see the README).
+	defaultGuestRate = 20 * cc.Mbps
+	defaultDuration  = 6 * time.Second
 	// defaultMTU is goroce's path MTU: 4096, not dcqcn/experiment's 1024. In
 	// real time the device's pacer lets a QP out in bursts of at least 4
 	// packets per timer wake-up; with wake-ups a millisecond or more
@@ -26,15 +30,27 @@ const (
 	defaultMTU = 4096
 	// defaultInterval is the sampling interval; each sample runs tc once.
 	defaultInterval = 50 * time.Millisecond
-	// ackTimeout is the QPs' local ACK timeout code: 4.096 µs·2^16 =
-	// 268 ms, above the deepest queue (126 ms at 50 Mb/s) plus a goroutine
-	// descheduled for a while on a loaded machine.
-	ackTimeout = 16
+	// minAckTimeout is the QPs' least local ACK timeout code: 4.096
+	// µs·2^16 = 268 ms, above the deepest queue at 50 Mb/s (126 ms) plus
+	// a goroutine descheduled for a while on a loaded machine. Slower
+	// bottlenecks get more (ackTimeoutFor).
+	minAckTimeout = 16
 	// defaultStretch is the factor on DCQCN's timers (see paperParams).
 	defaultStretch = 100
 	// qpWindow is the RC window of goroce's QPs in packets
 	// (rnic.Config.MaxUnackedPSNs left at its default).
 	qpWindow = 128
+	// linkMTU is every link's MTU: jumbo frames, above a 4096-byte path
+	// MTU's packets.
+	linkMTU = 9000
+)
+
+// Routers: where the bottleneck is (-router).
+const (
+	// routerNetns is a network namespace on this machine's kernel.
+	routerNetns = "netns"
+	// routerQEMU is a QEMU guest running Debian's kernel (guest.go).
+	routerQEMU = "qemu"
 )
 
 // preflight checks what a run needs: root, ip and tc.
@@ -48,6 +64,18 @@ func preflight(context.Context) error {
 		}
 	}
 	return nil
+}
+
+// guestPreflight checks what -router qemu needs besides preflight's:
+// qemu, /dev/net/tun and the rxe lab's image in dir.
+func guestPreflight(dir string) (*guestImage, error) {
+	if _, err := exec.LookPath("qemu-system-x86_64"); err != nil {
+		return nil, fmt.Errorf("%w: %v", errNeedsGuest, err)
+	}
+	if _, err := os.Stat("/dev/net/tun"); err != nil {
+		return nil, fmt.Errorf("%w: %v", errNeedsGuest, err)
+	}
+	return findGuestImage(dir)
 }
 
 // pickMarker resolves "auto" by probing for sch_red in a namespace made
@@ -75,8 +103,9 @@ func pickMarker(ctx context.Context, want string) (string, error) {
 	return markerNFT, nil
 }
 
-// newConfig is the run of n flows the options describe.
-func newConfig(n int, o *options, off bool, marker string) config {
+// newConfig is the run of n flows the options describe, through the
+// router guest g if not nil.
+func newConfig(n int, o *options, off bool, marker string, g *guestRouter) config {
 	red := scaledRED(o.rate, o.stretch)
 	if o.red.Kmin > 0 {
 		red.Kmin = o.red.Kmin
@@ -95,10 +124,28 @@ func newConfig(n int, o *options, off bool, marker string) config {
 	if buffer == 0 {
 		buffer = scaledBuffer(scaledRED(o.rate, o.stretch), o.mtu)
 	}
-	sc := experiment.Scenario{Name: "netns-incast", Flows: n, LineRate: o.rate, Buffer: buffer, RED: red,
+	name := "netns-incast"
+	if g != nil {
+		name = "qemu-incast"
+	}
+	sc := experiment.Scenario{Name: name, Flows: n, LineRate: o.rate, Buffer: buffer, RED: red,
 		DisableDCQCN: off, Duration: o.duration, Interval: o.interval, MTU: o.mtu,
-		AckTimeout: ackTimeout, Params: paperParams(o.rate, o.stretch)}
-	return config{sc: sc.WithDefaults(), marker: marker, linkMTU: 9000}
+		AckTimeout: ackTimeoutFor(buffer, o.rate), Params: paperParams(o.rate, o.stretch)}
+	return config{sc: sc.WithDefaults(), marker: marker, linkMTU: linkMTU, guest: g}
+}
+
+// ackTimeoutFor returns the local ACK timeout code for a bottleneck of
+// rate whose queue holds up to buffer bytes: at least minAckTimeout, and
+// at least one and a half times the full queue's drain time, so that a
+// packet waiting behind a full queue does not time out (at 20 Mb/s, 786
+// kB drain in 315 ms: code 17, 537 ms).
+func ackTimeoutFor(buffer int, rate cc.Rate) uint8 {
+	drain := time.Duration(float64(buffer) * 8 / float64(rate) * float64(time.Second))
+	code := uint8(minAckTimeout)
+	for 4096*time.Nanosecond<<code < drain*3/2 {
+		code++
+	}
+	return code
 }
 
 // paperParams is the DCQCN paper's preset for a bottleneck of rate: its

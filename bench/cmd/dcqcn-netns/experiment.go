@@ -20,8 +20,9 @@ import (
 // limit, plus what only a real network has.
 type config struct {
 	sc      experiment.Scenario
-	marker  string // markerRED or markerNFT
-	linkMTU int    // the veths' MTU
+	marker  string       // markerRED or markerNFT
+	linkMTU int          // the veths' MTU
+	guest   *guestRouter // the router guest (-router qemu), or nil: a router namespace
 }
 
 // outcome is a run's result in dcqcn/experiment's terms, with the kernel's
@@ -36,6 +37,8 @@ type outcome struct {
 	// the router's changes (TTL, TOS, header checksum) are all masked, so
 	// it stays 0.
 	ICRCErrors uint64
+	// figures is tc -s's qdiscs and classes of the bottleneck at the end.
+	figures string
 }
 
 // frameBytes is the length of the Ethernet frame of a full RDMA WRITE
@@ -82,11 +85,30 @@ func runNetns(ctx context.Context, cfg config) (out *outcome, err error) {
 			err = fmt.Errorf("removing namespaces: %w", rmErr)
 		}
 	}()
-	if r.topo, err = buildTopology(ctx, fab, sc.Flows, cfg.linkMTU); err != nil {
-		return nil, err
+	r.neck = &bottleneck{rate: sc.LineRate, limit: sc.Buffer, red: sc.RED, marker: cfg.marker,
+		frame: frameBytes(sc.MTU)}
+	if g := cfg.guest; g != nil {
+		if r.topo, err = attachSenders(ctx, fab, g, sc.Flows, cfg.linkMTU); err != nil {
+			return nil, err
+		}
+		// The senders' namespaces are new, their addresses not: the
+		// guest forgets the last run's link-layer addresses.
+		if _, err := g.run(ctx, "/sbin/ip", "neigh", "flush", "dev", "tx"); err != nil {
+			return nil, err
+		}
+		r.neck.dev = r.topo.bottleDev
+		r.neck.inGuest(g)
+		// The guest's timers wake late (an emulated CPU that the host
+		// schedules among other work): a burst of guestBurst frames lets
+		// htb catch up at each wake-up rather than send one frame.
+		r.neck.burst = guestBurst * r.neck.frame
+	} else {
+		if r.topo, err = buildTopology(ctx, fab, sc.Flows, cfg.linkMTU); err != nil {
+			return nil, err
+		}
+		r.neck.dev = r.topo.bottleDev
+		r.neck.inNamespace(r.topo.sw)
 	}
-	r.neck = &bottleneck{ns: r.topo.sw, dev: r.topo.bottleDev, rate: sc.LineRate, limit: sc.Buffer,
-		red: sc.RED, marker: cfg.marker, frame: frameBytes(sc.MTU)}
 	if err := r.neck.setup(ctx); err != nil {
 		return nil, err
 	}
@@ -96,6 +118,7 @@ func runNetns(ctx context.Context, cfg config) (out *outcome, err error) {
 	res, err := r.traffic(ctx)
 	out = &outcome{res: res, marker: cfg.marker}
 	out.queue, _ = r.neck.stats(context.Background())
+	out.figures, _ = r.neck.figures(context.Background())
 	out.ECNMarked = r.receiver.Counter("ecn_marked_packets")
 	out.ICRCErrors = r.receiver.Counter("icrc_err")
 	return out, err

@@ -16,7 +16,11 @@
 //
 // Needs root (network namespaces, tc). Usage:
 //
-//	dcqcn-netns [-flows 2,4] [-rate 300] [-duration 6s] [-dcqcn both] [-out dir]
+//	dcqcn-netns [-router netns|qemu] [-flows 2,4] [-rate 300] [-duration 6s] [-dcqcn both] [-out dir]
+//
+// With -router qemu the router is a QEMU guest running Debian's kernel
+// (guest.go), booted once for all the runs, for hosts whose kernel lacks
+// sch_red. It exits with status 77 where the machine cannot run it.
 package main
 
 import (
@@ -42,8 +46,23 @@ func main() {
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "dcqcn-netns:", err)
+		if cannotRun(err) {
+			os.Exit(exitCannotRun)
+		}
 		os.Exit(1)
 	}
+}
+
+// exitCannotRun is the exit status on a machine that cannot run the
+// experiment (not root, no iproute2; with -router qemu, no qemu, TUN or
+// guest image): 77, as the rxe lab's, which test harnesses report as a
+// skip.
+const exitCannotRun = 77
+
+// cannotRun reports whether err says the machine cannot run the
+// experiment, rather than that it ran and failed.
+func cannotRun(err error) bool {
+	return errors.Is(err, errNeedsRoot) || errors.Is(err, errNeedsTools) || errors.Is(err, errNeedsGuest)
 }
 
 // options are the command's flags.
@@ -61,18 +80,27 @@ type options struct {
 	failOnMiss bool
 	retries    int
 	stretch    float64
+	router     string
+	imageDir   string
 }
 
 func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs := flag.NewFlagSet("dcqcn-netns", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	flows := fs.String("flows", "2,4", "comma-separated sender counts, one run each")
-	rate := fs.Float64("rate", float64(defaultRate/cc.Mbps), "bottleneck rate, Mb/s")
+	rate := fs.Float64("rate", 0, fmt.Sprintf("bottleneck rate, Mb/s (0: %v with -router netns, %v with -router qemu)",
+		defaultRate, defaultGuestRate))
 	o := &options{}
 	fs.DurationVar(&o.duration, "duration", defaultDuration, "length of each run")
 	fs.DurationVar(&o.interval, "interval", defaultInterval, "sampling interval (each sample runs tc)")
 	mode := fs.String("dcqcn", "both", "on, off or both")
-	fs.StringVar(&o.marker, "marker", "auto", `what marks CE: "red" (sch_red), "nft" (nftables limit), "auto" (red if the kernel has it)`)
+	fs.StringVar(&o.router, "router", routerNetns, `where the bottleneck router runs: "netns" (a namespace on this kernel), "qemu" (a QEMU guest running Debian's kernel, with sch_red)`)
+	imageDir := os.Getenv("RXE_LAB_DIR")
+	if imageDir == "" {
+		imageDir = defaultImageDir
+	}
+	fs.StringVar(&o.imageDir, "guest-image", imageDir, "-router qemu: the rxe lab's work directory, with its image and unpacked packages (env RXE_LAB_DIR)")
+	fs.StringVar(&o.marker, "marker", "auto", `-router netns: what marks CE: "red" (sch_red), "nft" (nftables limit), "auto" (red if the kernel has it); -router qemu: red`)
 	fs.StringVar(&o.out, "out", "dcqcn-netns-out", "directory for the CSV and PNG files (empty: none)")
 	fs.IntVar(&o.mtu, "mtu", defaultMTU, "goroce's path MTU")
 	fs.IntVar(&o.red.Kmin, "kmin", 0, "RED Kmin, bytes (0: scaled to the rate, see scaledRED)")
@@ -102,7 +130,17 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	default:
 		return nil, fmt.Errorf("-dcqcn %q: want on, off or both", *mode)
 	}
-	o.rate = cc.Rate(*rate) * cc.Mbps
+	switch o.router {
+	case routerNetns:
+		o.rate = defaultRate
+	case routerQEMU:
+		o.rate = defaultGuestRate
+	default:
+		return nil, fmt.Errorf("-router %q: want %q or %q", o.router, routerNetns, routerQEMU)
+	}
+	if *rate > 0 {
+		o.rate = cc.Rate(*rate) * cc.Mbps
+	}
 	return o, nil
 }
 
@@ -115,19 +153,32 @@ func mainErr(ctx context.Context, args []string, stdout io.Writer) error {
 	if err := preflight(ctx); err != nil {
 		return err
 	}
+	var img *guestImage
+	if o.router == routerQEMU {
+		if img, err = guestPreflight(o.imageDir); err != nil {
+			return err
+		}
+	}
 	if stale, err := removeStale(ctx); err != nil {
 		return fmt.Errorf("removing stale namespaces: %w", err)
 	} else if len(stale) > 0 {
 		fmt.Fprintf(stdout, "removed stale namespaces: %s\n", strings.Join(stale, " "))
 	}
-	marker, err := pickMarker(ctx, o.marker)
-	if err != nil {
+	var guest *guestRouter
+	marker := markerRED
+	if img != nil {
+		// One guest for every configuration: it boots in tens of seconds.
+		if guest, err = bootGuest(ctx, img, linkMTU); err != nil {
+			return err
+		}
+		defer guest.close()
+	} else if marker, err = pickMarker(ctx, o.marker); err != nil {
 		return err
 	}
 	var missed []string
 	for _, n := range o.flows {
 		for _, off := range o.modes {
-			cfg := newConfig(n, o, off, marker)
+			cfg := newConfig(n, o, off, marker, guest)
 			var bad []string
 			for attempt := 0; ; attempt++ {
 				out, err := runNetns(ctx, cfg)

@@ -53,24 +53,92 @@ func TestIncast(t *testing.T) {
 	}
 	for _, n := range []int{2, 4} {
 		for _, off := range []bool{false, true} {
-			cfg := newConfig(n, testOptions(), off, marker)
+			cfg := newConfig(n, testOptions(), off, marker, nil)
 			t.Run(experiment.FileStem(&cfg.sc), func(t *testing.T) {
-				out, err := runNetns(ctx, cfg)
-				if err != nil {
-					t.Fatal(err)
-				}
-				var log strings.Builder
-				report(&log, out, t.TempDir())
-				t.Log("\n" + log.String())
-				for _, miss := range mechanism(out) {
-					t.Error(miss)
-				}
+				runMechanism(t, cfg)
 				if left := ours(t); len(left) > 0 {
 					t.Errorf("namespaces left behind: %v", left)
 				}
 			})
 		}
 	}
+}
+
+// TestIncastQEMU runs the 2-flow incast with DCQCN on and off through the
+// router guest (Debian's kernel, its sch_red marking CE) and checks the
+// mechanism as TestIncast does, against the guest's tc -s counters: on,
+// RED marks and goroce answers with CNPs; off, the queue overflows and
+// go-back-N resends. The marks the receiver counted must be the ones the
+// guest's RED counted (no other marker is on the path), where no marked
+// packet was lost. The guest boots
+// once for both runs; it and every namespace must be gone at the end.
+func TestIncastQEMU(t *testing.T) {
+	requireNetns(t)
+	img, err := guestPreflight(guestImageDir())
+	if err != nil {
+		testenv.SkipOrFailf(t, "this machine cannot boot the router guest: %v", err)
+	}
+	if testing.Short() {
+		t.Skip("-short: a QEMU boot and two runs of 6 s")
+	}
+	ctx := t.Context()
+	g, err := bootGuest(ctx, img, linkMTU)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := testOptions()
+	o.rate = defaultGuestRate
+	for _, off := range []bool{false, true} {
+		cfg := newConfig(2, o, off, markerRED, g)
+		t.Run(experiment.FileStem(&cfg.sc), func(t *testing.T) {
+			out := runMechanism(t, cfg)
+			if !strings.Contains(out.figures, "qdisc red 10:") {
+				t.Errorf("tc -s in the guest shows no RED qdisc:\n%s", out.figures)
+			}
+			// RED marks a packet as it enters the queue; a marked packet
+			// can still be dropped (queue full) or be in the queue at the
+			// end, so the receiver sees the marks only without either.
+			q := out.queue
+			if out.ECNMarked > q.Marked || (q.Drops == 0 && q.Backlog == 0 && out.ECNMarked != q.Marked) {
+				t.Errorf("the receiver saw %d CE marks, the guest's RED set %d (%d drops, %d bytes queued at the end)",
+					out.ECNMarked, q.Marked, q.Drops, q.Backlog)
+			}
+		})
+	}
+	if err := g.close(); err != nil {
+		t.Error(err)
+	}
+	if left := ours(t); len(left) > 0 {
+		t.Errorf("namespaces left behind: %v", left)
+	}
+	if g.cmd.ProcessState == nil {
+		t.Errorf("qemu (pid %d) still running", g.cmd.Process.Pid)
+	}
+}
+
+// guestImageDir is the rxe lab's work directory, as the command finds it.
+func guestImageDir() string {
+	if d := os.Getenv("RXE_LAB_DIR"); d != "" {
+		return d
+	}
+	return defaultImageDir
+}
+
+// runMechanism runs cfg, logs its report and fails t with what it
+// missed of the mechanism's verdict.
+func runMechanism(t *testing.T, cfg config) *outcome {
+	t.Helper()
+	out, err := runNetns(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var log strings.Builder
+	report(&log, out, t.TempDir())
+	t.Log("\n" + log.String())
+	for _, miss := range mechanism(out) {
+		t.Error(miss)
+	}
+	return out
 }
 
 // ours lists the namespaces of this process's runs that still exist.
@@ -151,6 +219,27 @@ func TestOwnerPID(t *testing.T) {
 		pid, ok := ownerPID(tc.name)
 		if pid != tc.pid || ok != tc.ok {
 			t.Errorf("ownerPID(%q) = %d, %v; want %d, %v", tc.name, pid, ok, tc.pid, tc.ok)
+		}
+	}
+}
+
+// TestAckTimeoutFor checks the timeout codes against drain times worked
+// by hand: 786432 bytes drain in 125.8 ms at 50 Mb/s (×1.5 = 189 ms <
+// 268 ms: 16) and in 314.6 ms at 20 Mb/s (×1.5 = 472 ms: 17, 537 ms);
+// 4.2 MB at 20 Mb/s drain in 1.68 s (×1.5 = 2.5 s: 20, 4.3 s).
+func TestAckTimeoutFor(t *testing.T) {
+	for _, tc := range []struct {
+		buffer int
+		rate   cc.Rate
+		want   uint8
+	}{
+		{786432, 50 * cc.Mbps, 16},
+		{786432, 20 * cc.Mbps, 17},
+		{786432, 300 * cc.Mbps, 16},
+		{4_200_000, 20 * cc.Mbps, 20},
+	} {
+		if got := ackTimeoutFor(tc.buffer, tc.rate); got != tc.want {
+			t.Errorf("ackTimeoutFor(%d, %v) = %d, want %d", tc.buffer, tc.rate, got, tc.want)
 		}
 	}
 }

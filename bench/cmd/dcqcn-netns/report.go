@@ -135,6 +135,9 @@ func report(w io.Writer, o *outcome, dir string) []string {
 		o.queue.Sent, t.Marked, t.TailDrops, t.QueueMaxBytes, o.queue.Backlog)
 	fmt.Fprintf(w, "goroce: icrc_err=%d ecn_marked_packets=%d cnp_sent=%d cnp_handled=%d rate_reductions=%d retransmitted_pkts=%d local_ack_timeouts=%d\n",
 		o.ICRCErrors, o.ECNMarked, t.CNPsSent, t.CNPsHandled, t.RateReductions, t.Retransmitted, t.Timeouts)
+	if o.figures != "" {
+		fmt.Fprintf(w, "tc -s qdisc, class:\n  %s\n", strings.ReplaceAll(o.figures, "\n", "\n  "))
+	}
 	var mb []string
 	for _, d := range r.Delivered {
 		mb = append(mb, fmt.Sprintf("%.1f", float64(d)*8/r.Elapsed.Seconds()/1e6))

@@ -76,6 +76,43 @@ func buildTopology(ctx context.Context, fab *fabric, n, mtu int) (*topology, err
 	return t, nil
 }
 
+// attachSenders creates the namespaces of n senders on the guest router
+// g's hub (see guest.go): sender i is 10.213.1.(i+2), its eth0 a veth
+// whose peer s<i> is a port of the hub's bridge; the receiver is g's.
+func attachSenders(ctx context.Context, fab *fabric, g *guestRouter, n, mtu int) (*topology, error) {
+	if n < 1 || n > maxSenders {
+		return nil, fmt.Errorf("flows %d: want 1 ... %d", n, maxSenders)
+	}
+	t := &topology{fab: fab, rx: g.rx, bottleDev: "rx",
+		rxAddr: netip.AddrPortFrom(hostAddr(0, 2), link.RoCEv2Port)}
+	m := fmt.Sprint(mtu)
+	for i := range n {
+		role := fmt.Sprintf("s%d", i)
+		ns, err := fab.add(ctx, role)
+		if err != nil {
+			return nil, err
+		}
+		addr := hostAddr(1, i+2)
+		// The last run's veth of this name goes with its namespace, but
+		// the kernel removes a namespace after `ip netns del` returns.
+		_ = run(ctx, "ip", "-n", g.hub, "link", "del", role)
+		for _, s := range [][]string{
+			{"-n", g.hub, "link", "add", "name", role, "mtu", m, "type", "veth", "peer", "name", "eth0", "netns", ns, "mtu", m},
+			{"-n", g.hub, "link", "set", role, "master", "br0", "up"},
+			{"-n", ns, "addr", "add", addr.String() + "/24", "dev", "eth0"},
+			{"-n", ns, "link", "set", "eth0", "up"},
+			{"-n", ns, "route", "add", "default", "via", hostAddr(1, 1).String()},
+		} {
+			if err := run(ctx, "ip", s...); err != nil {
+				return nil, err
+			}
+		}
+		t.senders = append(t.senders, ns)
+		t.txAddrs = append(t.txAddrs, netip.AddrPortFrom(addr, link.RoCEv2Port))
+	}
+	return t, nil
+}
+
 // wire joins host namespace ns to the router with a veth pair: swDev on
 // the router (subnet's .1), eth0 in ns (.2) with a default route.
 func (t *topology) wire(ctx context.Context, ns, swDev string, subnet, mtu int) error {
