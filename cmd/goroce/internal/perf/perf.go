@@ -126,6 +126,7 @@ type perfConfig struct {
 	gbits      bool
 	events     bool // -e: sleep on CQ events instead of polling
 	addr       netip.Addr
+	link       string // --link: udp or shm
 	cpuprof    string
 
 	// exchange is the side channel's format: exchangeGoroce or
@@ -234,6 +235,7 @@ func parsePerf(args []string, stdout, stderr io.Writer) (cfg perfConfig, code in
 	fs.StringVar(&cfg.cpuprof, "cpuprofile", "", "write a CPU profile (runtime/pprof) to `file`")
 	fs.BoolVar(&cfg.dataReport, "data-report", false, "when done, print a CRC-32 of the first -s bytes of the local and target buffers (what the last operation brought in)")
 	addr := cli.AddrFlag(fs)
+	linkName := cli.LinkFlag(fs, cli.DefaultLink())
 
 	args0, code, ok := cli.ParseWithHosts(fs, args, stdout, stderr)
 	if !ok {
@@ -267,6 +269,10 @@ func parsePerf(args []string, stdout, stderr io.Writer) (cfg perfConfig, code in
 		return usageErr("%v", err)
 	}
 	cfg.addr = a
+	if err := cli.CheckLink(*linkName); err != nil {
+		return usageErr("%v", err)
+	}
+	cfg.link = *linkName
 	cfg.duration = time.Duration(secs) * time.Second
 	if !set(fs, "s", "size") {
 		cfg.size = perfSizeBW

@@ -76,8 +76,15 @@ func newPerfContext(cfg perfConfig) (*perfContext, error) {
 	if !cfg.events {
 		dc.BusyPoll = perfBusyPoll
 	}
+	var err error
+	if dc.Link, err = cli.OpenLink(cfg.link, dc.Addr); err != nil {
+		return nil, err
+	}
 	dev, closeObs, err := cfg.obs.OpenDevice(dc, os.Stderr)
 	if err != nil {
+		if dc.Link != nil {
+			dc.Link.Close()
+		}
 		return nil, err
 	}
 	pc := &perfContext{cfg: cfg, dev: dev, cqMod: min(perfCQMod, cfg.txDepth), closeObs: closeObs}
