@@ -44,7 +44,8 @@ type perfQP struct {
 	local  perfDest
 	remote perfDest
 	send   qp.SendWR
-	sge    [1]qp.SGE // the send WR's
+	list   []qp.SendWR // the bandwidth client's WRs posted together
+	sge    [1]qp.SGE   // the send WR's
 	recv   qp.RecvWR
 	rsge   [1]qp.SGE // the receive WR's: the whole second half
 
