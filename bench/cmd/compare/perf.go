@@ -91,8 +91,8 @@ func dataLine(out string) ([]float64, error) {
 func iters(size int) int { return min(max((256<<20)/size, 256), 50000) }
 
 // perfBW returns BW average in GB/s (perftest's MB/sec is MiB/s).
-func perfBW(bin, test string, size int) (float64, error) {
-	out, err := runPerf(bin, test, "-s", strconv.Itoa(size), "-n", strconv.Itoa(iters(size)))
+func perfBW(bin, test string, size int, extra ...string) (float64, error) {
+	out, err := runPerf(bin, test, append([]string{"-s", strconv.Itoa(size), "-n", strconv.Itoa(iters(size))}, extra...)...)
 	if err != nil {
 		return 0, err
 	}
@@ -111,8 +111,8 @@ func parseBW(out string) (float64, error) {
 }
 
 // perfRate returns the message rate of write_bw at size bytes, in Mpps.
-func perfRate(bin string, size int) (float64, error) {
-	out, err := runPerf(bin, "write_bw", "-s", strconv.Itoa(size), "-n", "100000")
+func perfRate(bin string, size int, extra ...string) (float64, error) {
+	out, err := runPerf(bin, "write_bw", append([]string{"-s", strconv.Itoa(size), "-n", "100000"}, extra...)...)
 	if err != nil {
 		return 0, err
 	}
@@ -126,11 +126,13 @@ func perfRate(bin string, size int) (float64, error) {
 	return v[4], nil
 }
 
+// perfBW, perfRate and perfRTT pass extra to both sides (--link shm).
+
 // perfRTT returns the median round trip of an 8-byte latency test in µs,
 // or with p99 its 99th percentile: twice perftest's t_typical or 99%
 // percentile, which measure half round trips.
-func perfRTT(bin, test string, p99 bool) (float64, error) {
-	out, err := runPerf(bin, test, "-s", "8", "-n", "5000")
+func perfRTT(bin, test string, p99 bool, extra ...string) (float64, error) {
+	out, err := runPerf(bin, test, append([]string{"-s", "8", "-n", "5000"}, extra...)...)
 	if err != nil {
 		return 0, err
 	}
