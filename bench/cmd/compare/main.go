@@ -6,7 +6,8 @@
 //	go run ./bench/cmd/compare -quick       # fewer cases, 1 repeat
 //
 // goroce's figures come from `goroce perf` (built from this tree) run as two
-// processes on 127.0.0.1 and 127.0.0.2, exactly as a user runs it. The
+// processes on 127.0.0.1 and 127.0.0.2, exactly as a user runs it (the
+// bandwidth cases with --post_list 32). The
 // ceilings are plain Go UDP between two sockets on loopback
 // (bench/udpceiling): batched sendmmsg/recvmmsg of 4096-byte datagrams, UDP
 // GSO/GRO, 64-byte packet rate, and a ping-pong between two processes,

@@ -66,20 +66,21 @@ func (pc *perfContext) bwClient(ctx context.Context, size int) (*bwRun, error) {
 		}
 		finished := true
 		for _, q := range pc.qps {
-			// What the window allows goes as one list (ibv_post_send
-			// with a chain of WRs), so the device sends the messages
-			// together: a run of equal-sized packets is one system call.
-			list := q.list[:0]
-			for i := q.posted; i-q.completed < cfg.txDepth && more(i); i++ {
-				wr := q.send
-				wr.WRID = uint64(i)
-				if (i+1)%pc.cqMod == 0 || (!timed && i+1 == cfg.iters) {
-					wr.Flags = qp.SendSignaled
+			// With --post_list N, N WRs at a time go as one list
+			// (ibv_post_send with a chain of WRs), and the device sends
+			// their messages together: a run of equal-sized packets is
+			// one system call.
+			for q.posted-q.completed < cfg.txDepth && more(q.posted) {
+				list := q.list[:0]
+				for i := q.posted; len(list) < cfg.postList && i-q.completed < cfg.txDepth && more(i); i++ {
+					wr := q.send
+					wr.WRID = uint64(i)
+					if (i+1)%pc.cqMod == 0 || (!timed && i+1 == cfg.iters) {
+						wr.Flags = qp.SendSignaled
+					}
+					list = append(list, wr)
 				}
-				list = append(list, wr)
-			}
-			q.list = list
-			if len(list) > 0 {
+				q.list = list
 				n, err := q.qp.PostSendList(list)
 				if err != nil {
 					return nil, fmt.Errorf("couldn't post send (operation %d): %w", q.posted+n, err)

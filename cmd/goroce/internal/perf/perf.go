@@ -119,6 +119,7 @@ type perfConfig struct {
 	duration time.Duration // run for this long instead of iters (0: iterations)
 	qps      int
 	txDepth  int
+	postList int // bandwidth client: WRs posted together (-l)
 	timeout  int // -u: the QPs' local ACK timeout code
 	// dataReport prints a CRC of what the run left in the buffers.
 	dataReport bool
@@ -218,6 +219,7 @@ func parsePerf(args []string, stdout, stderr io.Writer) (cfg perfConfig, code in
 	cli.IntFlag(fs, &secs, "D", "duration", 0, "run for `seconds` instead of -n operations")
 	cli.IntFlag(fs, &cfg.qps, "q", "qp", 1, "number of QPs (bw tests)")
 	cli.IntFlag(fs, &cfg.txDepth, "t", "tx-depth", perfTxDepth, "outstanding operations per QP (bw tests)")
+	cli.IntFlag(fs, &cfg.postList, "l", "post_list", 1, "bw tests: post `N` WRs at a time as one list (ibv_post_send of a chain), which the device sends together")
 	var gidIdx int
 	cli.IntFlag(fs, &gidIdx, "x", "gid-index", -1, "source GID `index` (ignored: a goroce device has one GID, its --addr)")
 	cli.IntFlag(fs, &cfg.mtu, "m", "mtu", 4096, "path `MTU`: 256, 512, 1024, 2048 or 4096")
@@ -311,6 +313,8 @@ func parsePerf(args []string, stdout, stderr io.Writer) (cfg perfConfig, code in
 		return usageErr("-q %d: latency tests use one QP", cfg.qps)
 	case cfg.txDepth < 1 || cfg.txDepth > rnic.MaxQPWR/2:
 		return usageErr("-t %d: want 1..%d", cfg.txDepth, rnic.MaxQPWR/2)
+	case cfg.postList < 1 || cfg.postList > cfg.txDepth:
+		return usageErr("-l %d: want 1..%d (-t)", cfg.postList, cfg.txDepth)
 	case qp.MTUFromBytes(cfg.mtu) == 0:
 		return usageErr("-m %d: want 256, 512, 1024, 2048 or 4096", cfg.mtu)
 	case cfg.timeout < 1 || cfg.timeout > 31:
