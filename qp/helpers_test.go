@@ -32,6 +32,13 @@ type fixture struct {
 // and recvWR receive WRs.
 func newFixture(t *testing.T, typ qp.Type, sendWR, recvWR uint32) *fixture {
 	t.Helper()
+	return newFixtureWithPost(t, typ, sendWR, recvWR, nil)
+}
+
+// newFixtureWithPost is newFixture with post as the QP's Env.Post, what
+// the device hears when work is posted.
+func newFixtureWithPost(t *testing.T, typ qp.Type, sendWR, recvWR uint32, post func(*qp.QP)) *fixture {
+	t.Helper()
 	mem, err := mr.NewTable(mr.Limits{})
 	if err != nil {
 		t.Fatal(err)
@@ -44,7 +51,7 @@ func newFixture(t *testing.T, typ qp.Type, sendWR, recvWR uint32) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	env := &qp.Env{Mem: mem, Counters: new(qp.Counters), Limits: testLimits}
+	env := &qp.Env{Mem: mem, Counters: new(qp.Counters), Limits: testLimits, Post: post}
 	e, err := qp.NewEngine(0x123, pd, &qp.InitAttr{Type: typ, SendCQ: cq, RecvCQ: cq,
 		Cap: qp.Cap{MaxSendWR: sendWR, MaxRecvWR: recvWR, MaxSendSGE: 2, MaxRecvSGE: 2, MaxInlineData: 32}}, env)
 	if err != nil {

@@ -172,3 +172,34 @@ func TestPostSendDoesNotAllocate(t *testing.T) {
 		t.Fatalf("PostSend allocates %.1f times per SEND + BIND_MW + UD SEND, want 0", allocs)
 	}
 }
+
+// TestPostSendList posts a list of WRs: the device hears of them once,
+// after the last; a list with a bad WR posts those before it, returns
+// their count and the bad one's error, and the WRs after it are not
+// posted (as ibv_post_send's bad_wr).
+func TestPostSendList(t *testing.T) {
+	posts := 0
+	f := newFixtureWithPost(t, qp.RC, 8, 1, func(*qp.QP) { posts++ })
+	q := f.qp
+	bring(t, q, qp.StateRTS)
+	sge := []qp.SGE{f.sge(0, 16)}
+	wrs := make([]qp.SendWR, 4)
+	for i := range wrs {
+		wrs[i] = qp.SendWR{WRID: uint64(i), Opcode: qp.WRSend, SGL: sge}
+	}
+	if n, err := q.PostSendList(wrs); n != 4 || err != nil || posts != 1 {
+		t.Fatalf("PostSendList of 4: posted %d, %v, the device told %d times; want 4, nil, once", n, err, posts)
+	}
+	wrs[2].SGL = []qp.SGE{sge[0], sge[0], sge[0]} // more SGEs than max_send_sge
+	if n, err := q.PostSendList(wrs); n != 2 || !errors.Is(err, qp.ErrTooManySGE) || posts != 2 {
+		t.Fatalf("PostSendList with a bad 3rd WR: posted %d, %v, the device told %d times; want 2, ErrTooManySGE, twice", n, err, posts)
+	}
+	// 6 posted of 8: a list of 4 fits 2, then the queue is full.
+	wrs[2].SGL = sge
+	if n, err := q.PostSendList(wrs); n != 2 || !errors.Is(err, qp.ErrQueueFull) {
+		t.Fatalf("PostSendList into a queue with room for 2: posted %d, %v; want 2, ErrQueueFull", n, err)
+	}
+	if n, err := q.PostSendList(wrs); n != 0 || !errors.Is(err, qp.ErrQueueFull) || posts != 3 {
+		t.Fatalf("PostSendList into a full queue: posted %d, %v, the device told %d times; want 0, ErrQueueFull, still 3", n, err, posts)
+	}
+}

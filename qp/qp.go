@@ -309,6 +309,38 @@ func (q *QP) PostRecv(wr *RecvWR) error {
 // keys and bounds are checked when the WR is processed and fail as a
 // completion with an error status, as on a real NIC.
 func (q *QP) PostSend(wr *SendWR) error {
+	if err := q.queueSend(wr); err != nil {
+		return err
+	}
+	q.post()
+	return nil
+}
+
+// PostSendList posts the work requests of wrs in order, as ibv_post_send
+// does a linked list of them, and tells the device once, after the last:
+// the device then builds their packets together and sends them in as few
+// system calls as its link allows (a run of equal-sized packets to one
+// peer is one UDP GSO send), where a PostSend per WR would send each
+// message on its own. It stops at the first WR PostSend would refuse and
+// returns how many it posted (those are sent) with that WR's error, as
+// ibv_post_send's bad_wr names the first WR it did not post.
+func (q *QP) PostSendList(wrs []SendWR) (int, error) {
+	n := 0
+	var err error
+	for i := range wrs {
+		if err = q.queueSend(&wrs[i]); err != nil {
+			break
+		}
+		n++
+	}
+	if n > 0 {
+		q.post()
+	}
+	return n, err
+}
+
+// queueSend is PostSend without telling the device.
+func (q *QP) queueSend(wr *SendWR) error {
 	if wr == nil {
 		return fmt.Errorf("%w: nil SendWR", ErrInvalidWR)
 	}
@@ -331,7 +363,6 @@ func (q *QP) PostSend(wr *SendWR) error {
 	}
 	q.posted.Store(posted + 1)
 	q.postMu.Unlock()
-	q.post()
 	return nil
 }
 

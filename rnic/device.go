@@ -609,6 +609,18 @@ func (q *QP) PostSend(wr *qp.SendWR) error {
 	return q.QP.PostSend(wr)
 }
 
+// PostSendList posts a list of send work requests (ibv_post_send with a
+// chain of WRs) and sends what they allow at once, their packets together:
+// a run of equal-sized packets to one peer leaves in one system call (a
+// UDP GSO send) instead of one per message. See qp.QP.PostSendList. On a
+// closed device it returns 0 and ErrClosed.
+func (q *QP) PostSendList(wrs []qp.SendWR) (int, error) {
+	if err := q.d.open("PostSendList"); err != nil {
+		return 0, err
+	}
+	return q.QP.PostSendList(wrs)
+}
+
 // PostRecv posts a receive work request (ibv_post_recv); see
 // qp.QP.PostRecv. On a closed device it returns ErrClosed.
 func (q *QP) PostRecv(wr *qp.RecvWR) error {

@@ -152,7 +152,7 @@ func costsOf(costs []CPUCost, n int) (rows []CPUCost, goroce *CPUCost) {
 		}
 	}
 	for i := range rows {
-		if rows[i].Library.Family == Goroce {
+		if rows[i].Library.Name == "goroce" {
 			goroce = &rows[i]
 		}
 	}

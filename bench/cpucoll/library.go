@@ -3,6 +3,7 @@ package cpucoll
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -38,13 +39,15 @@ type Library struct {
 
 	btl  string // Open MPI: the --mca btl list
 	algo string // Gloo: gloo_allreduce's --algo
+	link string // goroce: nccl-perf's --link, the RNICs' wire
 }
 
 // Libraries are all the libraries measured, in the order they run and
 // are reported. goroce comes first: every ratio is goroce's figure over
 // another library's.
 var Libraries = []Library{
-	{Name: "goroce", Family: Goroce, About: "goroce nccl-perf: RoCEv2 over UDP on loopback, NCCL-style ring/tree"},
+	{Name: "goroce", Family: Goroce, link: "udp", About: "goroce nccl-perf: RoCEv2 over UDP on loopback, NCCL-style ring/tree"},
+	{Name: "goroce-shm", Family: Goroce, link: "shm", About: "goroce nccl-perf: the same RoCEv2 frames through shared-memory rings (--link shm)"},
 	{Name: "openmpi-tcp", Family: OpenMPI, btl: "self,tcp", About: "Open MPI ob1 over btl tcp on lo, coll/tuned's choice"},
 	{Name: "openmpi-shm", Family: OpenMPI, btl: "self,vader", About: "Open MPI ob1 over btl vader (shared memory), coll/tuned's choice"},
 	{Name: "gloo-ring", Family: Gloo, algo: "ring", About: "Gloo allreduce_ring over TCP on 127.0.0.1"},
@@ -57,8 +60,10 @@ var Libraries = []Library{
 var ErrUnknownLibrary = errors.New("cpucoll: unknown library")
 
 // Select returns the libraries named in a comma-separated list, in
-// Libraries' order. A family name (goroce, openmpi, gloo) stands for all
-// its libraries; an empty list selects everything.
+// Libraries' order. A library's name selects it; a family name that is
+// not one (openmpi, gloo) stands for all its libraries; an empty list
+// selects everything. "goroce" is goroce over UDP, "goroce-shm" over
+// shared memory.
 func Select(list string) ([]Library, error) {
 	if strings.TrimSpace(list) == "" {
 		return Libraries, nil
@@ -66,11 +71,14 @@ func Select(list string) ([]Library, error) {
 	want := make(map[string]bool)
 	for _, name := range strings.Split(list, ",") {
 		name = strings.TrimSpace(name)
+		matches := func(l Library) bool { return name == l.Name }
+		if !slices.ContainsFunc(Libraries, matches) {
+			matches = func(l Library) bool { return name == l.Family.String() }
+		}
 		found := false
 		for _, l := range Libraries {
-			if name == l.Name || name == l.Family.String() {
-				want[l.Name] = true
-				found = true
+			if matches(l) {
+				want[l.Name], found = true, true
 			}
 		}
 		if !found {

@@ -11,7 +11,8 @@ func TestSelect(t *testing.T) {
 		list string
 		want []string
 	}{
-		{"", []string{"goroce", "openmpi-tcp", "openmpi-shm", "gloo-ring", "gloo-ring-chunked", "gloo-halving-doubling"}},
+		{"", []string{"goroce", "goroce-shm", "openmpi-tcp", "openmpi-shm", "gloo-ring", "gloo-ring-chunked", "gloo-halving-doubling"}},
+		{"goroce-shm,goroce", []string{"goroce", "goroce-shm"}}, // goroce is a library's name: UDP alone
 		{"gloo", []string{"gloo-ring", "gloo-ring-chunked", "gloo-halving-doubling"}},
 		{"openmpi-shm, goroce", []string{"goroce", "openmpi-shm"}}, // Libraries' order, not the list's
 		{"goroce,goroce", []string{"goroce"}},

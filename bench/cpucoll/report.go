@@ -95,12 +95,8 @@ func writeSummary(w io.Writer, n int, results []Result) {
 		fmt.Fprintf(w, " %9s", label)
 	}
 	fmt.Fprintln(w)
-	var goroce *Result
 	for i := range results {
 		res := &results[i]
-		if res.Library.Family == Goroce {
-			goroce = res
-		}
 		fmt.Fprintf(w, "%-32s", res.Library.Name)
 		for j, s := range sizes {
 			usec, ok := cell(res, s)
@@ -115,34 +111,46 @@ func writeSummary(w io.Writer, n int, results []Result) {
 		}
 		fmt.Fprintln(w)
 	}
-	if goroce == nil || len(results) < 2 {
-		return
-	}
-	for i := range results {
-		other := &results[i]
-		if other == goroce {
+	ratios := false
+	for gi := range results {
+		goroce := &results[gi]
+		if goroce.Library.Family != Goroce {
 			continue
 		}
-		fmt.Fprintf(w, "%-32s", "goroce / "+other.Library.Name)
-		for j, s := range sizes {
-			// At the first size, the time ratio: above 1 goroce is slower.
-			// At the others, the busbw ratio, which is the inverse time
-			// ratio: above 1 goroce is faster.
-			g, okG := cell(goroce, s)
-			o, okO := cell(other, s)
-			switch {
-			case !okG || !okO || g <= 0 || o <= 0:
-				fmt.Fprintf(w, " %9s", "-")
-			case j == 0:
-				fmt.Fprintf(w, " %8.2fx", g/o)
-			default:
-				fmt.Fprintf(w, " %8.2fx", o/g)
+		for i := range results {
+			other := &results[i]
+			if other.Library.Family == Goroce {
+				continue
 			}
+			ratios = true
+			writeRatioRow(w, goroce, other, sizes)
 		}
-		fmt.Fprintln(w)
+	}
+	if !ratios {
+		return
 	}
 	fmt.Fprintf(w, "(goroce / other: time at %s, above 1 = goroce slower; busbw elsewhere, above 1 = goroce faster)\n", SizeLabel(sizes[0]))
 	writeTarget(w, n, results)
+}
+
+// writeRatioRow writes the line of goroce's figures over other's: at the
+// first size the time ratio (above 1 goroce is slower), at the others the
+// busbw ratio, the inverse time ratio (above 1 goroce is faster).
+func writeRatioRow(w io.Writer, goroce, other *Result, sizes []int) {
+	fmt.Fprintf(w, "%-32s", goroce.Library.Name+" / "+other.Library.Name)
+	for j, s := range sizes {
+		g, okG := cell(goroce, s)
+		o, okO := cell(other, s)
+		switch {
+		case !okG || !okO || g <= 0 || o <= 0:
+			fmt.Fprintf(w, " %9s", "-")
+		case j == 0:
+			fmt.Fprintf(w, " %8.2fx", g/o)
+		default:
+			fmt.Fprintf(w, " %8.2fx", o/g)
+		}
+	}
+	fmt.Fprintln(w)
 }
 
 // targetSize is where issue 5 sets goroce's target.
@@ -164,13 +172,7 @@ func (t target) met() bool { return t.goroce >= t.other }
 // n ranks: against Open MPI over TCP, the best Gloo algorithm (the one
 // fastest there) and Open MPI over shared memory, as far as measured.
 func targetsOf(n int, results []Result) []target {
-	var goroce *Result
-	for i := range results {
-		if results[i].Library.Family == Goroce {
-			goroce = &results[i]
-		}
-	}
-	g, ok := cell(goroce, targetSize)
+	g, ok := cell(find(results, "goroce"), targetSize)
 	if !ok {
 		return nil
 	}

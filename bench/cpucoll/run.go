@@ -95,7 +95,7 @@ func Run(ctx context.Context, lib Library, p Programs, cfg Config) (Result, erro
 	var err error
 	switch lib.Family {
 	case Goroce:
-		rows, err = runGoroce(ctx, p.Goroce, &cfg, &res)
+		rows, err = runGoroce(ctx, lib, p.Goroce, &cfg, &res)
 	case OpenMPI:
 		rows, err = runMPI(ctx, lib, p.MPI, &cfg, &res)
 	case Gloo:
@@ -182,8 +182,9 @@ func indexOfSize(rows []Row, bytes int) int {
 
 // runGoroce runs `goroce nccl-perf all_reduce` once per size (nccl-perf
 // sweeps sizes geometrically; one size per run measures exactly the sizes
-// asked for, each after its own warmup, as the other libraries do).
-func runGoroce(ctx context.Context, bin string, cfg *Config, res *Result) ([]Row, error) {
+// asked for, each after its own warmup, as the other libraries do), its
+// RNICs on lib's wire.
+func runGoroce(ctx context.Context, lib Library, bin string, cfg *Config, res *Result) ([]Row, error) {
 	base, err := netip.ParseAddr(cfg.AddrBase)
 	if err != nil || !base.IsLoopback() {
 		return nil, fmt.Errorf("%w: goroce address base %q is not a loopback address", ErrConfig, cfg.AddrBase)
@@ -193,7 +194,7 @@ func runGoroce(ctx context.Context, bin string, cfg *Config, res *Result) ([]Row
 		size := strconv.Itoa(s)
 		argv := []string{bin, "nccl-perf", "all_reduce", "-b", size, "-e", size, "-f", "2",
 			"-n", strconv.Itoa(cfg.Iters), "-w", strconv.Itoa(cfg.Warmup), "-c", "1", "-d", "float", "-o", "sum",
-			"-np", strconv.Itoa(cfg.Ranks), "--addr-base", cfg.AddrBase}
+			"-np", strconv.Itoa(cfg.Ranks), "--addr-base", cfg.AddrBase, "--link", lib.link}
 		r, err := tableOf(runJob(ctx, cfg, res, nil, argv))
 		if err != nil {
 			return nil, err

@@ -18,7 +18,7 @@ func TestCompareTiny(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds goroce and the C programs and starts processes")
 	}
-	only := []string{"goroce"}
+	only := []string{"goroce", "goroce-shm"}
 	for _, f := range []cpucoll.Family{cpucoll.OpenMPI, cpucoll.Gloo} {
 		if why := f.Missing(); why != "" {
 			if testenv.Strict() {
@@ -29,7 +29,7 @@ func TestCompareTiny(t *testing.T) {
 		}
 		only = append(only, f.String())
 	}
-	if len(only) == 1 {
+	if len(only) == 2 {
 		testenv.SkipOrFail(t, "neither Open MPI nor Gloo is installed (apt-get install openmpi-bin libopenmpi-dev libgloo-dev): nothing to compare goroce with")
 	}
 	sizes := []int{8, 12, 4096} // 12 B: 3 floats, not a multiple of the ranks
@@ -69,7 +69,8 @@ func TestCompareTiny(t *testing.T) {
 			t.Errorf("%s has no out-of-place measurement", res.Library.Name)
 		}
 	}
-	for _, line := range []string{"goroce / ", "AllReduce float32 sum, 2 ranks, in place", "round 1 of 2\n", "round 2 of 2\n"} {
+	for _, line := range []string{"goroce / ", "goroce-shm / ", "AllReduce float32 sum, 2 ranks, in place", "round 1 of 2\n", "round 2 of 2\n",
+		"issue 24 targets", "busbw (GB/s) at 16 MiB by rank count"} {
 		if !strings.Contains(stdout.String(), line) {
 			t.Errorf("output lacks %q", line)
 		}

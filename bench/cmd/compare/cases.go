@@ -14,17 +14,42 @@ import (
 
 var loopback = netip.MustParseAddr("127.0.0.1")
 
+// shmArgs put goroce perf on the shared-memory wire.
+var shmArgs = []string{"--link", "shm"}
+
+// The names of the ceilings' cases.
+const (
+	batched    = "udp batched 4 KiB"
+	gso        = "udp GSO/GRO"
+	rate64     = "udp batched 64 B"
+	pingBusy   = "udp ping-pong busy RTT"
+	pingBusy99 = "udp ping-pong busy RTT p99"
+	pingBlk    = "udp ping-pong blocking RTT"
+	iperf      = "iperf3 TCP 1 stream"
+)
+
+// A target is one of issue 24's targets: a goroce case's median over a
+// ceiling's, at least factor (bandwidth, rate) or, with atMost, at most
+// factor (latency).
+type target struct {
+	name, ceiling string
+	atMost        bool
+	factor        float64
+}
+
+// targets are issue 24's targets for one device pair, over UDP and over
+// shared memory.
+var targets = []target{
+	{"goroce write_bw 64 B msg rate", rate64, false, 1.5},
+	{"goroce write_bw 4 KiB", gso, false, 0.5},
+	{"goroce write_bw 64 KiB", gso, false, 0.85},
+	{"goroce send_lat 8 B RTT", pingBusy, true, 1.3},
+	{"goroce shm write_bw 64 KiB", gso, false, 1.5},
+	{"goroce shm send_lat 8 B RTT", pingBusy, true, 0.5},
+}
+
 // allCases lists the measurements in the order they run and print.
 func allCases(bin string, quick bool) []measurement {
-	const (
-		batched    = "udp batched 4 KiB"
-		gso        = "udp GSO/GRO"
-		rate64     = "udp batched 64 B"
-		pingBusy   = "udp ping-pong busy RTT"
-		pingBusy99 = "udp ping-pong busy RTT p99"
-		pingBlk    = "udp ping-pong blocking RTT"
-		iperf      = "iperf3 TCP 1 stream"
-	)
 	bwCeil := []string{batched, gso, iperf}
 	cs := []measurement{
 		{name: batched, unit: "GB/s", run: func() (float64, error) { return udpGBps(udpceiling.Batched, 4096) }},
@@ -46,7 +71,11 @@ func allCases(bin string, quick bool) []measurement {
 		return measurement{name: fmt.Sprintf("goroce %s %s", test, sizeName(size)), unit: "GB/s", ceiling: bwCeil,
 			run: func() (float64, error) { return perfBW(bin, test, size) }}
 	}
-	cs = append(cs, bw("write_bw", 65536))
+	shmBW := func(size int) measurement {
+		return measurement{name: fmt.Sprintf("goroce shm write_bw %s", sizeName(size)), unit: "GB/s", ceiling: bwCeil,
+			run: func() (float64, error) { return perfBW(bin, "write_bw", size, shmArgs...) }}
+	}
+	cs = append(cs, bw("write_bw", 65536), shmBW(65536))
 	if !quick {
 		for _, test := range []string{"write_bw", "read_bw", "send_bw"} {
 			for _, size := range []int{4096, 65536, 1 << 20} {
@@ -57,7 +86,10 @@ func allCases(bin string, quick bool) []measurement {
 			}
 		}
 		cs = append(cs, measurement{name: "goroce write_bw 64 B msg rate", unit: "Mpps", ceiling: []string{rate64},
-			run: func() (float64, error) { return perfRate(bin, 64) }})
+			run: func() (float64, error) { return perfRate(bin, 64) }},
+			shmBW(4096),
+			measurement{name: "goroce shm write_bw 64 B msg rate", unit: "Mpps", ceiling: []string{rate64},
+				run: func() (float64, error) { return perfRate(bin, 64, shmArgs...) }})
 	}
 	lat := func(test string) measurement {
 		return measurement{name: "goroce " + test + " 8 B RTT", unit: "us", ceiling: []string{pingBusy, pingBlk},
@@ -67,7 +99,9 @@ func allCases(bin string, quick bool) []measurement {
 		return measurement{name: "goroce " + test + " 8 B RTT p99", unit: "us", ceiling: []string{pingBusy99},
 			run: func() (float64, error) { return perfRTT(bin, test, true) }}
 	}
-	cs = append(cs, lat("send_lat"))
+	cs = append(cs, lat("send_lat"),
+		measurement{name: "goroce shm send_lat 8 B RTT", unit: "us", ceiling: []string{pingBusy, pingBlk},
+			run: func() (float64, error) { return perfRTT(bin, "send_lat", false, shmArgs...) }})
 	if !quick {
 		cs = append(cs, lat99("send_lat"), lat("write_lat"), lat99("write_lat"))
 	}

@@ -6,21 +6,25 @@
 //	go run ./bench/cmd/compare -quick       # fewer cases, 1 repeat
 //
 // goroce's figures come from `goroce perf` (built from this tree) run as two
-// processes on 127.0.0.1 and 127.0.0.2, exactly as a user runs it. The
+// processes on 127.0.0.1 and 127.0.0.2, exactly as a user runs it (the
+// bandwidth cases with --post_list 32). The
 // ceilings are plain Go UDP between two sockets on loopback
 // (bench/udpceiling): batched sendmmsg/recvmmsg of 4096-byte datagrams, UDP
 // GSO/GRO, 64-byte packet rate, and a ping-pong between two processes,
 // blocking and busy-polling (median round trip, and with the full table
 // the 99th percentile beside send_lat's and write_lat's); iperf3 (single
 // TCP stream) if it is installed.
-// Each case runs once per repeat, the repeats interleaved, and the table
-// shows min/median/max; ratios use medians. Absolute numbers on shared
+// goroce perf --link shm adds the same cases over the shared-memory wire
+// (rnic/shmlink). Each case runs once per repeat, the repeats interleaved,
+// and the table shows min/median/max; ratios use medians. A last table
+// gives every target of issue 24 with its ratio and whether it is met. Absolute numbers on shared
 // machines swing 2-5x between runs; ratios from one run are what to compare.
 package main
 
 import (
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -68,6 +72,7 @@ func main() {
 		}
 	}
 	printTable(os.Stdout, cases, results, *repeats)
+	printTargets(os.Stdout, results)
 }
 
 // A measurement: name, unit, how to run it once, and the ceiling it is
@@ -80,16 +85,45 @@ type measurement struct {
 	lower   bool     // lower is better (latency): the ratio is ceiling/this... shown as this/ceiling
 }
 
-func printTable(w *os.File, cases []measurement, results map[string][]float64, repeats int) {
-	med := func(name string) (float64, bool) {
-		v := results[name]
-		if len(v) == 0 {
-			return 0, false
-		}
-		s := append([]float64(nil), v...)
-		sort.Float64s(s)
-		return s[len(s)/2], true
+// median returns the median of name's results, false if it has none.
+func median(results map[string][]float64, name string) (float64, bool) {
+	v := results[name]
+	if len(v) == 0 {
+		return 0, false
 	}
+	s := append([]float64(nil), v...)
+	sort.Float64s(s)
+	return s[len(s)/2], true
+}
+
+// printTargets prints each of issue 24's targets with the ratio of the
+// medians and whether it is met, or why it could not be judged.
+func printTargets(w io.Writer, results map[string][]float64) {
+	fmt.Fprintf(w, "\nissue 24 targets (ratios of medians)\n")
+	for _, t := range targets {
+		op := ">="
+		if t.atMost {
+			op = "<="
+		}
+		label := fmt.Sprintf("%s %s %.2fx %s", t.name, op, t.factor, t.ceiling)
+		g, okG := median(results, t.name)
+		c, okC := median(results, t.ceiling)
+		if !okG || !okC || c <= 0 {
+			fmt.Fprintf(w, "  %-62s not measured (the full table, without -quick, has every case)\n", label)
+			continue
+		}
+		r := g / c
+		verdict := "not met"
+		if t.atMost && r <= t.factor || !t.atMost && r >= t.factor {
+			verdict = "met"
+		}
+		fmt.Fprintf(w, "  %-62s %.2fx: %s\n", label, r, verdict)
+	}
+	fmt.Fprintf(w, "  %-62s see go test ./qp ./rnic/udplink ./rnic/shmlink -run Alloc\n", "0 allocations per packet")
+}
+
+func printTable(w io.Writer, cases []measurement, results map[string][]float64, repeats int) {
+	med := func(name string) (float64, bool) { return median(results, name) }
 	fmt.Fprintf(w, "\n%-34s %-8s %30s   %s\n", "case", "unit", fmt.Sprintf("min / median / max (n=%d)", repeats), "ratio to ceiling (medians)")
 	for _, c := range cases {
 		v := results[c.name]

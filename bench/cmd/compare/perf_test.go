@@ -1,6 +1,9 @@
 package main
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 // The parsers read goroce perf's perftest-style output; these are lines it
 // prints.
@@ -21,5 +24,33 @@ func TestParse(t *testing.T) {
 	}
 	if _, err := parseBW("no table here"); err == nil {
 		t.Error("parseBW accepted output without a table")
+	}
+}
+
+// The targets table: each target's ratio of medians and its verdict, the
+// bound's direction respected, and the cases a -quick run lacks named.
+func TestPrintTargets(t *testing.T) {
+	results := map[string][]float64{
+		gso:                           {4, 5, 6}, // median 5
+		pingBusy:                      {10},
+		"goroce write_bw 64 KiB":      {4.5, 4, 9}, // 4.5/5 = 0.90x >= 0.85
+		"goroce shm write_bw 64 KiB":  {7},         // 1.40x, not >= 1.5
+		"goroce send_lat 8 B RTT":     {14},        // 1.40x, not <= 1.3
+		"goroce shm send_lat 8 B RTT": {5},         // 0.50x <= 0.5
+	}
+	var b strings.Builder
+	printTargets(&b, results)
+	t.Log("\n" + b.String())
+	for _, want := range []string{
+		"goroce write_bw 64 KiB >= 0.85x udp GSO/GRO 0.90x: met",
+		"goroce shm write_bw 64 KiB >= 1.50x udp GSO/GRO 1.40x: not met",
+		"goroce send_lat 8 B RTT <= 1.30x udp ping-pong busy RTT 1.40x: not met",
+		"goroce shm send_lat 8 B RTT <= 0.50x udp ping-pong busy RTT 0.50x: met",
+		"goroce write_bw 64 B msg rate >= 1.50x udp batched 64 B not measured",
+		"goroce write_bw 4 KiB >= 0.50x udp GSO/GRO not measured",
+	} {
+		if !strings.Contains(strings.Join(strings.Fields(b.String()), " "), want) {
+			t.Errorf("output lacks %q", want)
+		}
 	}
 }

@@ -61,6 +61,9 @@ func RunDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	timeout := fs.Duration("timeout", nccl.DefaultTimeout, "a collective fails when none of its transfers completes for this long")
 	var obs cli.ObserveFlags
 	obs.Register(fs)
+	// The demo shows RoCEv2 over UDP on loopback whatever the launcher
+	// picks; --link shm shows the same frames through shared memory.
+	linkName := cli.LinkFlag(fs, cli.LinkUDP)
 	if code, ok := cli.ParseFlags(fs, args, stdout, stderr); !ok {
 		return code
 	}
@@ -73,6 +76,8 @@ func RunDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = fmt.Errorf("-n %d: want at least 2 ranks", *n)
 	case *iters < 1:
 		err = fmt.Errorf("-iters %d: want at least 1", *iters)
+	default:
+		err = cli.CheckLink(*linkName)
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "goroce demo: %v\n", err)
@@ -82,6 +87,7 @@ func RunDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return runcmd.Relaunch(ctx, fs, []string{"demo"}, *n, *base, *grace, stdout, stderr, "")
 	}
 	obs.Setenv() // each rank's device reads GOROCE_TRACE and GOROCE_PCAP
+	os.Setenv(cli.LinkEnv, *linkName)
 	if *device {
 		// The simulated host has nvidia_peermem loaded: the RNIC may
 		// register GPU memory (the GDR row's FIFOs live there).

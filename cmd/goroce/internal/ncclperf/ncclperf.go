@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -40,6 +41,10 @@ Where the ranks come from:
              torchrun, mpirun or srun (nccl.CommInitFromEnv reads RANK,
              WORLD_SIZE, MASTER_ADDR, MASTER_PORT, GOROCE_ADDR, ...); with
              none of those set, a single rank at --addr-base.
+
+The RNICs' wire is --link, else GOROCE_LINK: with -np, as under goroce
+run, shm (the RoCEv2 frames through shared memory) unless GOROCE_LINK=udp
+or NCCL_SHM_DISABLE=1; a single rank on its own uses udp.
 
 Sizes take K, M and G suffixes (powers of 1024): -b 8 -e 64M -f 4. -g
 (GPUs per process) and -t (threads) must be 1: a goroce process is one rank.
@@ -83,6 +88,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	dev.register(fs)
 	var obs cli.ObserveFlags
 	obs.Register(fs)
+	linkName := cli.LinkFlag(fs, "")
 	base := runcmd.AddrBaseFlag(fs)
 	grace := fs.Duration("grace", 3*time.Second, "with -np: how long ranks get to stop after one fails")
 	timeout := fs.Duration("timeout", nccl.DefaultTimeout, "a collective fails when none of its transfers completes for this long")
@@ -127,6 +133,11 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case *np < 0:
 		return usageErr("-np %d", *np)
 	}
+	if *linkName != "" {
+		if err := cli.CheckLink(*linkName); err != nil {
+			return usageErr("%v", err)
+		}
+	}
 	if cfg.dt, ok = parseNcclType(dtName); !ok {
 		return usageErr("-d %q: unknown type", dtName)
 	}
@@ -141,6 +152,9 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return runcmd.Relaunch(ctx, fs, []string{"nccl-perf", cfg.coll.name}, *np, *base, *grace, stdout, stderr, "np")
 	}
 	obs.Setenv() // each rank's device reads GOROCE_TRACE and GOROCE_PCAP
+	if *linkName != "" {
+		os.Setenv(cli.LinkEnv, *linkName) // and GOROCE_LINK
+	}
 	opts := nccl.Options{Timeout: cfg.timeout}
 	if cfg.device != nil {
 		// The GPU is chosen before the communicator, as cudaSetDevice

@@ -40,12 +40,13 @@ func (pc *perfContext) bwClient(ctx context.Context, size int) (*bwRun, error) {
 	run.start = time.Now()
 	stopAt := run.start.Add(cfg.duration)
 	timeUp := false
-	// more reports whether q has operations left to post.
-	more := func(q *perfQP) bool {
+	// more reports whether a QP that has posted operations 0 to
+	// posted-1 has more to post.
+	more := func(posted int) bool {
 		if timed {
-			return !timeUp || q.posted%pc.cqMod != 0 // end on a signalled operation
+			return !timeUp || posted%pc.cqMod != 0 // end on a signalled operation
 		}
-		return q.posted < cfg.iters
+		return posted < cfg.iters
 	}
 	handle := func(wc *qp.WC) {
 		q := byQPN[wc.QPNum]
@@ -65,21 +66,34 @@ func (pc *perfContext) bwClient(ctx context.Context, size int) (*bwRun, error) {
 		}
 		finished := true
 		for _, q := range pc.qps {
-			for q.posted-q.completed < cfg.txDepth && more(q) {
-				q.send.WRID = uint64(q.posted)
-				q.send.Flags = 0
-				if (q.posted+1)%pc.cqMod == 0 || (!timed && q.posted+1 == cfg.iters) {
-					q.send.Flags = qp.SendSignaled
+			// With --post_list N, N WRs at a time go as one list
+			// (ibv_post_send with a chain of WRs), and the device sends
+			// their messages together: a run of equal-sized packets is
+			// one system call.
+			for q.posted-q.completed < cfg.txDepth && more(q.posted) {
+				list := q.list[:0]
+				for i := q.posted; len(list) < cfg.postList && i-q.completed < cfg.txDepth && more(i); i++ {
+					wr := q.send
+					wr.WRID = uint64(i)
+					if (i+1)%pc.cqMod == 0 || (!timed && i+1 == cfg.iters) {
+						wr.Flags = qp.SendSignaled
+					}
+					list = append(list, wr)
 				}
-				if err := q.qp.PostSend(&q.send); err != nil {
-					return nil, fmt.Errorf("couldn't post send (operation %d): %w", q.posted, err)
+				q.list = list
+				n, err := q.qp.PostSendList(list)
+				if err != nil {
+					return nil, fmt.Errorf("couldn't post send (operation %d): %w", q.posted+n, err)
 				}
 				if !timed {
-					run.posted = append(run.posted, time.Since(run.start))
+					at := time.Since(run.start)
+					for range n {
+						run.posted = append(run.posted, at)
+					}
 				}
-				q.posted++
+				q.posted += n
 			}
-			if more(q) || q.completed < q.posted {
+			if more(q.posted) || q.completed < q.posted {
 				finished = false
 			}
 		}

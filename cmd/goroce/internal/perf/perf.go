@@ -119,6 +119,7 @@ type perfConfig struct {
 	duration time.Duration // run for this long instead of iters (0: iterations)
 	qps      int
 	txDepth  int
+	postList int // bandwidth client: WRs posted together (-l)
 	timeout  int // -u: the QPs' local ACK timeout code
 	// dataReport prints a CRC of what the run left in the buffers.
 	dataReport bool
@@ -126,6 +127,7 @@ type perfConfig struct {
 	gbits      bool
 	events     bool // -e: sleep on CQ events instead of polling
 	addr       netip.Addr
+	link       string // --link: udp or shm
 	cpuprof    string
 
 	// exchange is the side channel's format: exchangeGoroce or
@@ -217,6 +219,7 @@ func parsePerf(args []string, stdout, stderr io.Writer) (cfg perfConfig, code in
 	cli.IntFlag(fs, &secs, "D", "duration", 0, "run for `seconds` instead of -n operations")
 	cli.IntFlag(fs, &cfg.qps, "q", "qp", 1, "number of QPs (bw tests)")
 	cli.IntFlag(fs, &cfg.txDepth, "t", "tx-depth", perfTxDepth, "outstanding operations per QP (bw tests)")
+	cli.IntFlag(fs, &cfg.postList, "l", "post_list", 1, "bw tests: post `N` WRs at a time as one list (ibv_post_send of a chain), which the device sends together")
 	var gidIdx int
 	cli.IntFlag(fs, &gidIdx, "x", "gid-index", -1, "source GID `index` (ignored: a goroce device has one GID, its --addr)")
 	cli.IntFlag(fs, &cfg.mtu, "m", "mtu", 4096, "path `MTU`: 256, 512, 1024, 2048 or 4096")
@@ -234,6 +237,7 @@ func parsePerf(args []string, stdout, stderr io.Writer) (cfg perfConfig, code in
 	fs.StringVar(&cfg.cpuprof, "cpuprofile", "", "write a CPU profile (runtime/pprof) to `file`")
 	fs.BoolVar(&cfg.dataReport, "data-report", false, "when done, print a CRC-32 of the first -s bytes of the local and target buffers (what the last operation brought in)")
 	addr := cli.AddrFlag(fs)
+	linkName := cli.LinkFlag(fs, cli.DefaultLink())
 
 	args0, code, ok := cli.ParseWithHosts(fs, args, stdout, stderr)
 	if !ok {
@@ -267,6 +271,10 @@ func parsePerf(args []string, stdout, stderr io.Writer) (cfg perfConfig, code in
 		return usageErr("%v", err)
 	}
 	cfg.addr = a
+	if err := cli.CheckLink(*linkName); err != nil {
+		return usageErr("%v", err)
+	}
+	cfg.link = *linkName
 	cfg.duration = time.Duration(secs) * time.Second
 	if !set(fs, "s", "size") {
 		cfg.size = perfSizeBW
@@ -305,6 +313,8 @@ func parsePerf(args []string, stdout, stderr io.Writer) (cfg perfConfig, code in
 		return usageErr("-q %d: latency tests use one QP", cfg.qps)
 	case cfg.txDepth < 1 || cfg.txDepth > rnic.MaxQPWR/2:
 		return usageErr("-t %d: want 1..%d", cfg.txDepth, rnic.MaxQPWR/2)
+	case cfg.postList < 1 || cfg.postList > cfg.txDepth:
+		return usageErr("-l %d: want 1..%d (-t)", cfg.postList, cfg.txDepth)
 	case qp.MTUFromBytes(cfg.mtu) == 0:
 		return usageErr("-m %d: want 256, 512, 1024, 2048 or 4096", cfg.mtu)
 	case cfg.timeout < 1 || cfg.timeout > 31:

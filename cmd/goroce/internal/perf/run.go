@@ -6,6 +6,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/goroce/goroce/cmd/goroce/internal/cli"
 	"github.com/goroce/goroce/qp"
 )
 
@@ -218,7 +219,11 @@ func (pc *perfContext) banner(w io.Writer) {
 		fmt.Fprintf(w, " CQ Moderation   : %d\n", pc.cqMod)
 	}
 	fmt.Fprintf(w, " Mtu             : %d[B]\n", cfg.mtu)
-	fmt.Fprintf(w, " Link type       : Ethernet (goroce, RoCEv2 over UDP)\n")
+	if cfg.link == cli.LinkShm {
+		fmt.Fprintf(w, " Link type       : Ethernet (goroce, RoCEv2 frames through shared memory)\n")
+	} else {
+		fmt.Fprintf(w, " Link type       : Ethernet (goroce, RoCEv2 over UDP)\n")
+	}
 	fmt.Fprintf(w, " GID             : %s\n", pc.dev.GID())
 	if cfg.test.op == qp.WRRDMARead || cfg.test.op == qp.WRAtomicFetchAndAdd {
 		fmt.Fprintf(w, " Outstand reads  : %d\n", perfRdAtomic)

@@ -44,7 +44,8 @@ type perfQP struct {
 	local  perfDest
 	remote perfDest
 	send   qp.SendWR
-	sge    [1]qp.SGE // the send WR's
+	list   []qp.SendWR // the bandwidth client's WRs posted together
+	sge    [1]qp.SGE   // the send WR's
 	recv   qp.RecvWR
 	rsge   [1]qp.SGE // the receive WR's: the whole second half
 
@@ -76,8 +77,15 @@ func newPerfContext(cfg perfConfig) (*perfContext, error) {
 	if !cfg.events {
 		dc.BusyPoll = perfBusyPoll
 	}
+	var err error
+	if dc.Link, err = cli.OpenLink(cfg.link, dc.Addr); err != nil {
+		return nil, err
+	}
 	dev, closeObs, err := cfg.obs.OpenDevice(dc, os.Stderr)
 	if err != nil {
+		if dc.Link != nil {
+			dc.Link.Close()
+		}
 		return nil, err
 	}
 	pc := &perfContext{cfg: cfg, dev: dev, cqMod: min(perfCQMod, cfg.txDepth), closeObs: closeObs}

@@ -39,6 +39,11 @@ mpirun would, each with its own goroce RNIC address on loopback:
                           MASTER_PORT can join or take a rank's place
   GOMAXPROCS              the rank's share of this host's CPUs, at least 1
                           (unless GOMAXPROCS is set already)
+  GOROCE_LINK             the RNICs' wire, --link: shm by default, the
+                          RoCEv2 frames through shared memory, since every
+                          rank is on this host (as NCCL picks its SHM
+                          transport within a node); udp if GOROCE_LINK=udp
+                          or NCCL_SHM_DISABLE=1 is set
 
 With --bind-to core, each rank is bound to its share of the CPUs goroce
 run may use, as mpirun --bind-to core does: a block of CPUs each when the
@@ -65,6 +70,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	n := fs.Int("n", 2, "number of ranks (processes) to start")
 	base := AddrBaseFlag(fs)
 	grace := fs.Duration("grace", 3*time.Second, "after SIGTERM (or a forwarded SIGINT), how long ranks get before SIGKILL")
+	linkName := cli.LinkFlag(fs, "")
 	bindTo := fs.String("bind-to", "", "`auto` binds ranks to CPUs when they outnumber them, core always, none never (default auto, or $GOROCE_BIND_TO)")
 	var obs cli.ObserveFlags
 	obs.RegisterTrace(fs) // the ranks' program owns their devices: no servers here
@@ -77,7 +83,14 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fs.Usage()
 		return cli.ExitUsage
 	}
-	cfg := launchConfig{n: *n, argv: argv, grace: *grace, env: obs.Env(), stdout: stdout, stderr: stderr}
+	if *linkName == "" {
+		*linkName = cli.HostLink()
+	}
+	if err := cli.CheckLink(*linkName); err != nil {
+		fmt.Fprintf(stderr, "goroce run: %v\n", err)
+		return cli.ExitUsage
+	}
+	cfg := launchConfig{n: *n, argv: argv, grace: *grace, env: append(obs.Env(), cli.LinkEnv+"="+*linkName), stdout: stdout, stderr: stderr}
 	var err error
 	if cfg.addrBase, err = parseAddrBase(*base, *n); err != nil {
 		fmt.Fprintf(stderr, "goroce run: %v\n", err)
@@ -364,6 +377,8 @@ func Relaunch(ctx context.Context, fs *flag.FlagSet, cmdArgs []string, n int, ba
 			argv = append(argv, "-"+f.Name+"="+f.Value.String())
 		}
 	})
+	// The ranks' wire is HostLink's choice unless the command's own
+	// --link, passed on with the other flags, says otherwise.
 	return launch(ctx, launchConfig{n: n, addrBase: addr, argv: argv, grace: grace, bind: bind,
-		plainRank0: true, stdout: stdout, stderr: stderr})
+		env: []string{cli.LinkEnv + "=" + cli.HostLink()}, plainRank0: true, stdout: stdout, stderr: stderr})
 }

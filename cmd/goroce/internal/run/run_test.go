@@ -49,6 +49,8 @@ const allreduceTimeout = killOpTimeout
 //	fail1        rank 1 exits 3 at once; the others wait to be stopped
 //	ignoreterm   ignore SIGTERM; rank 0 exits 3, the others wait for SIGKILL
 //	cpus         print the CPUs the rank may run on
+//	sum          one AllReduce of known float32s, checked against the
+//	             sum the test computes (sumChild); exit 6 if wrong
 //	allreduce    AllReduce in a loop; rank 1 SIGKILLs itself after 3 calls,
 //	             the others report their error and exit 4 (a SIGTERM from
 //	             goroce run does not stop them before that)
@@ -102,6 +104,8 @@ func testChild(mode string) int {
 			return 5
 		}
 		return wait()
+	case "sum":
+		return sumChild(rank)
 	case "allreduce":
 		signal.Ignore(syscall.SIGTERM)
 		ctx := context.Background()
@@ -375,6 +379,7 @@ func TestRunUsage(t *testing.T) {
 		{"run", "-n", "0", "--", "true"},
 		{"run", "-n", "2", "--addr-base", "10.0.0.1", "--", "true"},
 		{"run", "-n", "3", "--addr-base", "127.255.255.254", "--", "true"},
+		{"run", "-n", "2", "--link", "tcp", "--", "true"},
 	} {
 		if code, _, errOut := clitest.Goroce(t, run, args...); code != cli.ExitUsage {
 			t.Errorf("%q: exit %d, want %d; stderr %s", args, code, cli.ExitUsage, errOut)
