@@ -277,3 +277,54 @@ func netns(t *testing.T, addrs ...string) string {
 	}
 	return ns
 }
+
+// TestPersistentServer: with -P the server serves one client after
+// another (here two, each -C 5 -V) until it is interrupted, and exits 0.
+func TestPersistentServer(t *testing.T) {
+	bin := clitest.BuildGoroce(t)
+	x, y := rand.IntN(256), 1+rand.IntN(250)
+	srv := fmt.Sprintf("127.72.%d.%d", x, y)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	s := exec.CommandContext(ctx, bin, "rping", "-s", "-P", "-a", srv, "-V", "-v", "-d")
+	var srvErr bytes.Buffer
+	s.Stderr = &srvErr
+	stdout, err := s.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(); err != nil {
+		t.Fatal(err)
+	}
+	rd := bufio.NewReader(stdout)
+	var srvOut strings.Builder
+	for !strings.Contains(srvOut.String(), "rdma_listen\n") {
+		line, err := rd.ReadString('\n')
+		srvOut.WriteString(line)
+		if err != nil {
+			t.Fatalf("the server ended before it listened: %v\n%s", err, srvErr.String())
+		}
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() { io.Copy(&srvOut, rd) })
+	for i := range 2 {
+		cli := fmt.Sprintf("127.72.%d.%d", x, y+1+i)
+		out, err := exec.CommandContext(ctx, bin, "rping", "-c", "-a", srv, "-I", cli, "-C", "5", "-V", "-v").CombinedOutput()
+		if err != nil {
+			t.Fatalf("client %d: %v\n%s", i, err, out)
+		}
+		checkPings(t, fmt.Sprintf("client %d", i), string(out), "ping data: ", 5, defaultSize)
+	}
+	s.Process.Signal(os.Interrupt)
+	err = s.Wait()
+	wg.Wait()
+	if err != nil {
+		t.Fatalf("the server, interrupted: %v\n%s", err, srvErr.String())
+	}
+	if n := strings.Count(srvOut.String(), "server ping data: rdma-ping-4: "); n != 2 {
+		t.Errorf("the server served %d clients their 5 pings, want 2:\n%s", n, srvOut.String())
+	}
+	if n := strings.Count(srvErr.String(), "server DISCONNECT EVENT..."); n != 2 {
+		t.Errorf("%d DISCONNECT EVENT lines, want 2:\n%s", n, srvErr.String())
+	}
+}
