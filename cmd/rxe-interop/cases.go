@@ -64,6 +64,7 @@ type interopCase struct {
 	// with goroce's libibverbs preloaded; else goroce pingpong or perf.
 	Preload  bool
 	Perftest string // "" for a ping-pong; else the test: rxe runs ib_<Perftest>, goroce `perf <Perftest>`
+	Rdmacm   string // "" or a librdmacm example (rping): rxe runs it, goroce its own (see rping.go)
 	RxeRole  role
 	Family   family
 	MTU      int // path MTU in bytes: 1024 or 4096
@@ -94,6 +95,9 @@ func (c interopCase) Line() string {
 // program is the rxe side's program: ibv_rc_pingpong's "rc_pingpong" or
 // perftest's "ib_write_bw".
 func (c interopCase) program() string {
+	if c.Rdmacm != "" {
+		return c.Rdmacm
+	}
 	if c.Perftest != "" {
 		return "ib_" + c.Perftest
 	}
@@ -106,7 +110,7 @@ func (c interopCase) program() string {
 // fill (0x7b, a zero at each page start) and sends it back.
 // A preloaded example prints no such count: the capture is the oracle
 // (see fillProblems).
-func (c interopCase) goroceChecks() bool { return c.Perftest == "" && !c.Preload }
+func (c interopCase) goroceChecks() bool { return c.Perftest == "" && !c.Preload && c.Rdmacm == "" }
 
 // message sizes per transport and MTU: the lab's own choices at 1024 (one
 // packet each), and at 4096 an RC/UC message of two packets (SEND_FIRST +
@@ -149,8 +153,9 @@ type plan struct {
 	// preloaded on goroce against the same program on rxe.
 	preloadPingpongs []string
 	preloadPerftests []string
-	iters            int // exchanges per ping-pong case
-	perfIters        int // operations per perftest case (-n)
+	rdmacm           []string // librdmacm examples (rping) against goroce's own
+	iters            int      // exchanges per ping-pong case
+	perfIters        int      // operations per perftest case (-n)
 }
 
 // matrix lists the cases to run, in the order the guest runs them: all
@@ -173,6 +178,12 @@ func matrix(p plan) []interopCase {
 						Transport: "rc", Perftest: t, RxeRole: r, Family: f, MTU: mtu,
 						Size: perftestSize(t, mtu), Iters: p.perfIters,
 						Port: firstPort + len(cs),
+					})
+				}
+				for _, t := range p.rdmacm {
+					cs = append(cs, interopCase{
+						Transport: "rc", Rdmacm: t, RxeRole: r, Family: f, MTU: mtu,
+						Size: rpingSize, Iters: p.iters, Port: firstPort + len(cs),
 					})
 				}
 				for _, t := range p.preloadPingpongs {
@@ -220,6 +231,9 @@ func (c interopCase) goroceAddr() string {
 
 // goroceArgs is the goroce command line for the case (without the binary).
 func (c interopCase) goroceArgs() []string {
+	if c.Rdmacm != "" {
+		return c.rpingGoroceArgs()
+	}
 	if c.Preload {
 		return c.preloadArgs()
 	}
@@ -271,6 +285,9 @@ func (c interopCase) preloadArgs() []string {
 // rxeCommand is the guest's command line for the case. $G4 and $G6 are
 // the guest script's GID indexes of its IPv4-mapped and IPv6 GIDs.
 func (c interopCase) rxeCommand() string {
+	if c.Rdmacm != "" {
+		return c.rpingRxeCommand()
+	}
 	gid := "$G4"
 	if c.Family == ipv6 {
 		gid = "$G6"
