@@ -154,7 +154,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: rxe-interop [flags]   (as root, from the module root)")
-		fmt.Fprintln(stderr, "Runs goroce pingpong and goroce perf against rxe's ibv_rc/uc/ud_pingpong and perftest in the rxe lab; see the package doc.")
+		fmt.Fprintln(stderr, "Runs goroce pingpong, perf and rping against rxe's ibv_rc/uc/ud_pingpong, perftest and rping in the rxe lab; see the package doc.")
 		fs.PrintDefaults()
 	}
 	labDir := os.Getenv("RXE_LAB_DIR")
