@@ -117,6 +117,11 @@ func TestCourse(t *testing.T) {
 			if err := os.Symlink(docs, filepath.Join(dir, "docs")); err != nil {
 				t.Fatal(err)
 			}
+			// So are the captures of Linux hosts they decode, under
+			// wire/testdata.
+			if err := os.Symlink(filepath.Join(docs, "..", "wire"), filepath.Join(dir, "wire")); err != nil {
+				t.Fatal(err)
+			}
 			// The output the next shown block is compared with: that of
 			// the blocks run since the last shown block, or that block's.
 			var pending, current strings.Builder

@@ -15,6 +15,7 @@ import (
 	"github.com/goroce/goroce/cmd/goroce/internal/pcap"
 	"github.com/goroce/goroce/cmd/goroce/internal/perf"
 	"github.com/goroce/goroce/cmd/goroce/internal/pingpong"
+	"github.com/goroce/goroce/cmd/goroce/internal/rping"
 	runcmd "github.com/goroce/goroce/cmd/goroce/internal/run"
 	"github.com/goroce/goroce/cmd/goroce/internal/soak"
 	"github.com/goroce/goroce/cmd/goroce/internal/stat"
@@ -40,6 +41,7 @@ var commands = []command{
 	{"pcap", "decode the RoCEv2 packets of capture files and check their ICRC", pcap.Run},
 	{"perf", "perftest (ib_write_bw, ib_send_lat, ...) over a goroce device: bandwidth and latency", perf.Run},
 	{"pingpong", "ibv_{rc,uc,ud,srq}_pingpong over a goroce device: ping-pong between two processes", pingpong.Run},
+	{"rping", "librdmacm's rping: connect through the RDMA connection manager (CM MADs on QP1), then RDMA READ/WRITE pings", rping.Run},
 	{"topo", "the simulated GPU/NIC PCIe topology as nvidia-smi topo -m prints it, with each link's speed", topo.Run},
 	{"soak", "a long mixed RC/UC/UD workload under loss: WRs all accounted for, RSS and goroutines flat", soak.Run},
 	{"run", "start N ranks of a command on loopback, each with its own RNIC (torchrun-style)", runcmd.Run},

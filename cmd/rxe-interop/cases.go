@@ -78,6 +78,7 @@ type interopCase struct {
 	// Events: both programs run in event mode (-e); preloaded cases only.
 	Events   bool
 	Perftest string // "" for a ping-pong; else the test: rxe runs ib_<Perftest>, goroce `perf <Perftest>`
+	Rdmacm   string // "" or a librdmacm example (rping): rxe runs it, goroce its own (see rping.go)
 	RxeRole  role
 	Family   family
 	MTU      int // path MTU in bytes: 1024 or 4096
@@ -115,6 +116,9 @@ func (c interopCase) Line() string {
 // program is the rxe side's program: ibv_rc_pingpong's "rc_pingpong" or
 // perftest's "ib_write_bw".
 func (c interopCase) program() string {
+	if c.Rdmacm != "" {
+		return c.Rdmacm
+	}
 	if c.Perftest != "" {
 		return "ib_" + c.Perftest
 	}
@@ -127,7 +131,7 @@ func (c interopCase) program() string {
 // fill (0x7b, a zero at each page start) and sends it back.
 // A preloaded example prints no such count: the capture is the oracle
 // (see fillProblems).
-func (c interopCase) goroceChecks() bool { return c.Perftest == "" && !c.Preload }
+func (c interopCase) goroceChecks() bool { return c.Perftest == "" && !c.Preload && c.Rdmacm == "" }
 
 // message sizes per transport and MTU: the lab's own choices at 1024 (one
 // packet each), and at 4096 an RC/UC message of two packets (SEND_FIRST +
@@ -171,6 +175,7 @@ type plan struct {
 	preloadPingpongs []string
 	preloadPerftests []string
 	preloadEvents    []string // the programs run preloaded in event mode (see preloadEvents)
+	rdmacm           []string // librdmacm examples (rping) against goroce's own
 	iters            int      // exchanges per ping-pong case
 	perfIters        int      // operations per perftest case (-n)
 }
@@ -195,6 +200,12 @@ func matrix(p plan) []interopCase {
 						Transport: "rc", Perftest: t, RxeRole: r, Family: f, MTU: mtu,
 						Size: perftestSize(t, mtu), Iters: p.perfIters,
 						Port: firstPort + len(cs),
+					})
+				}
+				for _, t := range p.rdmacm {
+					cs = append(cs, interopCase{
+						Transport: "rc", Rdmacm: t, RxeRole: r, Family: f, MTU: mtu,
+						Size: rpingSize, Iters: p.iters, Port: firstPort + len(cs),
 					})
 				}
 				for _, t := range p.preloadPingpongs {
@@ -247,6 +258,9 @@ func (c interopCase) goroceAddr() string {
 
 // goroceArgs is the goroce command line for the case (without the binary).
 func (c interopCase) goroceArgs() []string {
+	if c.Rdmacm != "" {
+		return c.rpingGoroceArgs()
+	}
 	if c.Preload {
 		return c.preloadArgs()
 	}
@@ -298,6 +312,9 @@ func (c interopCase) preloadArgs() []string {
 // rxeCommand is the guest's command line for the case. $G4 and $G6 are
 // the guest script's GID indexes of its IPv4-mapped and IPv6 GIDs.
 func (c interopCase) rxeCommand() string {
+	if c.Rdmacm != "" {
+		return c.rpingRxeCommand()
+	}
 	gid := "$G4"
 	if c.Family == ipv6 {
 		gid = "$G6"

@@ -34,6 +34,12 @@
 //	interop: rc_pingpong preloaded rxe-server ipv4 mtu=1024 PASS (...)
 //	interop: rc_pingpong -e preloaded rxe-server ipv4 mtu=1024 PASS (...)
 //
+// and so does each rdma_cm case (-rdmacm): librdmacm's rping on rxe
+// against `goroce rping`, which connect with CM MADs on QP1 instead of a
+// side channel (rping.go says what such a case checks):
+//
+//	interop: rping rxe-client ipv6 mtu=1024 PASS (...)
+//
 // All cases the guest runs rxe's side of each case in turn,
 // each on its own TCP port so that a case that goes wrong cannot spill into
 // the next, and raises eth0's MTU between the 1024 and the 4096 cases (rxe

@@ -44,7 +44,7 @@ run_case() {  # run_case ROLE NAME CMD...
     while :; do
       i=$((i+1))
       timeout "$CT" "$@" > /tmp/case.out 2>&1; rc=$?
-      if [ $rc = 0 ] || [ $i -ge 40 ] || ! grep -qi "couldn.t connect" /tmp/case.out; then break; fi
+      if [ $rc = 0 ] || [ $i -ge 40 ] || ! grep -qiE "couldn.t connect|RDMA_CM_EVENT_REJECTED" /tmp/case.out; then break; fi
       sleep 0.25
     done
     cat /tmp/case.out

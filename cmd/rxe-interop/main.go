@@ -154,7 +154,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: rxe-interop [flags]   (as root, from the module root)")
-		fmt.Fprintln(stderr, "Runs goroce pingpong and goroce perf against rxe's ibv_rc/uc/ud_pingpong and perftest in the rxe lab; see the package doc.")
+		fmt.Fprintln(stderr, "Runs goroce pingpong, perf and rping against rxe's ibv_rc/uc/ud_pingpong, perftest and rping in the rxe lab; see the package doc.")
 		fs.PrintDefaults()
 	}
 	labDir := os.Getenv("RXE_LAB_DIR")
@@ -166,7 +166,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		lab = findLab()
 	}
 	var cfg config
-	var transports, perfs, preload, roles, families, mtus string
+	var transports, perfs, preload, rdmacm, roles, families, mtus string
 	fs.StringVar(&cfg.goroce, "goroce", "", "goroce `binary` to test (default: go build ./cmd/goroce)")
 	fs.StringVar(&cfg.lab, "lab", lab, "the rxe-lab `script` (env RXE_LAB)")
 	fs.StringVar(&cfg.out, "out", filepath.Join(labDir, "interop", time.Now().Format("20060102T150405")),
@@ -182,6 +182,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&preload, "preload", strings.Join(preloadDefault, ","),
 		"`list` of programs run preloaded on goroce (goroce exec) against the same on rxe: ping-pongs rc, uc, ud, srq and perftest programs, "+
 			"and in event mode (-e on both sides) "+strings.Join(preloadEvents, eventSuffix+", ")+eventSuffix+"; or none")
+	fs.StringVar(&rdmacm, "rdmacm", strings.Join(rdmacmPrograms, ","), "`list` of librdmacm examples run against goroce's own (rping), or none")
 	fs.StringVar(&roles, "roles", "server,client", "`list` of rxe's roles: server, client")
 	fs.StringVar(&families, "families", "ipv4,ipv6", "`list` of address families: ipv4, ipv6")
 	fs.StringVar(&mtus, "mtus", "1024,4096", "`list` of path MTUs: 1024, 4096")
@@ -232,6 +233,13 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 			}
 		}
 	}
+	if rdmacm != "none" {
+		if p.rdmacm, err = parseList(rdmacm, "-rdmacm", func(s string) (string, bool) {
+			return s, slices.Contains(rdmacmPrograms, s)
+		}); err != nil {
+			return cfg, err
+		}
+	}
 	if p.roles, err = parseList(roles, "-roles", func(s string) (role, bool) {
 		return role(s), s == string(rxeServer) || s == string(rxeClient)
 	}); err != nil {
@@ -250,8 +258,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	}
 	slices.Sort(p.mtus) // the guest only raises its MTU
 	switch {
-	case len(p.transports)+len(p.perftests)+len(p.preloadPingpongs)+len(p.preloadPerftests)+len(p.preloadEvents) == 0:
-		return cfg, fmt.Errorf("-transports none, -perftests none and -preload none: nothing to run")
+	case len(p.transports)+len(p.perftests)+len(p.preloadPingpongs)+len(p.preloadPerftests)+len(p.preloadEvents)+len(p.rdmacm) == 0:
+		return cfg, fmt.Errorf("-transports none, -perftests none, -preload none and -rdmacm none: nothing to run")
 	case p.iters < 1:
 		return cfg, fmt.Errorf("-iters %d: want at least 1", p.iters)
 	case p.perfIters < 5:

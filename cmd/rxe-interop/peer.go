@@ -46,8 +46,10 @@ func runGoroceClient(ctx context.Context, l *lab, goroce string, c interopCase, 
 		r.err = goroceCmd(ctx, l, goroce, c, logf, &stderr).Run()
 		r.lastLine = lastLine(stderr.String())
 		// goroce says "couldn't connect", rdma-core's examples and
-		// perftest "Couldn't connect" (perftest then prints more).
-		refused := strings.Contains(strings.ToLower(stderr.String()), "couldn't connect")
+		// perftest "Couldn't connect" (perftest then prints more);
+		// rping, whose REQ finds no listener yet, gets a REJ.
+		low := strings.ToLower(stderr.String())
+		refused := strings.Contains(low, "couldn't connect") || strings.Contains(low, "rdma_cm_event_rejected")
 		if r.err == nil || !refused || ctx.Err() != nil || rxeEnded() {
 			return r
 		}

@@ -125,6 +125,7 @@ func (s *suite) runCase(ctx context.Context, log *serialLog, c interopCase) resu
 			o.pcapErr = incomplete
 		}
 		o.wire, o.wireErr = countWire(capt.path, c.goroceAddr(), c.ackTimeout())
+		o.pcapPath = capt.path
 	}
 	return judge(c, o)
 }

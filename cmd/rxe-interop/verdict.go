@@ -43,6 +43,7 @@ type observed struct {
 	rxeOut    []string  // everything rxe's side printed for the case
 	goroceOut string    // goroce's output for the case (its log)
 	wire      wireCount // the capture, parsed packet by packet
+	pcapPath  string    // the capture's file
 	wireErr   error
 }
 
@@ -121,15 +122,23 @@ func judge(c interopCase, o observed) result {
 	if o.wireErr != nil {
 		problems = append(problems, "capture not parsed: "+o.wireErr.Error())
 	} else if o.pcapErr == nil {
-		problems = append(problems, wireProblems(c, o.wire)...)
-		if c.Preload {
+		switch {
+		case c.Rdmacm != "":
+			ps, what := rpingProblems(c, o)
+			problems = append(problems, ps...)
+			checked = what
+		case c.Preload:
+			problems = append(problems, wireProblems(c, o.wire)...)
 			ps, what := preloadDataProblems(c, o.wire)
 			problems = append(problems, ps...)
 			checked = ", data checked: " + what
-		} else if c.Perftest != "" {
+		case c.Perftest != "":
+			problems = append(problems, wireProblems(c, o.wire)...)
 			ps, what := dataProblems(c, o.wire, o.goroceOut)
 			problems = append(problems, ps...)
 			checked = ", data checked: " + what
+		default:
+			problems = append(problems, wireProblems(c, o.wire)...)
 		}
 	}
 	if len(problems) == 0 {

@@ -182,10 +182,44 @@ func TestGoldenRping(t *testing.T) {
 		if req.LocalCAGUID() != b.dev.QueryDevice().NodeGUID || rep.LocalCAGUID() != a.dev.QueryDevice().NodeGUID {
 			t.Errorf("CA GUIDs %#x, %#x; want the devices' node GUIDs", req.LocalCAGUID(), rep.LocalCAGUID())
 		}
-		if ca, sa := cliQP.Query(), srvQP.Query(); ca.SQPSN != req.StartingPSN() || sa.RQPSN != req.StartingPSN() ||
-			sa.SQPSN != rep.StartingPSN() || ca.RQPSN != rep.StartingPSN() {
+		// Each side sends from the Starting PSN the other's message named,
+		// as the golden capture's QPs do (goldenPSNs).
+		if ca, sa := cliQP.Query(), srvQP.Query(); ca.RQPSN != req.StartingPSN() || sa.SQPSN != req.StartingPSN() ||
+			sa.RQPSN != rep.StartingPSN() || ca.SQPSN != rep.StartingPSN() {
 			t.Errorf("PSNs: client SQ %#x RQ %#x, server SQ %#x RQ %#x; REQ starts at %#x, REP at %#x",
-				ca.SQPSN, ca.RQPSN, sa.SQPSN, sa.RQPSN, req.StartingPSN(), rep.StartingPSN())
+				uint32(ca.SQPSN), uint32(ca.RQPSN), uint32(sa.SQPSN), uint32(sa.RQPSN), uint32(req.StartingPSN()), uint32(rep.StartingPSN()))
 		}
 	})
+}
+
+// TestGoldenPSNs: in the real rping, the client's first request (its
+// SEND) carries the REP's Starting PSN and the server's first request
+// (its RDMA READ) the REQ's: each message names the PSN its sender's QP
+// expects to receive, which TestGoldenRping holds goroce's QPs to.
+func TestGoldenPSNs(t *testing.T) {
+	recs, err := pcap.ReadFile("../../wire/testdata/rping.pcap")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm := goldenCM(t)
+	reqPSN, repPSN := wire.CMReq(cm[0].mad().Data()).StartingPSN(), wire.CMRep(cm[1].mad().Data()).StartingPSN()
+	first := map[netip.Addr]wire.PSN{} // the first RC request's PSN, by sender
+	for _, rec := range recs {
+		d, ok := rec.RoCEv2()
+		if !ok {
+			continue
+		}
+		p, err := wire.Parse(d.Payload)
+		if err != nil || p.BTH().DestQP() == wire.GSIQPN || p.Opcode() == wire.RCAck || p.Opcode() == wire.RCReadResponseOnly {
+			continue
+		}
+		if _, seen := first[d.Src.Addr().Unmap()]; !seen {
+			first[d.Src.Addr().Unmap()] = p.BTH().PSN()
+		}
+	}
+	client, server := cm[0].src, cm[1].src
+	if first[client] != repPSN || first[server] != reqPSN {
+		t.Errorf("first requests: client PSN %#x, server PSN %#x; REQ's Starting PSN %#x, REP's %#x",
+			uint32(first[client]), uint32(first[server]), uint32(reqPSN), uint32(repPSN))
+	}
 }

@@ -82,13 +82,18 @@ type ID struct {
 	// Listeners.
 	backlog, pending int
 	// Connections.
-	listen         *ID // the listener a passive connection came through
-	localID        uint32
-	remoteID       uint32
-	tid            uint64 // the transaction ID of the request being answered, or of our REQ
-	remoteQPN      uint32
-	startPSN       wire.PSN // this side's first PSN
-	remotePSN      wire.PSN
+	listen    *ID // the listener a passive connection came through
+	localID   uint32
+	remoteID  uint32
+	tid       uint64 // the transaction ID of the request being answered, or of our REQ
+	remoteQPN uint32
+	// The Starting PSN of a REQ or REP is the first PSN its sender's QP
+	// expects to receive, so the peer's is this side's first send PSN, as
+	// Linux uses them (cm.c: ib_send_cm_req and ib_send_cm_rep set the
+	// sender's rq_psn, cm_req_handler and cm_rep_handler the receiver's
+	// sq_psn; the golden rping capture's first SEND carries the REP's PSN).
+	startPSN       wire.PSN // in our REQ or REP: our QP's RQ PSN
+	remotePSN      wire.PSN // in the peer's: our QP's SQ PSN
 	mtu            qp.MTU
 	respRes        uint8 // max_dest_rd_atomic
 	initDepth      uint8 // max_rd_atomic

@@ -319,11 +319,11 @@ func (c *CM) qpRTS(id *ID) error {
 		{qp.Attr{State: qp.StateInit, AccessFlags: access, PortNum: 1},
 			qp.AttrState | qp.AttrPKeyIndex | qp.AttrPort | qp.AttrAccessFlags},
 		{qp.Attr{State: qp.StateRTR, AH: qp.AH{GID: gidOf(id.peer.Addr()), Port: id.peer.Port(), HopLimit: HopLimit},
-			PathMTU: id.mtu, DestQPN: id.remoteQPN, RQPSN: id.remotePSN, MaxDestRdAtomic: id.respRes,
+			PathMTU: id.mtu, DestQPN: id.remoteQPN, RQPSN: id.startPSN, MaxDestRdAtomic: id.respRes,
 			MinRNRTimer: 0}, // cm_init_qp_rtr_attr sets min_rnr_timer 0
 			qp.AttrState | qp.AttrAV | qp.AttrPathMTU | qp.AttrDestQPN | qp.AttrRQPSN |
 				qp.AttrMaxDestRdAtomic | qp.AttrMinRNRTimer},
-		{qp.Attr{State: qp.StateRTS, SQPSN: id.startPSN, Timeout: id.ackTimeout, RetryCnt: id.retryCnt,
+		{qp.Attr{State: qp.StateRTS, SQPSN: id.remotePSN, Timeout: id.ackTimeout, RetryCnt: id.retryCnt,
 			RNRRetry: id.rnrRetry, MaxRdAtomic: id.initDepth},
 			qp.AttrState | qp.AttrSQPSN | qp.AttrTimeout | qp.AttrRetryCnt | qp.AttrRNRRetry | qp.AttrMaxQPRdAtomic},
 	}
