@@ -160,6 +160,12 @@ func tryPair(ctx context.Context, t *testing.T, port int, server, client side) (
 		s.cmd.Process.Kill() // its client failed: it may wait for it forever
 		serr = <-s.done
 	}
+	return s, c, pairErr(c, cerr, s, serr)
+}
+
+// pairErr reports the failures of a pair's client and server, if any,
+// with each failed program's output.
+func pairErr(c *proc, cerr error, s *proc, serr error) error {
 	var msg strings.Builder
 	for _, r := range []struct {
 		p   *proc
@@ -170,9 +176,9 @@ func tryPair(ctx context.Context, t *testing.T, port int, server, client side) (
 		}
 	}
 	if msg.Len() > 0 {
-		return s, c, errors.New(msg.String())
+		return errors.New(msg.String())
 	}
-	return s, c, nil
+	return nil
 }
 
 // net24 gives each test its own 127.22.n.0/24, so that concurrent tests

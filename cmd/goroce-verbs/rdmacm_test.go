@@ -1,0 +1,188 @@
+//go:build cgo && linux
+
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/goroce/goroce/cmd/goroce-verbs/build"
+	"github.com/goroce/goroce/wire/testenv"
+)
+
+// cmLibs is libs for the librdmacm programs: it also needs librdmacm-dev.
+func cmLibs(t *testing.T) string {
+	t.Helper()
+	if _, err := os.Stat(build.CMAHeader); err != nil {
+		testenv.SkipOrFailf(t, "%s is missing: apt-get install librdmacm-dev", build.CMAHeader)
+	}
+	return libs(t)
+}
+
+// listenWatch is a server's stderr: it keeps what the program writes and
+// closes listening at the core's "rdma_listen: listening on" line
+// (GOROCE_DEBUG=1), the moment its client can connect. An rdma_cm server
+// listens on no socket a test could probe.
+type listenWatch struct {
+	mu        sync.Mutex
+	buf       *bytes.Buffer
+	listening chan struct{}
+	once      sync.Once
+}
+
+func (w *listenWatch) Write(b []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.buf.Write(b)
+	if strings.Contains(w.buf.String(), "goroce-verbs: rdma_listen: listening on ") {
+		w.once.Do(func() { close(w.listening) })
+	}
+	return len(b), nil
+}
+
+// cmPair runs server and client, both preloaded (server on sa with
+// GOROCE_DEBUG=1, client on ca), starting the client once the server
+// listens, and returns their outputs once both have exited 0.
+func cmPair(t *testing.T, lib, sa, ca string, server, client []string) (sout, cout string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	s := &proc{cmd: exec.CommandContext(ctx, server[0], server[1:]...), done: make(chan error, 1)}
+	s.cmd.Env = append(os.Environ(), "LD_PRELOAD="+lib, "GOROCE_ADDR="+sa, "GOROCE_DEBUG=1")
+	w := &listenWatch{buf: &s.stderr, listening: make(chan struct{})}
+	s.cmd.Stdout, s.cmd.Stderr = &s.stdout, w
+	if err := s.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { s.done <- s.cmd.Wait() }()
+	select {
+	case <-w.listening:
+	case err := <-s.done:
+		t.Fatalf("%s exited before listening: %v\n%s%s", server[0], err, &s.stdout, &s.stderr)
+	case <-ctx.Done():
+		s.cmd.Process.Kill()
+		<-s.done
+		t.Fatalf("%s never listened:\n%s%s", server[0], &s.stdout, &s.stderr)
+	}
+	c := start(ctx, t, lib, ca, []string{"GOROCE_DEBUG=1"}, client[0], client[1:]...)
+	cerr := <-c.done
+	var serr error
+	select {
+	case serr = <-s.done:
+	case <-time.After(30 * time.Second):
+		s.cmd.Process.Kill()
+		serr = fmt.Errorf("still running 30 s after its client exited (%v)", <-s.done)
+	}
+	if err := pairErr(c, cerr, s, serr); err != nil {
+		t.Fatal(err)
+	}
+	return s.stdout.String(), c.stdout.String()
+}
+
+// rpingData is what rping puts in its buffer for ping number n, with -S
+// size (rping.c: RPING_MSG_FMT, then characters from 'A'+n on, wrapping
+// from 'z' to 'A', to size-1 bytes and a NUL): the oracle for what each
+// side prints of what it read or was sent.
+func rpingData(n, size int) string {
+	b := []byte(fmt.Sprintf("rdma-ping-%d: ", n))
+	c := byte(65 + n%58)
+	for len(b) < size-1 {
+		b = append(b, c)
+		if c++; c > 122 {
+			c = 65
+		}
+	}
+	return string(b)
+}
+
+// TestRping runs Debian's rping, both sides preloaded: per ping the client
+// SENDs its buffer's address, the server RDMA READs the client's data,
+// SENDs, RDMA WRITEs it back, and -V makes the client compare what came
+// back with what it sent. With -v each side prints what it has; both
+// must print exactly what rping's pattern gives for each ping, so the
+// data crossed both ways.
+func TestRping(t *testing.T) {
+	bin := testenv.LookPath(t, "rping", "rdmacm-utils")
+	lib := cmLibs(t)
+	for _, size := range []int{64, 6000} {
+		t.Run(fmt.Sprintf("S%d", size), func(t *testing.T) {
+			sa, ca := addrs()
+			port := strconv.Itoa(testenv.FreeTCPPort(t))
+			common := []string{"-v", "-V", "-C", "10", "-S", strconv.Itoa(size), "-a", sa, "-p", port}
+			sout, cout := cmPair(t, lib, sa, ca, append([]string{bin, "-s"}, common...), append([]string{bin, "-c"}, common...))
+			var swant, cwant strings.Builder
+			for n := range 10 {
+				fmt.Fprintf(&swant, "server ping data: %s\n", rpingData(n, size))
+				fmt.Fprintf(&cwant, "ping data: %s\n", rpingData(n, size))
+			}
+			if sout != swant.String() {
+				t.Errorf("rping -s printed\n%s\nwant\n%s", sout, swant.String())
+			}
+			if cout != cwant.String() {
+				t.Errorf("rping -c printed\n%s\nwant\n%s", cout, cwant.String())
+			}
+		})
+	}
+}
+
+// TestUcmatose runs Debian's ucmatose with two connections (-c 2), both
+// sides preloaded, and again with -m, which moves every ID to a second
+// event channel (rdma_migrate_id) once connected. Each side SENDs -C
+// messages per connection and waits for the other's; each must end with
+// ucmatose's own "test complete" and status 0.
+func TestUcmatose(t *testing.T) {
+	bin := testenv.LookPath(t, "ucmatose", "rdmacm-utils")
+	lib := cmLibs(t)
+	for _, extra := range [][]string{nil, {"-m"}} {
+		t.Run("c2"+strings.Join(extra, ""), func(t *testing.T) {
+			sa, ca := addrs()
+			args := append([]string{"-c", "2", "-C", "10", "-S", "5000", "-p", strconv.Itoa(testenv.FreeTCPPort(t))}, extra...)
+			sout, cout := cmPair(t, lib, sa, ca, append([]string{bin, "-b", sa}, args...), append([]string{bin, "-s", sa}, args...))
+			migrated := ""
+			if extra != nil {
+				migrated = "migrating to new event channel\n"
+			}
+			for _, c := range []struct{ who, out, want string }{
+				{"server", sout, "cmatose: starting server\ninitiating data transfers\ncompleting sends\nreceiving data transfers\n" +
+					"data transfers complete\n" + migrated + "cmatose: disconnecting\ndisconnected\ntest complete\nreturn status 0\n"},
+				{"client", cout, "cmatose: starting client\ncmatose: connecting\nreceiving data transfers\nsending replies\n" +
+					"data transfers complete\n" + migrated + "test complete\nreturn status 0\n"},
+			} {
+				if c.out != c.want {
+					t.Errorf("ucmatose %s printed\n%s\nwant\n%s", c.who, c.out, c.want)
+				}
+			}
+		})
+	}
+}
+
+// TestUdaddy runs Debian's udaddy, both sides preloaded: UD QPs in
+// RDMA_PS_UDP, whose client finds the server's QP with a SIDR_REQ and
+// SIDR_REP (ESTABLISHED with rdma_ud_param's address handle, QPN and
+// Q_Key), SENDs to it, and the server answers through
+// ibv_create_ah_from_wc.
+func TestUdaddy(t *testing.T) {
+	bin := testenv.LookPath(t, "udaddy", "rdmacm-utils")
+	lib := cmLibs(t)
+	sa, ca := addrs()
+	args := []string{"-c", "2", "-C", "10"} // udaddy has no port option: 7174 on each device
+	sout, cout := cmPair(t, lib, sa, ca, append([]string{bin, "-b", sa}, args...), append([]string{bin, "-s", sa}, args...))
+	for _, c := range []struct{ who, out, want string }{
+		{"server", sout, "udaddy: starting server\nreceiving data transfers\nsending replies\ndata transfers complete\n" +
+			"test complete\nreturn status 0\n"},
+		{"client", cout, "udaddy: starting client\nudaddy: connecting\ninitiating data transfers\nreceiving data transfers\n" +
+			"data transfers complete\ntest complete\nreturn status 0\n"},
+	} {
+		if c.out != c.want {
+			t.Errorf("udaddy %s printed\n%s\nwant\n%s", c.who, c.out, c.want)
+		}
+	}
+}
