@@ -53,6 +53,17 @@ func (w *listenWatch) Write(b []byte) (int, error) {
 // listens, and returns their outputs once both have exited 0.
 func cmPair(t *testing.T, lib, sa, ca string, server, client []string) (sout, cout string) {
 	t.Helper()
+	sout, cout, err := tryCMPair(t, lib, sa, ca, server, client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sout, cout
+}
+
+// tryCMPair is cmPair that returns the failure of either program, with
+// both their outputs, instead of failing the test.
+func tryCMPair(t *testing.T, lib, sa, ca string, server, client []string) (sout, cout string, err error) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	s := &proc{cmd: exec.CommandContext(ctx, server[0], server[1:]...), done: make(chan error, 1)}
@@ -81,10 +92,7 @@ func cmPair(t *testing.T, lib, sa, ca string, server, client []string) (sout, co
 		s.cmd.Process.Kill()
 		serr = fmt.Errorf("still running 30 s after its client exited (%v)", <-s.done)
 	}
-	if err := pairErr(c, cerr, s, serr); err != nil {
-		t.Fatal(err)
-	}
-	return s.stdout.String(), c.stdout.String()
+	return s.stdout.String(), c.stdout.String(), pairErr(c, cerr, s, serr)
 }
 
 // rpingData is what rping puts in its buffer for ping number n, with -S
@@ -205,4 +213,56 @@ func TestRdmaServerClient(t *testing.T) {
 	if want := "rdma_client: start\nrdma_client: end 0\n"; cout != want {
 		t.Errorf("rdma_client printed\n%s\nwant\n%s", cout, want)
 	}
+}
+
+// TestWriteBwRDMACM runs perftest's ib_write_bw -R, both sides preloaded:
+// the QPs connect through rdma_cm, and perftest exchanges its parameters
+// over them.
+func TestWriteBwRDMACM(t *testing.T) {
+	bin := testenv.LookPath(t, "ib_write_bw", "perftest")
+	lib := cmLibs(t)
+	var sout, cout, sa, ca string
+	for attempt := 1; ; attempt++ {
+		sa, ca = addrs()
+		args := []string{"-R", "-s", "65536", "-n", "100", "-p", strconv.Itoa(testenv.FreeTCPPort(t))}
+		var err error
+		sout, cout, err = tryCMPair(t, lib, sa, ca, append([]string{bin}, args...), append([]string{bin}, append(args, sa)...))
+		if err == nil {
+			break
+		}
+		// As in preloadedPair: perftest's measure of the CPU clock can
+		// fail on a loaded machine; run the pair again, twice at most.
+		if attempt < 3 && strings.Contains(err.Error(), "Can't produce a report") {
+			t.Logf("attempt %d: perftest could not measure the CPU clock; running the pair again", attempt)
+			continue
+		}
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ who, out, local, remote string }{{"server", sout, sa, ca}, {"client", cout, ca, sa}} {
+		if err := perftestRows(c.out, []int{65536}); err != nil {
+			t.Errorf("ib_write_bw -R %s: %v:\n%s", c.who, err, c.out)
+		}
+		for _, want := range []string{"rdma_cm QPs\t : ON", "Data ex. method : rdma_cm",
+			"GID: " + gidString(c.local), "GID: " + gidString(c.remote)} {
+			if !strings.Contains(c.out, want) {
+				t.Errorf("ib_write_bw -R %s output lacks %q:\n%s", c.who, want, c.out)
+			}
+		}
+	}
+}
+
+// gidString is an IPv4 address's GID as perftest prints it: the bytes of
+// ::ffff:a.b.c.d in decimal, two digits at least, colon-separated.
+func gidString(ip4 string) string {
+	var b [16]byte
+	b[10], b[11] = 0xff, 0xff
+	for i, f := range strings.Split(ip4, ".") {
+		n, _ := strconv.Atoi(f)
+		b[12+i] = byte(n)
+	}
+	parts := make([]string, 16)
+	for i, v := range b {
+		parts[i] = fmt.Sprintf("%02d", v)
+	}
+	return strings.Join(parts, ":")
 }
