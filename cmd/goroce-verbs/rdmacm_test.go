@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -265,4 +266,63 @@ func gidString(ip4 string) string {
 		parts[i] = fmt.Sprintf("%02d", v)
 	}
 	return strings.Join(parts, ":")
+}
+
+// TestRDMACMCalls runs testdata/rdmacm_check.c, a librdmacm program of our
+// own built against Debian's librdmacm, preloaded: one process whose
+// client connects to its own listener. What it prints is what librdmacm
+// gives over the kernel's rdma_cm: the channel's fd works with poll() and
+// a non-blocking one gives EAGAIN; a bind to another host's address is
+// EADDRNOTAVAIL, to a bound port EADDRINUSE; CONNECT_REQUEST names the
+// listener and a new ID with the listener's context, carries the REQ's
+// private data (56 bytes after rdma_cm's header, the first as sent) and
+// the peer's resources seen from this side (cma.c
+// cma_set_req_event_data swaps responder resources and initiator depth);
+// rdma_reject's private data reaches the client's REJECTED, whose status
+// is the REJ reason, 28 (consumer defined); unsupported calls fail with
+// ENOSYS and GOROCE_DEBUG names each once.
+func TestRDMACMCalls(t *testing.T) {
+	lib := cmLibs(t)
+	prog := filepath.Join(t.TempDir(), "rdmacm_check")
+	if out, err := exec.Command("gcc", "-O2", "-Wall", "-Werror", "-o", prog, "testdata/rdmacm_check.c",
+		"-lrdmacm", "-libverbs").CombinedOutput(); err != nil {
+		t.Fatalf("gcc: %v\n%s", err, out)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	p := start(ctx, t, lib, "127.22.0.9", []string{"GOROCE_DEBUG=1"}, prog)
+	got := p.wait(t)
+	want := `rdma_get_devices: 1, goroce0
+get_cm_event on an empty non-blocking channel: EAGAIN
+bind to another host's address: EADDRNOTAVAIL
+listener: port picked 1, verbs 1, port_num 1
+bind to the listener's port: EADDRINUSE
+RDMA_CM_EVENT_ADDR_RESOLVED: the client's 1, verbs 1, dst port 1
+RDMA_CM_EVENT_ROUTE_RESOLVED: paths 1
+rdma_create_qp: the QP is in INIT: 1
+RDMA_CM_EVENT_CONNECT_REQUEST: listen_id 1, new id 1, context listener, private data 56 bytes, starts as sent 1, responder_resources 2, initiator_depth 1, rnr_retry_count 6, qp_num 1
+the request comes from the client's address 1 and port 1
+rdma_reject: 0
+RDMA_CM_EVENT_REJECTED: the client's 1, status 28, private data starts as sent 1
+rdma_set_option REUSEADDR: 0
+rdma_set_option TOS: ENOSYS
+rdma_join_multicast: ENOSYS
+rdma_init_qp_attr: ENOSYS
+rdma_establish: ENOSYS
+rdma_event_str of an unknown event: UNKNOWN EVENT
+rdma_getaddrinfo: dst 1 port 7471, qp_type RC 1
+rdma_destroy_qp: id->qp 0
+destroy ids: 0 0 0
+`
+	if got != want {
+		t.Errorf("rdmacm_check printed\n%s\nwant\n%s", got, want)
+	}
+	for _, call := range []string{"rdma_set_option", "rdma_join_multicast", "rdma_init_qp_attr", "rdma_establish"} {
+		if n := strings.Count(p.stderr.String(), "goroce-verbs: "+call+" is not supported (ENOSYS)\n"); n != 1 {
+			t.Errorf("GOROCE_DEBUG named %s as unsupported %d times, want once", call, n)
+		}
+	}
+	if t.Failed() {
+		t.Logf("stderr:\n%s", &p.stderr)
+	}
 }
