@@ -182,8 +182,11 @@ func TestGoldenRping(t *testing.T) {
 		if req.LocalCAGUID() != b.dev.QueryDevice().NodeGUID || rep.LocalCAGUID() != a.dev.QueryDevice().NodeGUID {
 			t.Errorf("CA GUIDs %#x, %#x; want the devices' node GUIDs", req.LocalCAGUID(), rep.LocalCAGUID())
 		}
-		if ca, sa := cliQP.Query(), srvQP.Query(); ca.SQPSN != req.StartingPSN() || sa.RQPSN != req.StartingPSN() ||
-			sa.SQPSN != rep.StartingPSN() || ca.RQPSN != rep.StartingPSN() {
+		// Each side sends from the peer's starting PSN, as in rping.pcap:
+		// the client's first SEND has the REP's starting PSN (0xd67287),
+		// the server's first READ request the REQ's (0xe325d2).
+		if ca, sa := cliQP.Query(), srvQP.Query(); ca.RQPSN != req.StartingPSN() || sa.SQPSN != req.StartingPSN() ||
+			sa.RQPSN != rep.StartingPSN() || ca.SQPSN != rep.StartingPSN() {
 			t.Errorf("PSNs: client SQ %#x RQ %#x, server SQ %#x RQ %#x; REQ starts at %#x, REP at %#x",
 				ca.SQPSN, ca.RQPSN, sa.SQPSN, sa.RQPSN, req.StartingPSN(), rep.StartingPSN())
 		}

@@ -87,8 +87,8 @@ type ID struct {
 	remoteID       uint32
 	tid            uint64 // the transaction ID of the request being answered, or of our REQ
 	remoteQPN      uint32
-	startPSN       wire.PSN // this side's first PSN
-	remotePSN      wire.PSN
+	startPSN       wire.PSN // the starting PSN of this side's REQ or REP: the first PSN it receives
+	remotePSN      wire.PSN // the peer's: the first PSN this side sends
 	mtu            qp.MTU
 	respRes        uint8 // max_dest_rd_atomic
 	initDepth      uint8 // max_rd_atomic

@@ -307,7 +307,11 @@ func (c *CM) qpErr(id *ID) {
 }
 
 // qpRTS moves the connection's QP through INIT (the remote access the
-// peer's resources allow), RTR and RTS with what the REQ and REP said
+// peer's resources allow), RTR and RTS with what the REQ and REP said.
+// As Linux's ib_cm has it, the starting PSN a side puts in its REQ or REP
+// is the PSN it receives from: each side sends from the peer's starting
+// PSN (rping.pcap: the active side's first SEND carries the REP's starting
+// PSN, the passive side's first READ request the REQ's)
 // (cm.c ib_cm_init_qp_attr: cm_init_qp_init_attr, cm_init_qp_rtr_attr,
 // cm_init_qp_rts_attr; cma.c cma_modify_qp_rtr, cma_modify_qp_rts).
 func (c *CM) qpRTS(id *ID) error {
@@ -319,11 +323,11 @@ func (c *CM) qpRTS(id *ID) error {
 		{qp.Attr{State: qp.StateInit, AccessFlags: access, PortNum: 1},
 			qp.AttrState | qp.AttrPKeyIndex | qp.AttrPort | qp.AttrAccessFlags},
 		{qp.Attr{State: qp.StateRTR, AH: qp.AH{GID: gidOf(id.peer.Addr()), Port: id.peer.Port(), HopLimit: HopLimit},
-			PathMTU: id.mtu, DestQPN: id.remoteQPN, RQPSN: id.remotePSN, MaxDestRdAtomic: id.respRes,
+			PathMTU: id.mtu, DestQPN: id.remoteQPN, RQPSN: id.startPSN, MaxDestRdAtomic: id.respRes,
 			MinRNRTimer: 0}, // cm_init_qp_rtr_attr sets min_rnr_timer 0
 			qp.AttrState | qp.AttrAV | qp.AttrPathMTU | qp.AttrDestQPN | qp.AttrRQPSN |
 				qp.AttrMaxDestRdAtomic | qp.AttrMinRNRTimer},
-		{qp.Attr{State: qp.StateRTS, SQPSN: id.startPSN, Timeout: id.ackTimeout, RetryCnt: id.retryCnt,
+		{qp.Attr{State: qp.StateRTS, SQPSN: id.remotePSN, Timeout: id.ackTimeout, RetryCnt: id.retryCnt,
 			RNRRetry: id.rnrRetry, MaxRdAtomic: id.initDepth},
 			qp.AttrState | qp.AttrSQPSN | qp.AttrTimeout | qp.AttrRetryCnt | qp.AttrRNRRetry | qp.AttrMaxQPRdAtomic},
 	}
