@@ -91,4 +91,32 @@ struct goroce_async_event {
 	uintptr_t object;  /* the ibv_qp, ibv_cq or ibv_srq the shim gave at creation, or the port number */
 };
 
+/* rdma_cm: an IP address (16 bytes, IPv4-mapped for AF_INET) and port. */
+struct goroce_cm_addr {
+	uint8_t ip[16];
+	int family; /* AF_INET or AF_INET6 */
+	uint16_t port; /* host order */
+};
+
+/* struct rdma_conn_param, with its private data in place. */
+struct goroce_cm_param {
+	uint8_t private_data[256];
+	int private_data_len;
+	uint8_t responder_resources, initiator_depth, flow_control, retry_count, rnr_retry_count, srq;
+	uint32_t qp_num;
+};
+
+/* struct rdma_cm_event, as the core gives it. */
+struct goroce_cm_event {
+	int event, status;           /* enum rdma_cm_event_type; the status */
+	uint32_t id;                 /* the ID's handle */
+	uintptr_t id_obj;            /* its rdma_cm_id, 0 for the new ID of a CONNECT_REQUEST */
+	uintptr_t listen_obj;        /* the listener's rdma_cm_id (CONNECT_REQUEST) */
+	struct goroce_cm_param param;
+	int ud;                      /* param.ud: ah, param.qp_num and qkey hold the peer's UD QP */
+	struct goroce_av ah;
+	uint32_t qkey;
+	struct goroce_cm_addr local, peer; /* the ID's addresses */
+};
+
 #endif

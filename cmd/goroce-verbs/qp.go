@@ -8,6 +8,7 @@ package main
 import "C"
 
 import (
+	"sync"
 	"syscall"
 	"unsafe"
 
@@ -106,8 +107,48 @@ func goroce_create_qp(pdh C.uint32_t, typ C.int, sendCQ, recvCQ, srqh C.uint32_t
 		debugf("create_qp: %v", err)
 		return errno(err)
 	}
+	if n := q.Query().Cap.MaxInlineData; n > 0 {
+		st := &inlineStage{buf: make([]byte, n)}
+		if st.mr, err = pd.RegMR(st.buf, 0); err != nil {
+			q.Destroy()
+			return errno(err)
+		}
+		inlineStages.Store(q, st)
+	}
 	*h, *qpn = C.uint32_t(qps.add(q)), C.uint32_t(q.QPN())
 	return 0
+}
+
+// inlineStage is where a QP's inline sends gather their data. As rxe does,
+// an inline SGE's address is a pointer in the process and its lkey is not
+// looked at (rdma_client posts inline with no MR at all); the core copies
+// the bytes here, into memory registered on the QP's PD, and posts one SGE
+// over them, which PostSend copies into the WQE before it returns.
+type inlineStage struct {
+	mu  sync.Mutex
+	buf []byte
+	mr  *mr.MR
+	sge [1]qp.SGE
+}
+
+var inlineStages sync.Map // *rnic.QP -> *inlineStage
+
+// gather copies the inline data of sgl to the stage and returns the SGE
+// over it; the caller holds st.mu until PostSend returns.
+func (st *inlineStage) gather(sgl []qp.SGE) ([]qp.SGE, bool) {
+	n := 0
+	for _, s := range sgl {
+		if uint64(n)+uint64(s.Length) > uint64(len(st.buf)) {
+			return nil, false
+		}
+		if s.Length > 0 {
+			// s.Addr holds a C pointer: read its bits as one.
+			p := *(*unsafe.Pointer)(unsafe.Pointer(&s.Addr))
+			n += copy(st.buf[n:], unsafe.Slice((*byte)(p), int(s.Length)))
+		}
+	}
+	st.sge[0] = qp.SGE{Addr: st.mr.Addr(), Length: uint32(n), LKey: st.mr.LKey()}
+	return st.sge[:], true
 }
 
 //export goroce_destroy_qp
@@ -120,6 +161,9 @@ func goroce_destroy_qp(h C.uint32_t) C.int {
 		return errno(err)
 	}
 	qps.remove(uint32(h))
+	if st, ok := inlineStages.LoadAndDelete(q); ok {
+		st.(*inlineStage).mr.Dereg()
+	}
 	return 0
 }
 
@@ -202,6 +246,23 @@ func goroce_post_send(h C.uint32_t, w *C.struct_goroce_send_wr) C.int {
 			return C.int(syscall.EINVAL)
 		}
 		wr.Bind = &b
+	}
+	if wr.Flags&qp.SendInline != 0 {
+		switch wr.Opcode {
+		case qp.WRSend, qp.WRSendWithImm, qp.WRSendWithInv, qp.WRRDMAWrite, qp.WRRDMAWriteWithImm:
+			v, ok := inlineStages.Load(q)
+			if !ok {
+				debugf("post_send: an inline send on a QP with max_inline_data 0")
+				return C.int(syscall.EINVAL)
+			}
+			st := v.(*inlineStage)
+			st.mu.Lock()
+			defer st.mu.Unlock()
+			if wr.SGL, ok = st.gather(wr.SGL); !ok {
+				debugf("post_send: more inline bytes than max_inline_data %d", len(st.buf))
+				return C.int(syscall.EINVAL)
+			}
+		}
 	}
 	if err := q.PostSend(&wr); err != nil {
 		debugf("post_send: %v", err)

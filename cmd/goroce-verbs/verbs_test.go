@@ -160,6 +160,12 @@ func tryPair(ctx context.Context, t *testing.T, port int, server, client side) (
 		s.cmd.Process.Kill() // its client failed: it may wait for it forever
 		serr = <-s.done
 	}
+	return s, c, pairErr(c, cerr, s, serr)
+}
+
+// pairErr reports the failures of a pair's client and server, if any,
+// with each failed program's output.
+func pairErr(c *proc, cerr error, s *proc, serr error) error {
 	var msg strings.Builder
 	for _, r := range []struct {
 		p   *proc
@@ -170,9 +176,9 @@ func tryPair(ctx context.Context, t *testing.T, port int, server, client side) (
 		}
 	}
 	if msg.Len() > 0 {
-		return s, c, errors.New(msg.String())
+		return errors.New(msg.String())
 	}
-	return s, c, nil
+	return nil
 }
 
 // net24 gives each test its own 127.22.n.0/24, so that concurrent tests
@@ -348,7 +354,8 @@ func TestMixed(t *testing.T) {
 // built against the system's libibverbs: bad input gets the work
 // completion status or errno that rdma-core and rxe give, data goes both
 // ways intact, UD replies find their way back from the GRH, completion
-// channels and the async fd work with poll(2), the Go runtime's
+// channels and the async fd work with poll(2), inline sends read their
+// SGEs as pointers (lkey 0 too), the Go runtime's
 // threads block the program's asynchronous signals, unsupported verbs
 // fail with EOPNOTSUPP, a forked child can exec but not use the parent's
 // device, and the process survives all of it.
@@ -388,6 +395,8 @@ write: success
 write seen: success opcode 129 imm 0x12345678 with_imm 1
 written data arrived: 1
 send b->a: success, data arrived: 1
+inline send b->a with lkey 0: success, data arrived: 1
+inline send beyond max_inline_data: EINVAL
 WRITEs under SIGALRM: 3000, the handler ran: 1, on a goroutine's stack: 0
 bad lkey: local protection error
 SGE beyond the MR: local protection error

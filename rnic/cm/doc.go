@@ -41,7 +41,10 @@
 //	rdma_resolve_addr                 ID.ResolveAddr(src, dst, timeout)
 //	rdma_resolve_route                ID.ResolveRoute(timeout)
 //	rdma_create_qp                    ID.CreateQP(pd, *qp.InitAttr) (RC to INIT; UD to RTS)
-//	rdma_destroy_qp                   ID.DestroyQP
+//	rdma_create_qp (librdmacm's:      ID.SetQP(q) (a QP the caller created)
+//	  ibv_create_qp, then the CM)
+//	rdma_destroy_qp                   ID.DestroyQP; SetQP(nil) (the caller destroys it)
+//	rdma_migrate_id                   ID.Migrate(ch)
 //	rdma_connect(id, conn_param)      ID.Connect(*ConnParam)
 //	rdma_accept                       ID.Accept(*ConnParam)
 //	rdma_reject(id, data, len)        ID.Reject(data)

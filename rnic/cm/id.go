@@ -67,11 +67,11 @@ const (
 type ID struct {
 	// Fixed at creation.
 	cm      *CM
-	ch      *EventChannel
 	ps      wire.PortSpace
 	context any
 
 	// Guarded by cm.mu.
+	ch        *EventChannel // Migrate changes it
 	addr      addrState
 	local     netip.AddrPort // this side's IP address and rdma_cm port
 	remote    netip.AddrPort // the peer's
@@ -341,6 +341,55 @@ func (id *ID) CreateQP(pd *mr.PD, ia *qp.InitAttr) (*rnic.QP, error) {
 	}
 	id.qp = q
 	return q, nil
+}
+
+// SetQP makes q, a QP in RESET that the caller created on the ID's device,
+// the ID's QP, readied as CreateQP readies its own: this is librdmacm's
+// rdma_create_qp, which creates the QP with ibv_create_qp and then hands
+// it to the CM. SetQP(nil) forgets the ID's QP without destroying it, for
+// the caller to destroy (librdmacm's rdma_destroy_qp).
+func (id *ID) SetQP(q *rnic.QP) error {
+	c := id.cm
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if q == nil {
+		id.qp = nil
+		return nil
+	}
+	want := qp.RC
+	if id.ps == wire.PortSpaceUDP {
+		want = qp.UD
+	}
+	if q.Type() != want {
+		return fmt.Errorf("%w: SetQP in port space %v wants a %v QP", ErrInvalidArg, id.ps, want)
+	}
+	if err := c.usable(id); err != nil {
+		return err
+	}
+	if id.qp != nil {
+		return fmt.Errorf("%w: the ID has a QP", ErrState)
+	}
+	if err := initQP(q, want); err != nil {
+		return err
+	}
+	id.qp = q
+	return nil
+}
+
+// Migrate moves the ID to the event channel ch (rdma_migrate_id): its
+// later events go there; those already queued stay where they are.
+func (id *ID) Migrate(ch *EventChannel) error {
+	c := id.cm
+	if ch == nil || ch.cm != c {
+		return fmt.Errorf("%w: Migrate to a channel of another CM", ErrInvalidArg)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.usable(id); err != nil {
+		return err
+	}
+	id.ch = ch
+	return nil
 }
 
 // initQP readies a new QP for rdma_cm: an RC QP goes to INIT with P_Key

@@ -307,7 +307,11 @@ func (c *CM) qpErr(id *ID) {
 }
 
 // qpRTS moves the connection's QP through INIT (the remote access the
-// peer's resources allow), RTR and RTS with what the REQ and REP said
+// peer's resources allow), RTR and RTS with what the REQ and REP said.
+// As Linux's ib_cm has it, the starting PSN a side puts in its REQ or REP
+// is the PSN it receives from: each side sends from the peer's starting
+// PSN (rping.pcap: the active side's first SEND carries the REP's starting
+// PSN, the passive side's first READ request the REQ's)
 // (cm.c ib_cm_init_qp_attr: cm_init_qp_init_attr, cm_init_qp_rtr_attr,
 // cm_init_qp_rts_attr; cma.c cma_modify_qp_rtr, cma_modify_qp_rts).
 func (c *CM) qpRTS(id *ID) error {

@@ -1,6 +1,7 @@
 // Package build builds the two libraries of the preloadable libibverbs
 // (see cmd/goroce-verbs): the Go core, with go build -buildmode=c-shared,
-// and the C shim, with gcc against the system's <infiniband/verbs.h>.
+// and the C shim, with gcc against the system's <infiniband/verbs.h> and
+// <rdma/rdma_cma.h>.
 // goroce exec and the goroce-verbs tests both build them with it. It needs
 // no cgo itself: it runs go and gcc.
 package build
@@ -29,8 +30,12 @@ const (
 // Module is the module path the source directory must hold.
 const Module = "github.com/goroce/goroce"
 
-// VerbsHeader is the header the shim is compiled against.
-const VerbsHeader = "/usr/include/infiniband/verbs.h"
+// VerbsHeader and CMAHeader are the headers the shim is compiled against:
+// it stands in for libibverbs and librdmacm.
+const (
+	VerbsHeader = "/usr/include/infiniband/verbs.h"
+	CMAHeader   = "/usr/include/rdma/rdma_cma.h"
+)
 
 // stamp is the file, beside the libraries, that holds the hash of the
 // source they were built from.
@@ -46,8 +51,8 @@ type MissingError struct {
 func (e *MissingError) Error() string { return e.What + " is missing: " + e.Fix }
 
 // Check reports, as a *MissingError, the first thing a build from the module
-// source in src lacks: the go and gcc commands, Debian's libibverbs-dev, or
-// the source itself.
+// source in src lacks: the go and gcc commands, Debian's libibverbs-dev and
+// librdmacm-dev, or the source itself.
 func Check(src string) error {
 	if err := CheckSource(src); err != nil {
 		return err
@@ -60,6 +65,9 @@ func Check(src string) error {
 	}
 	if _, err := os.Stat(VerbsHeader); err != nil {
 		return &MissingError{"libibverbs-dev", "apt-get install libibverbs-dev (for " + VerbsHeader + ")"}
+	}
+	if _, err := os.Stat(CMAHeader); err != nil {
+		return &MissingError{"librdmacm-dev", "apt-get install librdmacm-dev (for " + CMAHeader + ")"}
 	}
 	return nil
 }
@@ -160,7 +168,8 @@ func Build(ctx context.Context, src, dir, hash string) error {
 	for _, args := range [][]string{
 		{"go", "build", "-buildmode=c-shared", "-o", filepath.Join(tmp, Core), "./cmd/goroce-verbs"},
 		{"gcc", "-O2", "-Wall", "-Werror", "-shared", "-fPIC", "-o", filepath.Join(tmp, Shim),
-			filepath.Join("cmd", "goroce-verbs", "shim", "verbs.c"), "-ldl", "-lpthread"},
+			filepath.Join("cmd", "goroce-verbs", "shim", "verbs.c"), filepath.Join("cmd", "goroce-verbs", "shim", "rdmacm.c"),
+			"-ldl", "-lpthread"},
 	} {
 		cmd := exec.CommandContext(ctx, args[0], args[1:]...)
 		cmd.Dir = src

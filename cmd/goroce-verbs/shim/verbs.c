@@ -90,6 +90,7 @@ static struct {
 
 static pthread_once_t core_once = PTHREAD_ONCE_INIT;
 static int core_loaded;
+static void *core_handle;
 static volatile sig_atomic_t core_forked;
 
 static void after_fork_child(void) { core_forked = 1; }
@@ -133,6 +134,7 @@ static void load_core(void)
 	SYM(create_qp); SYM(destroy_qp); SYM(modify_qp); SYM(query_qp); SYM(post_send); SYM(post_recv);
 #undef SYM
 	pthread_atfork(NULL, NULL, after_fork_child);
+	core_handle = h;
 	core_loaded = 1;
 }
 
@@ -150,6 +152,23 @@ static int ready(void)
 	return 1;
 }
 
+/* goroce_core_symbol returns the core's function goroce_NAME, loading the
+ * core first, or NULL with errno set: for rdmacm.c, the librdmacm half of
+ * the preload. */
+__attribute__((visibility("hidden"))) void *goroce_core_symbol(const char *name)
+{
+	char full[64];
+	if (!ready())
+		return NULL;
+	snprintf(full, sizeof full, "goroce_%s", name);
+	void *f = dlsym(core_handle, full);
+	if (!f) {
+		fprintf(stderr, "goroce-verbs: the core lacks %s\n", full);
+		errno = ENOSYS;
+	}
+	return f;
+}
+
 /* Called with an object the core made: only the fork check is left. */
 #define CHECK_FORK(ret)                 \
 	do {                            \
@@ -159,23 +178,28 @@ static int ready(void)
 		}                       \
 	} while (0)
 
-static void unsupported(const char *verb)
+/* goroce_unsupported says on stderr, once per call and only under
+ * GOROCE_DEBUG, that call is not supported and fails with errname; for
+ * this file's verbs and rdmacm.c's rdma_* calls. */
+__attribute__((visibility("hidden"))) void goroce_unsupported(const char *call, const char *errname)
 {
 	static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-	static char said[64][48];
+	static char said[96][48];
 	static int n;
 	if (!getenv("GOROCE_DEBUG"))
 		return;
 	pthread_mutex_lock(&mu);
 	for (int i = 0; i < n; i++)
-		if (!strcmp(said[i], verb))
+		if (!strcmp(said[i], call))
 			goto out;
-	if (n < 64)
-		snprintf(said[n++], sizeof said[0], "%s", verb);
-	fprintf(stderr, "goroce-verbs: %s is not supported (EOPNOTSUPP)\n", verb);
+	if (n < 96)
+		snprintf(said[n++], sizeof said[0], "%s", call);
+	fprintf(stderr, "goroce-verbs: %s is not supported (%s)\n", call, errname);
 out:
 	pthread_mutex_unlock(&mu);
 }
+
+static void unsupported(const char *verb) { goroce_unsupported(verb, "EOPNOTSUPP"); }
 
 /* ---- the program's signal handlers ----
  *

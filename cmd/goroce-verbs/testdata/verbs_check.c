@@ -59,7 +59,8 @@ static struct end make_end_cq(int with_channel, int cqe, enum ibv_qp_type type)
 	if (!(e.cq = ibv_create_cq(ctx, cqe, NULL, e.ch, 0)))
 		DIE("create_cq: %s", strerror(errno));
 	struct ibv_qp_init_attr ia = {.send_cq = e.cq, .recv_cq = e.cq, .qp_type = type,
-				      .cap = {.max_send_wr = 8, .max_recv_wr = 8, .max_send_sge = 2, .max_recv_sge = 2}};
+				      .cap = {.max_send_wr = 8, .max_recv_wr = 8, .max_send_sge = 2, .max_recv_sge = 2,
+					      .max_inline_data = 64}};
 	if (!(e.qp = ibv_create_qp(pd, &ia)))
 		DIE("create_qp: %s", strerror(errno));
 	return e;
@@ -298,6 +299,31 @@ int main(void)
 	for (int i = 0; i < 1000; i++)
 		same &= bufa[4096 + i] == (char)(i * 13 + 5);
 	printf("send b->a: %s, data arrived: %d\n", ibv_wc_status_str(wc.status), same);
+	/* Inline, as rxe takes it: the SGEs' addresses are read as pointers
+	 * and their lkeys are not looked at (librdmacm's rdma_client posts
+	 * from unregistered memory with lkey 0). */
+	char part1[20], part2[30];
+	for (int i = 0; i < 20; i++)
+		part1[i] = (char)(i * 3 + 2);
+	for (int i = 0; i < 30; i++)
+		part2[i] = (char)(i * 5 + 9);
+	struct ibv_sge isge[2] = {{(uintptr_t)part1, 20, 0}, {(uintptr_t)part2, 30, 0}};
+	struct ibv_send_wr iwr = {.wr_id = 12, .sg_list = isge, .num_sge = 2, .opcode = IBV_WR_SEND,
+				  .send_flags = IBV_SEND_SIGNALED | IBV_SEND_INLINE}, *inbad;
+	if (ibv_post_recv(a.qp, &arwr, &rbad) || ibv_post_send(b.qp, &iwr, &inbad))
+		DIE("post inline send b->a");
+	memset(part1, 0, sizeof part1); /* inline data is taken at post time */
+	memset(part2, 0, sizeof part2);
+	wait_wc(&b);
+	wc = wait_wc(&a);
+	same = wc.byte_len == 50;
+	for (int i = 0; i < 20; i++)
+		same &= bufa[4096 + i] == (char)(i * 3 + 2);
+	for (int i = 0; i < 30; i++)
+		same &= bufa[4096 + 20 + i] == (char)(i * 5 + 9);
+	printf("inline send b->a with lkey 0: %s, data arrived: %d\n", ibv_wc_status_str(wc.status), same);
+	isge[1].length = 60; /* 80 bytes > max_inline_data 64 */
+	printf("inline send beyond max_inline_data: %s\n", errname(ibv_post_send(b.qp, &iwr, &inbad)));
 
 	/* The program's signal handler while its thread is inside verbs: a
 	 * SIGALRM every 50 us during 3000 WRITEs of 4 KiB, each posted and

@@ -30,7 +30,7 @@ environment.
 
 The libraries are taken from beside the goroce binary, else from
 $XDG_CACHE_HOME/goroce/VERSION (~/.cache/goroce/VERSION), where they are
-built from the goroce source (go, gcc and libibverbs-dev) when missing
+built from the goroce source (go, gcc, libibverbs-dev and librdmacm-dev) when missing
 or stale.`
 
 func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {

@@ -68,6 +68,7 @@ func TestExec(t *testing.T) {
 		t.Helper()
 		execRequire(t, "gcc", "gcc")
 		execRequire(t, build.VerbsHeader, "libibverbs-dev")
+		execRequire(t, build.CMAHeader, "librdmacm-dev")
 	}
 
 	t.Run("bad-flags", func(t *testing.T) {
