@@ -135,6 +135,7 @@ var envIDTaken atomic.Bool
 //
 //export ncclGetUniqueId
 func ncclGetUniqueId(out *C.ncclUniqueId) C.ncclResult_t {
+	syncEnv()
 	t := thread()
 	if out == nil {
 		return t.fail(nil, fmt.Errorf("%w: ncclGetUniqueId: NULL uniqueId", nccl.ErrInvalidArgument))
@@ -165,6 +166,7 @@ func uniqueID() (nccl.UniqueID, error) {
 //
 //export ncclCommInitRank
 func ncclCommInitRank(out *C.ncclComm_t, nranks C.int, id C.ncclUniqueId, rank C.int) C.ncclResult_t {
+	syncEnv()
 	t := thread()
 	if out == nil {
 		return t.fail(nil, fmt.Errorf("%w: ncclCommInitRank: NULL comm", nccl.ErrInvalidArgument))
@@ -204,6 +206,7 @@ func ncclCommInitRank(out *C.ncclComm_t, nranks C.int, id C.ncclUniqueId, rank C
 //
 //export ncclCommInitAll
 func ncclCommInitAll(out *C.ncclComm_t, ndev C.int, devlist *C.int) C.ncclResult_t {
+	syncEnv()
 	t := thread()
 	if out == nil || ndev < 1 {
 		return t.fail(nil, fmt.Errorf("%w: ncclCommInitAll: comm %p, ndev %d", nccl.ErrInvalidArgument, out, ndev))

@@ -77,5 +77,7 @@
 // the package still builds (as an empty command) with CGO_ENABLED=0.
 //
 // Environment: that of package nccl (NCCL_DEBUG, NCCL_ALGO, GOROCE_ADDR,
-// ...; see its documentation).
+// ...; see its documentation), read as it is when a communicator or unique
+// ID is made, so a program may set it after loading the library (Go's
+// copy of the environment, taken at load, is brought up to date then).
 package main

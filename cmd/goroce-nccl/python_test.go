@@ -129,6 +129,44 @@ func TestTorchUnderGoroceRun(t *testing.T) {
 	torchJob(t, out, fourRanks, 58)
 }
 
+// envAfterLoad sets the RNIC's variables after the library has loaded
+// and creates one-rank communicators: a wrong GOROCE_LINK and a wrong
+// GOROCE_ADDR must be rejected (so the library read them), and right ones
+// accepted.
+const envAfterLoad = `
+import os
+import goroce_nccl as gn
+gn.version()  # the library is loaded: the Go runtime has its copy of the environment
+for link, addr in (("bogus", "127.77.27.90"), ("udp", "not-an-address"), ("udp", "127.77.27.90")):
+    os.environ["GOROCE_LINK"], os.environ["GOROCE_ADDR"] = link, addr
+    try:
+        gn.Communicator(1, gn.unique_id(), 0).destroy()
+        print("%s %s: created" % (link, addr))
+    except gn.InvalidArgument as e:
+        print("%s %s: %s" % (link, addr, e))
+`
+
+// Variables a program sets after loading the library (Python's
+// os.environ, which the torch backend uses to pick GOROCE_LINK=shm) count
+// when it creates a communicator, as NCCL reads its environment then.
+func TestEnvironmentSetAfterLoad(t *testing.T) {
+	py := python(t, "numpy")
+	dir := programs(t)
+	out, err := start(pythonEnv(dir), py, "-c", envAfterLoad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		`bogus 127.77.27.90: nccl: CommInitRank rank 0 of 1: nccl: invalid argument: GOROCE_LINK="bogus"`,
+		`udp not-an-address: nccl: CommInitRank rank 0 of 1: nccl: invalid argument: RNIC address "not-an-address"`,
+		"udp 127.77.27.90: created",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("no %q in\n%s", want, out)
+		}
+	}
+}
+
 // torchrun runs script on nproc ranks with python3 -m torch.distributed.run
 // and returns the output. torchrun sets no RNIC address: the scripts put
 // rank r at GOROCE_TEST_ADDR_BASE + r (testdata/checks.py).
