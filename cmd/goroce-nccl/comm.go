@@ -171,6 +171,7 @@ func ncclCommInitRank(out *C.ncclComm_t, nranks C.int, id C.ncclUniqueId, rank C
 	if out == nil {
 		return t.fail(nil, fmt.Errorf("%w: ncclCommInitRank: NULL comm", nccl.ErrInvalidArgument))
 	}
+	startCPUProfile(int(rank))
 	uid := *(*nccl.UniqueID)(unsafe.Pointer(&id))
 	var opts nccl.Options
 	if i := len(t.group.inits); i > 0 && os.Getenv("GOROCE_ADDR") != "" {

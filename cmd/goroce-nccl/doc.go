@@ -80,4 +80,9 @@
 // ...; see its documentation), read as it is when a communicator or unique
 // ID is made, so a program may set it after loading the library (Go's
 // copy of the environment, taken at load, is brought up to date then).
+// GOROCE_CPUPROFILE=PATH writes a CPU profile (runtime/pprof) of the
+// library's Go side to PATH.rankN, N the rank of the process's first
+// communicator, when the process exits:
+//
+//	go tool pprof -top DIR/libgoroce-nccl.so PATH.rank0
 package main

@@ -167,6 +167,34 @@ func TestEnvironmentSetAfterLoad(t *testing.T) {
 	}
 }
 
+// GOROCE_CPUPROFILE=PATH: a process's CPU profile of the library is in
+// PATH.rankN when it exits (written at exit: Python never calls the
+// library to stop it), a gzipped pprof profile.
+func TestCPUProfile(t *testing.T) {
+	py := python(t, "numpy")
+	dir := programs(t)
+	path := filepath.Join(t.TempDir(), "cpu")
+	script := `
+import numpy as np, goroce_nccl as gn
+c = gn.Communicator(1, gn.unique_id(), 0)
+x = np.ones(1 << 20, dtype=np.float32)
+for _ in range(50):
+    c.allreduce(x)
+print("sum", x.sum())
+`
+	env := append(pythonEnv(dir), "GOROCE_CPUPROFILE="+path, "GOROCE_ADDR=127.77.27.92")
+	if out, err := start(env, py, "-c", script); err != nil || !strings.Contains(out, "sum 1048576.0") {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	b, err := os.ReadFile(path + ".rank0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b) < 64 || b[0] != 0x1f || b[1] != 0x8b {
+		t.Errorf("%s.rank0 is %d bytes, starting % x: want a gzipped profile", path, len(b), b[:min(len(b), 4)])
+	}
+}
+
 // torchrun runs script on nproc ranks with python3 -m torch.distributed.run
 // and returns the output. torchrun sets no RNIC address: the scripts put
 // rank r at GOROCE_TEST_ADDR_BASE + r (testdata/checks.py).
