@@ -195,6 +195,22 @@ print("sum", x.sum())
 	}
 }
 
+// torch.distributed.new_group on the goroce backend (groups [0, 1], [2,
+// 3] and [1, 3], each a communicator with RNICs of its own next to the
+// world's) and recv/irecv without a source, which return the sender's
+// rank, under goroce run -n 4.
+func TestTorchGroupsAndAnySource(t *testing.T) {
+	py := python(t, "numpy", "torch")
+	dir := programs(t)
+	env := append(pythonEnv(dir), "OMP_NUM_THREADS=1")
+	out, err := startWithin(torchBound, env, filepath.Join(dir, "goroce"), "run", "-n", "4",
+		"--addr-base", "127.77.27.80", py, "testdata/torch_groups.py")
+	if err != nil {
+		t.Fatal(err)
+	}
+	passed(t, out, fourRanks, 13)
+}
+
 // torchrun runs script on nproc ranks with python3 -m torch.distributed.run
 // and returns the output. torchrun sets no RNIC address: the scripts put
 // rank r at GOROCE_TEST_ADDR_BASE + r (testdata/checks.py).
