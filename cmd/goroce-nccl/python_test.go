@@ -115,6 +115,13 @@ func torchJob(t *testing.T, out string, ranks []int, least int) {
 // init_process_group(backend="goroce") under goroce run -n 4: every
 // torch.distributed collective, then DDP on goroce against DDP on gloo.
 func TestTorchUnderGoroceRun(t *testing.T) {
+	torchJob(t, torchUnderGoroceRun(t, "127.77.27.60", "testdata/torch_job.py"), fourRanks, 58)
+}
+
+// torchUnderGoroceRun runs script with torch on 4 ranks under goroce run,
+// their RNICs from addrBase on, and returns the output.
+func torchUnderGoroceRun(t *testing.T, addrBase, script string) string {
+	t.Helper()
 	py := python(t, "numpy", "torch")
 	dir := programs(t)
 	// One OpenMP thread per rank, as torchrun sets by default: torch's
@@ -122,11 +129,11 @@ func TestTorchUnderGoroceRun(t *testing.T) {
 	// ranks on 2 CPUs measured QPs exhausting their retries).
 	env := append(pythonEnv(dir), "OMP_NUM_THREADS=1")
 	out, err := startWithin(torchBound, env, filepath.Join(dir, "goroce"), "run", "-n", "4",
-		"--addr-base", "127.77.27.60", py, "testdata/torch_job.py")
+		"--addr-base", addrBase, py, script)
 	if err != nil {
 		t.Fatal(err)
 	}
-	torchJob(t, out, fourRanks, 58)
+	return out
 }
 
 // envAfterLoad sets the RNIC's variables after the library has loaded
@@ -200,15 +207,7 @@ print("sum", x.sum())
 // world's) and recv/irecv without a source, which return the sender's
 // rank, under goroce run -n 4.
 func TestTorchGroupsAndAnySource(t *testing.T) {
-	py := python(t, "numpy", "torch")
-	dir := programs(t)
-	env := append(pythonEnv(dir), "OMP_NUM_THREADS=1")
-	out, err := startWithin(torchBound, env, filepath.Join(dir, "goroce"), "run", "-n", "4",
-		"--addr-base", "127.77.27.80", py, "testdata/torch_groups.py")
-	if err != nil {
-		t.Fatal(err)
-	}
-	passed(t, out, fourRanks, 13)
+	passed(t, torchUnderGoroceRun(t, "127.77.27.80", "testdata/torch_groups.py"), fourRanks, 13)
 }
 
 // torchrun runs script on nproc ranks with python3 -m torch.distributed.run

@@ -83,15 +83,19 @@ def sent(t, what):
     return rank, k
 
 
+def recv_any(what):
+    # A receive from any source, checked: the source it returns is the
+    # rank whose message arrived. Returns (rank, k).
+    t = torch.zeros(100)
+    src = dist.recv(t)
+    rank, k = sent(t, what)
+    check(src == rank, "%s returned %s, the data is rank %d's" % (what, src, rank))
+    return rank, k
+
+
 # Rank 0 receives one message from each other rank, not naming them.
 if r == 0:
-    seen = []
-    for _ in range(3):
-        t = torch.zeros(100)
-        src = dist.recv(t)
-        rank, _ = sent(t, "recv from any source")
-        check(src == rank, "recv from any source returned %s, the data is rank %d's" % (src, rank))
-        seen.append(src)
+    seen = [recv_any("recv from any source")[0] for _ in range(3)]
     check(sorted(seen) == [1, 2, 3], "recv from any source: sources %s, want 1, 2, 3" % seen)
 else:
     dist.send(mark(r, 0), 0)
@@ -105,14 +109,8 @@ dist.barrier()
 if r == 0:
     t = torch.zeros(100)
     dist.recv(t, 1)
-    check(sent(t, "recv from 1") == (1, 1), "recv from 1 got message %s, want (1, 1)" % (sent(t, "-"),))
-    got = []
-    for _ in range(2):
-        t = torch.zeros(100)
-        src = dist.recv(t)
-        rank, k = sent(t, "recv from any source after a named one")
-        check(src == rank, "recv from any source returned %s, the data is rank %d's" % (src, rank))
-        got.append((rank, k))
+    check(sent(t, "recv from 1") == (1, 1), "recv from 1 got message %s, want (1, 1)" % ((int(t[0]), int(t[1])),))
+    got = [recv_any("recv from any source after a named one") for _ in range(2)]
     check(sorted(got) == [(1, 2), (2, 1)], "after a named recv from 1: got %s, want (1, 2), (2, 1)" % got)
 elif r == 1:
     dist.send(mark(1, 1), 0)
@@ -127,7 +125,7 @@ dist.barrier()
 if r == 0:
     t = torch.zeros(100)
     dist.recv(t, 3)
-    check(sent(t, "recv from 3") == (3, 1), "recv from 3 got message %s, want (3, 1)" % (sent(t, "-"),))
+    check(sent(t, "recv from 3") == (3, 1), "recv from 3 got message %s, want (3, 1)" % ((int(t[0]), int(t[1])),))
 elif r == 3:
     dist.send(mark(3, 1), 0)
 dist.barrier()

@@ -175,21 +175,9 @@ class _SourceWork(dist.Work):
         """Whether the receive has completed."""
         return self._work.is_completed()
 
-    def is_success(self):
-        """Whether the receive completed without an error."""
-        return self._work.is_success()
-
-    def exception(self):
-        """The receive's error, if it failed."""
-        return self._work.exception()
-
     def get_future(self):
         """The receive's future (its result: the tensors)."""
         return self._work.get_future()
-
-    def result(self):
-        """The received tensors."""
-        return self._work.result()
 
     def _source_rank(self):
         """The rank the tensor came from, in the group (after wait)."""
