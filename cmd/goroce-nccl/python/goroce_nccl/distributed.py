@@ -42,12 +42,12 @@ group raises that error.
 
 The wire. When every rank of the job runs on this host (WORLD_SIZE ==
 LOCAL_WORLD_SIZE, as goroce run and a one-node torchrun set) and nothing
-chose GOROCE_LINK, the first process group sets GOROCE_LINK=shm before it
-loads the library: the RNICs then exchange their RoCEv2 packets through
-shared memory (rnic/shmlink) instead of UDP sockets, with no system call
-per packet. GOROCE_LINK=udp keeps the sockets. (The choice is made when
-the library loads: a process that loaded it before, through
-goroce_nccl's numpy API, keeps its wire.)
+chose GOROCE_LINK, the first process group sets GOROCE_LINK=shm in the
+environment (which the library reads when it creates a communicator): the
+RNICs then exchange their RoCEv2 packets through shared memory
+(rnic/shmlink) instead of UDP sockets, with no system call per packet.
+Every rank decides from the same variables, so all pick the same wire.
+GOROCE_LINK=udp keeps the sockets.
 
 Groups. torch.distributed.new_group(ranks, backend="goroce") makes a
 process group of its own on each member: a new communicator among the
@@ -125,11 +125,9 @@ def _op(opts):
 
 
 def _choose_link():
-    # Shared memory between the RNICs when the whole job is on this host
-    # and the library is not loaded yet (it reads GOROCE_LINK then).
+    # Shared memory between the RNICs when the whole job is on this host.
     env = os.environ
-    if gn._lib is None and "GOROCE_LINK" not in env and env.get("WORLD_SIZE") and \
-            env.get("WORLD_SIZE") == env.get("LOCAL_WORLD_SIZE"):
+    if "GOROCE_LINK" not in env and env.get("WORLD_SIZE") and env.get("WORLD_SIZE") == env.get("LOCAL_WORLD_SIZE"):
         env["GOROCE_LINK"] = "shm"
 
 
