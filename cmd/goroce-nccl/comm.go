@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -27,6 +28,7 @@ import (
 // being created (inside a group).
 type comm struct {
 	handle C.ncclComm_t  // a one-byte C allocation: its address is the name
+	seq    uint64        // the order in which the process made it
 	ready  chan struct{} // closed when creation has ended
 	// Set before ready is closed.
 	c       *nccl.Comm
@@ -34,12 +36,17 @@ type comm struct {
 
 	mu    sync.Mutex
 	first C.ncclResult_t // the first failure of the communication
+
+	// addr is the RNIC address this library chose for the communicator
+	// (sharedAddr), invalid when package nccl picks it. Guarded by comms.mu.
+	addr netip.AddrPort
 }
 
 // comms maps the handles' addresses to their communicators.
 var comms struct {
-	mu sync.Mutex
-	m  map[uintptr]*comm
+	mu   sync.Mutex
+	m    map[uintptr]*comm
+	made uint64 // communicators made so far: the next one's seq
 }
 
 func key(h C.ncclComm_t) uintptr { return uintptr(unsafe.Pointer(h)) }
@@ -51,6 +58,8 @@ func newComm() *comm {
 	if comms.m == nil {
 		comms.m = map[uintptr]*comm{}
 	}
+	comms.made++
+	c.seq = comms.made
 	comms.m[key(c.handle)] = c
 	comms.mu.Unlock()
 	return c
@@ -135,6 +144,7 @@ var envIDTaken atomic.Bool
 //
 //export ncclGetUniqueId
 func ncclGetUniqueId(out *C.ncclUniqueId) C.ncclResult_t {
+	syncEnv()
 	t := thread()
 	if out == nil {
 		return t.fail(nil, fmt.Errorf("%w: ncclGetUniqueId: NULL uniqueId", nccl.ErrInvalidArgument))
@@ -165,10 +175,12 @@ func uniqueID() (nccl.UniqueID, error) {
 //
 //export ncclCommInitRank
 func ncclCommInitRank(out *C.ncclComm_t, nranks C.int, id C.ncclUniqueId, rank C.int) C.ncclResult_t {
+	syncEnv()
 	t := thread()
 	if out == nil {
 		return t.fail(nil, fmt.Errorf("%w: ncclCommInitRank: NULL comm", nccl.ErrInvalidArgument))
 	}
+	startCPUProfile(int(rank))
 	uid := *(*nccl.UniqueID)(unsafe.Pointer(&id))
 	var opts nccl.Options
 	if i := len(t.group.inits); i > 0 && os.Getenv("GOROCE_ADDR") != "" {
@@ -181,6 +193,11 @@ func ncclCommInitRank(out *C.ncclComm_t, nranks C.int, id C.ncclUniqueId, rank C
 		opts.Addr = cliqueAddr(base, i).String()
 	}
 	c := newComm()
+	if opts.Addr == "" {
+		if a, ok := sharedAddr(c); ok {
+			opts.Addr = a.String()
+		}
+	}
 	init := func() (*nccl.Comm, error) {
 		return nccl.CommInitRank(context.Background(), int(nranks), uid, int(rank), opts)
 	}
@@ -204,6 +221,7 @@ func ncclCommInitRank(out *C.ncclComm_t, nranks C.int, id C.ncclUniqueId, rank C
 //
 //export ncclCommInitAll
 func ncclCommInitAll(out *C.ncclComm_t, ndev C.int, devlist *C.int) C.ncclResult_t {
+	syncEnv()
 	t := thread()
 	if out == nil || ndev < 1 {
 		return t.fail(nil, fmt.Errorf("%w: ncclCommInitAll: comm %p, ndev %d", nccl.ErrInvalidArgument, out, ndev))
@@ -251,6 +269,61 @@ func ncclCommInitAll(out *C.ncclComm_t, ndev C.int, devlist *C.int) C.ncclResult
 		return t.fail(nil, first)
 	}
 	return C.ncclSuccess
+}
+
+// sharedAddr picks the RNIC address of c, a communicator about to be
+// created while this process holds others: the address of the process's
+// first live communicator's RNIC, its port plus k times the ranks on this
+// host (LOCAL_WORLD_SIZE or OMPI_COMM_WORLD_LOCAL_SIZE, else 1) for the
+// smallest k ≥ 1 no live communicator uses. So torch's new_group, or a
+// program that creates a second communicator, gets an RNIC of its own
+// next to the first, and ranks of one host that share an IP address
+// (ports 4791 + local rank) do not collide; it notes the address in
+// c.addr. ok is false when c is the only
+// communicator (package nccl then picks the address).
+func sharedAddr(c *comm) (addr netip.AddrPort, ok bool) {
+	comms.mu.Lock()
+	defer comms.mu.Unlock()
+	var (
+		base  netip.AddrPort
+		first uint64
+		used  = map[netip.AddrPort]bool{}
+	)
+	for _, o := range comms.m {
+		a := o.addr
+		select {
+		case <-o.ready:
+			if o.c != nil && o.c.Device() != nil {
+				a = o.c.Device().Addr()
+			}
+		default:
+		}
+		if o == c || !a.IsValid() {
+			continue
+		}
+		used[a] = true
+		if !base.IsValid() || o.seq < first {
+			base, first = a, o.seq
+		}
+	}
+	if !base.IsValid() {
+		return netip.AddrPort{}, false
+	}
+	stride := 1
+	for _, k := range []string{"LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE"} {
+		if n, err := strconv.Atoi(os.Getenv(k)); err == nil && n > 0 {
+			stride = n
+			break
+		}
+	}
+	for k := 1; int(base.Port())+k*stride <= 65535; k++ {
+		a := netip.AddrPortFrom(base.Addr(), base.Port()+uint16(k*stride))
+		if !used[a] {
+			c.addr = a
+			return a, true
+		}
+	}
+	return netip.AddrPort{}, false
 }
 
 // cliqueBase is rank 0's RNIC address for ncclCommInitAll: GOROCE_ADDR

@@ -47,7 +47,12 @@
 // rank), else 127.0.0.(10+rank), port 4791. The ranks of one process get
 // consecutive addresses: ncclCommInitAll puts rank i at GOROCE_ADDR
 // (default 127.0.0.10) + i, and the i-th ncclCommInitRank of a group on
-// one thread is at GOROCE_ADDR + i when GOROCE_ADDR is set.
+// one thread is at GOROCE_ADDR + i when GOROCE_ADDR is set. A further
+// communicator of a process that holds one already (torch's new_group, a
+// second ncclCommInitRank) gets an RNIC of its own at the first one's IP
+// address, its port plus k times LOCAL_WORLD_SIZE (or
+// OMPI_COMM_WORLD_LOCAL_SIZE, else 1) for the smallest k ≥ 1 not in use,
+// so that neither it nor the other local ranks' RNICs collide.
 //
 // Errors. Failures return NCCL's codes: ncclInvalidArgument for bad
 // counts, types, ops, roots, peers or pointers; ncclInvalidUsage for
@@ -71,11 +76,19 @@
 // Go runtime per process and fork after loading (DataLoader workers) mean
 // for a Python program. The Go tests (python_test.go) build the library
 // into a temporary directory and run testdata/numpy_collectives.py and
-// testdata/torch_job.py under goroce run and torchrun.
+// testdata/torch_job.py under goroce run and torchrun, and
+// testdata/torch_groups.py (new_group, receives from any source).
 //
 // The package's .go files need cgo, but for main.go and this file, so
 // the package still builds (as an empty command) with CGO_ENABLED=0.
 //
 // Environment: that of package nccl (NCCL_DEBUG, NCCL_ALGO, GOROCE_ADDR,
-// ...; see its documentation).
+// ...; see its documentation), read as it is when a communicator or unique
+// ID is made, so a program may set it after loading the library (Go's
+// copy of the environment, taken at load, is brought up to date then).
+// GOROCE_CPUPROFILE=PATH writes a CPU profile (runtime/pprof) of the
+// library's Go side to PATH.rankN, N the rank of the process's first
+// communicator, when the process exits:
+//
+//	go tool pprof -top DIR/libgoroce-nccl.so PATH.rank0
 package main

@@ -115,6 +115,13 @@ func torchJob(t *testing.T, out string, ranks []int, least int) {
 // init_process_group(backend="goroce") under goroce run -n 4: every
 // torch.distributed collective, then DDP on goroce against DDP on gloo.
 func TestTorchUnderGoroceRun(t *testing.T) {
+	torchJob(t, torchUnderGoroceRun(t, "127.77.27.60", "testdata/torch_job.py"), fourRanks, 58)
+}
+
+// torchUnderGoroceRun runs script with torch on 4 ranks under goroce run,
+// their RNICs from addrBase on, and returns the output.
+func torchUnderGoroceRun(t *testing.T, addrBase, script string) string {
+	t.Helper()
 	py := python(t, "numpy", "torch")
 	dir := programs(t)
 	// One OpenMP thread per rank, as torchrun sets by default: torch's
@@ -122,11 +129,85 @@ func TestTorchUnderGoroceRun(t *testing.T) {
 	// ranks on 2 CPUs measured QPs exhausting their retries).
 	env := append(pythonEnv(dir), "OMP_NUM_THREADS=1")
 	out, err := startWithin(torchBound, env, filepath.Join(dir, "goroce"), "run", "-n", "4",
-		"--addr-base", "127.77.27.60", py, "testdata/torch_job.py")
+		"--addr-base", addrBase, py, script)
 	if err != nil {
 		t.Fatal(err)
 	}
-	torchJob(t, out, fourRanks, 58)
+	return out
+}
+
+// envAfterLoad sets the RNIC's variables after the library has loaded
+// and creates one-rank communicators: a wrong GOROCE_LINK and a wrong
+// GOROCE_ADDR must be rejected (so the library read them), and right ones
+// accepted.
+const envAfterLoad = `
+import os
+import goroce_nccl as gn
+gn.version()  # the library is loaded: the Go runtime has its copy of the environment
+for link, addr in (("bogus", "127.77.27.90"), ("udp", "not-an-address"), ("udp", "127.77.27.90")):
+    os.environ["GOROCE_LINK"], os.environ["GOROCE_ADDR"] = link, addr
+    try:
+        gn.Communicator(1, gn.unique_id(), 0).destroy()
+        print("%s %s: created" % (link, addr))
+    except gn.InvalidArgument as e:
+        print("%s %s: %s" % (link, addr, e))
+`
+
+// Variables a program sets after loading the library (Python's
+// os.environ, which the torch backend uses to pick GOROCE_LINK=shm) count
+// when it creates a communicator, as NCCL reads its environment then.
+func TestEnvironmentSetAfterLoad(t *testing.T) {
+	py := python(t, "numpy")
+	dir := programs(t)
+	out, err := start(pythonEnv(dir), py, "-c", envAfterLoad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		`bogus 127.77.27.90: nccl: CommInitRank rank 0 of 1: nccl: invalid argument: GOROCE_LINK="bogus"`,
+		`udp not-an-address: nccl: CommInitRank rank 0 of 1: nccl: invalid argument: RNIC address "not-an-address"`,
+		"udp 127.77.27.90: created",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("no %q in\n%s", want, out)
+		}
+	}
+}
+
+// GOROCE_CPUPROFILE=PATH: a process's CPU profile of the library is in
+// PATH.rankN when it exits (written at exit: Python never calls the
+// library to stop it), a gzipped pprof profile.
+func TestCPUProfile(t *testing.T) {
+	py := python(t, "numpy")
+	dir := programs(t)
+	path := filepath.Join(t.TempDir(), "cpu")
+	script := `
+import numpy as np, goroce_nccl as gn
+c = gn.Communicator(1, gn.unique_id(), 0)
+x = np.ones(1 << 20, dtype=np.float32)
+for _ in range(50):
+    c.allreduce(x)
+print("sum", x.sum())
+`
+	env := append(pythonEnv(dir), "GOROCE_CPUPROFILE="+path, "GOROCE_ADDR=127.77.27.92")
+	if out, err := start(env, py, "-c", script); err != nil || !strings.Contains(out, "sum 1048576.0") {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	b, err := os.ReadFile(path + ".rank0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b) < 64 || b[0] != 0x1f || b[1] != 0x8b {
+		t.Errorf("%s.rank0 is %d bytes, starting % x: want a gzipped profile", path, len(b), b[:min(len(b), 4)])
+	}
+}
+
+// torch.distributed.new_group on the goroce backend (groups [0, 1], [2,
+// 3] and [1, 3], each a communicator with RNICs of its own next to the
+// world's) and recv/irecv without a source, which return the sender's
+// rank, under goroce run -n 4.
+func TestTorchGroupsAndAnySource(t *testing.T) {
+	passed(t, torchUnderGoroceRun(t, "127.77.27.80", "testdata/torch_groups.py"), fourRanks, 13)
 }
 
 // torchrun runs script on nproc ranks with python3 -m torch.distributed.run

@@ -1,0 +1,66 @@
+//go:build cgo
+
+package main
+
+/*
+#include <stdlib.h>
+extern void goroceStopCPUProfile(void);
+static void stopAtExit(void) { goroceStopCPUProfile(); }
+static void stopProfileAtExit(void) { atexit(stopAtExit); }
+*/
+import "C"
+
+import (
+	"fmt"
+	"os"
+	"runtime/pprof"
+	"sync"
+)
+
+// profile is the CPU profile GOROCE_CPUPROFILE asks for.
+var profile struct {
+	once sync.Once
+	mu   sync.Mutex
+	f    *os.File // nil when none is running
+}
+
+// startCPUProfile starts, the first time a communicator is created, the
+// CPU profile (runtime/pprof) of the Go side of this process if
+// GOROCE_CPUPROFILE names a file: it goes to that path plus ".rank" and
+// the communicator's rank, written when the process exits (atexit) or by
+// goroceStopCPUProfile. The profile covers the library's goroutines (the
+// RNIC, the collectives) and the program's calls while they run in Go.
+func startCPUProfile(rank int) {
+	profile.once.Do(func() {
+		path := os.Getenv("GOROCE_CPUPROFILE")
+		if path == "" {
+			return
+		}
+		f, err := os.Create(fmt.Sprintf("%s.rank%d", path, rank))
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "goroce-nccl: GOROCE_CPUPROFILE: %v\n", err)
+			return
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintf(os.Stderr, "goroce-nccl: GOROCE_CPUPROFILE: %v\n", err)
+			f.Close()
+			return
+		}
+		profile.mu.Lock()
+		profile.f = f
+		profile.mu.Unlock()
+		C.stopProfileAtExit()
+	})
+}
+
+// stopCPUProfile writes out and closes the running CPU profile, if any.
+func stopCPUProfile() {
+	profile.mu.Lock()
+	defer profile.mu.Unlock()
+	if profile.f == nil {
+		return
+	}
+	pprof.StopCPUProfile()
+	profile.f.Close()
+	profile.f = nil
+}
