@@ -30,7 +30,12 @@ without pause.
   converge  two senders, the second starting a quarter into the run
 
 Writes DIR/<experiment>-n<N>-<preset|off>.csv and .png and prints
-  summary: flows=N jain=F utilization=F queue_p99_bytes=N drops=N converge_ms=F
+  summary: flows=N jain=F utilization=F queue_p99_bytes=N drops=N converge_ms=F|never goodput_mbps=F
+
+utilization counts every datagram delivered, resent ones included; goodput_mbps
+only the payload of the WRITEs that completed. converge_ms=never: the flows
+never all came within 10 % of their fair share at once (Jain's index says how
+fair they were).
 
 The run is in virtual time (a virtual clock; the same seed gives the same
 run): a 200 ms experiment at 10 Gb/s takes a few seconds of CPU, and the
