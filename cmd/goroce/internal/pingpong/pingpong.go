@@ -213,7 +213,7 @@ func (cfg *pingpongConfig) localLine(d ppDest) string {
 // pingpong runs one side of the exchange and prints what the verbs
 // example prints.
 func pingpong(ctx context.Context, cfg pingpongConfig, stdout, stderr io.Writer) error {
-	pp, err := newPingpongContext(cfg)
+	pp, err := newPingpongContext(cfg, stderr)
 	if err != nil {
 		return err
 	}
