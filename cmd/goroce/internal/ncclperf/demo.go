@@ -210,7 +210,7 @@ func demoCollective(ctx context.Context, c *nccl.Comm, pc *perfCase, iters int) 
 	if err := barrier(ctx, c); err != nil {
 		return demoRow{}, err
 	}
-	sec, err := timeCalls(ctx, iters, func() *nccl.Request { return pc.call(c, false) })
+	sec, err := timeCalls(ctx, c, &ncclPerfConfig{iters: iters, aggIters: 1}, func() *nccl.Request { return pc.call(c, false) })
 	if err != nil {
 		return demoRow{}, err
 	}

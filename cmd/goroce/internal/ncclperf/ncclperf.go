@@ -44,6 +44,20 @@ Where the ranks come from:
 Sizes take K, M and G suffixes (powers of 1024): -b 8 -e 64M -f 4. -g
 (GPUs per process) and -t (threads) must be 1: a goroce process is one rank.
 
+The other nccl-tests flags mean what they mean there:
+  -a 0|1|2|3  the time a row reports: rank 0's, the ranks' average (the
+              default), the fastest rank's, the slowest rank's
+  -z 1        blocking: every call (with -m, every group) completes, then a
+              barrier, before the next is issued (the time includes them)
+  -m N        agg iterations: each timed iteration issues N calls in one
+              group (GroupStart/GroupEnd); the time is per call
+  -G N        CUDA graph launches: goroce has no CUDA graphs (a rank's calls
+              are issued by the CPU to its RNIC), so -G N issues a timed
+              iteration's calls N times over, as N launches of the captured
+              graph would replay them, and divides the time by N
+  -p 0|1      parallel init: accepted; each rank is its own process and
+              joins the job concurrently with the others whatever its value
+
 Exit status: 0 when every result was right, 1 when a collective failed or
 returned wrong elements, 2 on bad flags.`
 
@@ -59,13 +73,36 @@ type ncclPerfConfig struct {
 	root               int
 	timeout            time.Duration
 	device             *deviceConfig // --device; nil for host buffers
+	// average is -a: which rank's time a row reports (averageRank0, ...).
+	average int
+	// blocking is -z 1: each timed call completes, then a barrier.
+	blocking bool
+	// aggIters is -m: calls per timed iteration, in one group.
+	aggIters int
+	// graphLaunches is -G: how many times the timed calls are issued
+	// over (0 and 1: once).
+	graphLaunches int
+	// parallelInit is -p, printed in the header.
+	parallelInit int
+	// now is the clock the timed calls are measured on (time.Now unless a
+	// test gives each rank its own).
+	now func() time.Time
 }
+
+// The values of -a, as nccl-tests' Allreduce(..., average) takes them.
+const (
+	averageRank0 = iota // rank 0's time
+	averageMean         // the mean over the ranks (nccl-tests' default)
+	averageMin          // the fastest rank's
+	averageMax          // the slowest rank's
+)
 
 // Run is `goroce nccl-perf`.
 func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := cli.NewFlagSet("goroce nccl-perf COLLECTIVE [flags]", ncclPerfAbout+"\n"+ncclPerfDeviceAbout)
 	var minB, maxB, stepB, dtName, opName string
 	var factor, iters, warmup, check, root, ngpus, nthreads int
+	var average, blocking, aggIters, graphs, parInit int
 	strFlag(fs, &minB, "b", "minbytes", "32M", "smallest size in `bytes`")
 	strFlag(fs, &maxB, "e", "maxbytes", "32M", "largest size in `bytes`")
 	strFlag(fs, &stepB, "i", "stepbytes", "1M", "step between sizes in `bytes`, when -f is 1")
@@ -78,6 +115,11 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	cli.IntFlag(fs, &root, "r", "root", 0, "root `rank` of broadcast, reduce, gather and scatter")
 	cli.IntFlag(fs, &ngpus, "g", "ngpus", 1, "GPUs per process (nccl-tests' flag; must be 1)")
 	cli.IntFlag(fs, &nthreads, "t", "nthreads", 1, "threads per process (nccl-tests' flag; must be 1)")
+	cli.IntFlag(fs, &average, "a", "average", averageMean, "the time reported: 0 rank 0's, 1 the ranks' mean, 2 the fastest rank's, 3 the slowest rank's")
+	cli.IntFlag(fs, &blocking, "z", "blocking", 0, "1: each call completes, then a barrier, before the next (blocking collectives)")
+	cli.IntFlag(fs, &aggIters, "m", "agg_iters", 1, "calls per timed iteration, issued in one group")
+	cli.IntFlag(fs, &graphs, "G", "cudagraph", 0, "CUDA graph launches: goroce has none; N issues each timed iteration's calls N times over (see above)")
+	cli.IntFlag(fs, &parInit, "p", "parallel_init", 0, "parallel init (accepted: goroce's ranks are processes that always join concurrently)")
 	np := fs.Int("np", 0, "start this many ranks on this host (0: this process is a rank)")
 	var dev deviceFlags
 	dev.register(fs)
@@ -98,7 +140,8 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(pos) != 1 {
 		return usageErr("want one COLLECTIVE (all_reduce, all_gather, ...), got %q", pos)
 	}
-	cfg := ncclPerfConfig{factor: factor, iters: iters, warmup: warmup, check: check != 0, root: root, timeout: *timeout}
+	cfg := ncclPerfConfig{factor: factor, iters: iters, warmup: warmup, check: check != 0, root: root, timeout: *timeout,
+		average: average, blocking: blocking != 0, aggIters: aggIters, graphLaunches: graphs, parallelInit: parInit, now: time.Now}
 	if cfg.coll, ok = findPerfColl(strings.TrimSuffix(pos[0], "_perf")); !ok {
 		return usageErr("unknown collective %q", pos[0])
 	}
@@ -122,6 +165,12 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return usageErr("-b 0 with -f %d would never grow", factor)
 	case iters < 1 || warmup < 0:
 		return usageErr("-n %d -w %d: want at least one iteration and no negative warmup", iters, warmup)
+	case average < averageRank0 || average > averageMax:
+		return usageErr("-a %d: want 0 (rank 0), 1 (mean), 2 (min) or 3 (max)", average)
+	case aggIters < 1:
+		return usageErr("-m %d: want at least one call per iteration", aggIters)
+	case graphs < 0 || blocking < 0 || parInit < 0:
+		return usageErr("-G %d -z %d -p %d: want no negative value", graphs, blocking, parInit)
 	case ngpus != 1 || nthreads != 1:
 		return usageErr("-g %d -t %d: a goroce process drives one RNIC with one thread (-g 1 -t 1)", ngpus, nthreads)
 	case *np < 0:
