@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"strconv"
 	"strings"
 	"time"
 
@@ -100,12 +99,13 @@ const (
 // Run is `goroce nccl-perf`.
 func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := cli.NewFlagSet("goroce nccl-perf COLLECTIVE [flags]", ncclPerfAbout+"\n"+ncclPerfDeviceAbout)
-	var minB, maxB, stepB, dtName, opName string
+	var dtName, opName string
+	var cfg ncclPerfConfig
 	var factor, iters, warmup, check, root, ngpus, nthreads int
 	var average, blocking, aggIters, graphs, parInit int
-	strFlag(fs, &minB, "b", "minbytes", "32M", "smallest size in `bytes`")
-	strFlag(fs, &maxB, "e", "maxbytes", "32M", "largest size in `bytes`")
-	strFlag(fs, &stepB, "i", "stepbytes", "1M", "step between sizes in `bytes`, when -f is 1")
+	cli.SizeFlag(fs, &cfg.minBytes, "b", "minbytes", 32<<20, "smallest size in `bytes`")
+	cli.SizeFlag(fs, &cfg.maxBytes, "e", "maxbytes", 32<<20, "largest size in `bytes`")
+	cli.SizeFlag(fs, &cfg.stepBytes, "i", "stepbytes", 1<<20, "step between sizes in `bytes`, when -f is 1")
 	cli.IntFlag(fs, &factor, "f", "stepfactor", 1, "multiply the size by this `factor` from one row to the next")
 	cli.IntFlag(fs, &iters, "n", "iters", 20, "timed `iterations` per size")
 	cli.IntFlag(fs, &warmup, "w", "warmup_iters", 5, "untimed `iterations` at the largest and smallest size first")
@@ -140,20 +140,13 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(pos) != 1 {
 		return usageErr("want one COLLECTIVE (all_reduce, all_gather, ...), got %q", pos)
 	}
-	cfg := ncclPerfConfig{factor: factor, iters: iters, warmup: warmup, check: check != 0, root: root, timeout: *timeout,
-		average: average, blocking: blocking != 0, aggIters: aggIters, graphLaunches: graphs, parallelInit: parInit, now: time.Now}
+	cfg.factor, cfg.iters, cfg.warmup, cfg.check, cfg.root, cfg.timeout = factor, iters, warmup, check != 0, root, *timeout
+	cfg.average, cfg.blocking, cfg.aggIters, cfg.graphLaunches, cfg.parallelInit = average, blocking != 0, aggIters, graphs, parInit
+	cfg.now = time.Now
 	if cfg.coll, ok = findPerfColl(strings.TrimSuffix(pos[0], "_perf")); !ok {
 		return usageErr("unknown collective %q", pos[0])
 	}
 	var err error
-	for _, s := range []struct {
-		flag, val string
-		p         *int
-	}{{"-b", minB, &cfg.minBytes}, {"-e", maxB, &cfg.maxBytes}, {"-i", stepB, &cfg.stepBytes}} {
-		if *s.p, err = parseSize(s.val); err != nil {
-			return usageErr("%s: %v", s.flag, err)
-		}
-	}
 	switch {
 	case cfg.maxBytes < cfg.minBytes:
 		return usageErr("-e %d is smaller than -b %d", cfg.maxBytes, cfg.minBytes)
@@ -242,29 +235,6 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 func strFlag(fs *flag.FlagSet, p *string, short, long, value, usage string) {
 	fs.StringVar(p, short, value, usage)
 	fs.StringVar(p, long, value, "same as -"+short)
-}
-
-// parseSize reads a byte count with an optional K, M or G suffix (powers
-// of 1024), as nccl-tests' parsesize does.
-func parseSize(s string) (int, error) {
-	mult := 1
-	switch {
-	case strings.HasSuffix(s, "K") || strings.HasSuffix(s, "k"):
-		mult = 1 << 10
-	case strings.HasSuffix(s, "M") || strings.HasSuffix(s, "m"):
-		mult = 1 << 20
-	case strings.HasSuffix(s, "G") || strings.HasSuffix(s, "g"):
-		mult = 1 << 30
-	}
-	num := s
-	if mult > 1 {
-		num = s[:len(s)-1]
-	}
-	v, err := strconv.Atoi(num)
-	if err != nil || v < 0 || v > (1<<40)/mult {
-		return 0, fmt.Errorf("%q is not a size (bytes, with an optional K, M or G)", s)
-	}
-	return v * mult, nil
 }
 
 // ncclTypeNames are nccl-tests' spellings of the element types (the
