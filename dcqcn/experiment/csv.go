@@ -10,15 +10,16 @@ import (
 // WriteCSV writes the run's time series, one row per sample:
 //
 //	t_ms, queue_bytes, queue_max_bytes, marked, cnps, drops, retransmitted,
-//	flow0_gbps ... flowN-1_gbps, flow0_rate_gbps ... flowN-1_rate_gbps
+//	goodput_gbps, flow0_gbps ... flowN-1_gbps, flow0_rate_gbps ... flowN-1_rate_gbps
 //
 // flowI_gbps is flow I's delivered throughput over the interval ending at
-// t_ms, flowI_rate_gbps its DCQCN rate at t_ms; the counters are running
-// totals.
+// t_ms, flowI_rate_gbps its DCQCN rate at t_ms; goodput_gbps is the
+// flows' goodput, all together, over that interval (Sample.Goodput); the
+// counters are running totals.
 func WriteCSV(w io.Writer, r *Result) error {
 	cw := csv.NewWriter(w)
 	n := r.Scenario.Flows
-	head := []string{"t_ms", "queue_bytes", "queue_max_bytes", "marked", "cnps", "drops", "retransmitted"}
+	head := []string{"t_ms", "queue_bytes", "queue_max_bytes", "marked", "cnps", "drops", "retransmitted", "goodput_gbps"}
 	for i := range n {
 		head = append(head, fmt.Sprintf("flow%d_gbps", i))
 	}
@@ -33,7 +34,7 @@ func WriteCSV(w io.Writer, r *Result) error {
 	row := make([]string, 0, len(head))
 	for _, s := range r.Samples {
 		row = append(row[:0], f(s.At.Seconds()*1e3), strconv.Itoa(s.QueueBytes), strconv.Itoa(s.QueueMax),
-			u(s.Marked), u(s.CNPs), u(s.TailDrops), u(s.Retransmitted))
+			u(s.Marked), u(s.CNPs), u(s.TailDrops), u(s.Retransmitted), f(float64(s.Goodput)/1e9))
 		for _, tp := range s.Throughput {
 			row = append(row, f(float64(tp)/1e9))
 		}

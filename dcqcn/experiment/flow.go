@@ -24,6 +24,8 @@ type Flow struct {
 	gap       time.Duration  // between posts at PostRate
 	delivered *atomic.Uint64 // bytes the receiver read from this flow
 	clock     clock.Clock    // the Scenario's
+	msgSize   uint64         // bytes per WRITE
+	completed atomic.Uint64  // payload bytes of the WRITEs completed successfully: the goodput
 }
 
 // NewFlow creates a QP on s and one on the receiver r, and connects them.
@@ -45,7 +47,7 @@ func NewFlow(s, r *Host, sc *Scenario, delivered *atomic.Uint64) (*Flow, error) 
 		return nil, err
 	}
 	f := &Flow{qp: local, cq: s.cq, window: sc.Window, delivered: delivered,
-		gap: wireTime(sc.MessageSize, sc.PostRate), clock: clock.Or(sc.Clock)}
+		gap: wireTime(sc.MessageSize, sc.PostRate), clock: clock.Or(sc.Clock), msgSize: uint64(sc.MessageSize)}
 	f.sge[0] = qp.SGE{Addr: s.buf.Addr(), Length: uint32(sc.MessageSize), LKey: s.buf.LKey()}
 	f.wr = qp.SendWR{Opcode: qp.WRRDMAWrite, Flags: qp.SendSignaled, SGL: f.sge[:],
 		RemoteAddr: r.buf.Addr(), RKey: r.buf.RKey()}
@@ -80,6 +82,7 @@ func (f *Flow) Run(ctx context.Context, start time.Time) error {
 				return fmt.Errorf("WRITE wr_id %d completed with %v", wc.WRID, wc.Status)
 			}
 		}
+		f.completed.Add(uint64(n) * f.msgSize)
 		inFlight -= n
 		if inFlight == f.window {
 			if err := f.cq.ReqNotify(false); err != nil {

@@ -60,6 +60,11 @@ type Sample struct {
 	// Throughput is each flow's delivered rate over the interval ending
 	// at At (datagram bytes: BTH to ICRC).
 	Throughput []cc.Rate
+	// Goodput is the flows' goodput, all together, over the interval
+	// ending at At: the payload bytes of the WRITEs that completed
+	// successfully, so that a packet sent twice counts once and headers
+	// not at all.
+	Goodput cc.Rate
 	// Rate is each flow's DCQCN rate at At (QP.Rate: the line rate when
 	// DCQCN is off or the flow is not limited).
 	Rate []cc.Rate
@@ -216,6 +221,7 @@ func (e *experiment) sample(ctx context.Context, res *Result) error {
 	sleep := newSleeper(e.clock, ctx)
 	defer sleep.stop()
 	prev, prevAt := make([]uint64, sc.Flows), time.Duration(0)
+	var prevDone uint64
 	for k := 1; ; k++ {
 		if !sleep.until(e.t0.Add(time.Duration(k) * sc.Interval)) {
 			return ctx.Err()
@@ -229,6 +235,12 @@ func (e *experiment) sample(ctx context.Context, res *Result) error {
 			s.Rate[i] = f.qp.Rate()
 			prev[i] = d
 		}
+		var done uint64
+		for _, f := range e.flows {
+			done += f.completed.Load()
+		}
+		s.Goodput = cc.Rate(float64(done-prevDone) * 8 / dt)
+		prevDone = done
 		prevAt = at
 		ps := e.rxPort.Stats()
 		s.QueueBytes = ps.Egress.Bytes

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	cc "github.com/goroce/goroce/dcqcn"
 )
 
 // Summary is the verdict of a run: the numbers the experiments are
@@ -24,6 +26,12 @@ type Summary struct {
 	// Drops counts packets dropped at any switch queue for want of buffer,
 	// over the whole run.
 	Drops uint64
+	// Goodput is the payload bytes of the WRITEs that completed over the
+	// second half, all flows together, per second: what the applications
+	// got. Utilization counts every datagram the bottleneck delivered,
+	// retransmissions and headers included, so a network that drops and
+	// resends can be fully utilized with a lower goodput.
+	Goodput cc.Rate
 	// Converge is how long after the last flow started every flow's
 	// throughput (averaged over ConvergeWindow) first came within
 	// Tolerance of the fair share LineRate/Flows; -1 if it never did.
@@ -33,16 +41,19 @@ type Summary struct {
 // String formats the summary as one line, the experiment's machine-readable
 // verdict:
 //
-//	summary: flows=N jain=F utilization=F queue_p99_bytes=N drops=N converge_ms=F
+//	summary: flows=N jain=F utilization=F queue_p99_bytes=N drops=N converge_ms=F|never goodput_mbps=F
 //
-// converge_ms is -1 when the flows never converged.
+// converge_ms is "never" when the flows never all came within Tolerance of
+// the fair share at once (over ConvergeWindow): with many flows, DCQCN's
+// oscillation around the share is often wider than the tolerance, and
+// Jain's index says how fair they were instead.
 func (s Summary) String() string {
-	conv := -1.0
+	conv := "never"
 	if s.Converge >= 0 {
-		conv = float64(s.Converge) / float64(time.Millisecond)
+		conv = fmt.Sprintf("%.3f", float64(s.Converge)/float64(time.Millisecond))
 	}
-	return fmt.Sprintf("summary: flows=%d jain=%.4f utilization=%.4f queue_p99_bytes=%d drops=%d converge_ms=%.3f",
-		s.Flows, s.Jain, s.Utilization, s.QueueP99, s.Drops, conv)
+	return fmt.Sprintf("summary: flows=%d jain=%.4f utilization=%.4f queue_p99_bytes=%d drops=%d converge_ms=%s goodput_mbps=%.1f",
+		s.Flows, s.Jain, s.Utilization, s.QueueP99, s.Drops, conv, float64(s.Goodput)/float64(cc.Mbps))
 }
 
 // Summarize computes the Summary of a run.
@@ -54,11 +65,13 @@ func Summarize(r *Result) Summary {
 	half := sc.Duration / 2
 	perFlow := make([]float64, sc.Flows)
 	var span time.Duration
+	var goodBits float64
 	prev := time.Duration(0)
 	for _, smp := range r.Samples {
 		dt := smp.At - prev
 		if prev >= half {
 			span += dt
+			goodBits += float64(smp.Goodput) * dt.Seconds()
 			for i, tp := range smp.Throughput {
 				perFlow[i] += float64(tp) * dt.Seconds() / 8 // bytes
 			}
@@ -72,6 +85,7 @@ func Summarize(r *Result) Summary {
 			total += b
 		}
 		s.Utilization = total * 8 / (float64(sc.LineRate) * span.Seconds())
+		s.Goodput = cc.Rate(goodBits / span.Seconds())
 	}
 	s.Converge = convergence(r)
 	return s

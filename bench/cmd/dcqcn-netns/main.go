@@ -10,7 +10,7 @@
 // points cut their rates.
 //
 // It prints, per run, the summary line of dcqcn/experiment's simulated
-// experiments (plus the goodput), the kernel's counters (tc -s) and
+// experiments (goodput_mbps included), the kernel's counters (tc -s) and
 // goroce's (CNPs, rate cuts, retransmissions), and a verdict; it writes a
 // CSV and a PNG per run (dcqcn/experiment.WriteFiles).
 //

@@ -5,9 +5,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"time"
 
-	cc "github.com/goroce/goroce/dcqcn"
 	"github.com/goroce/goroce/dcqcn/experiment"
 )
 
@@ -22,29 +20,6 @@ const (
 	minJain        = 0.95
 	minUtilization = 0.9
 )
-
-// goodput is the flows' delivered rate over the second half of the run
-// (datagram bytes), in all.
-func goodput(r *experiment.Result) cc.Rate {
-	half := r.Scenario.Duration / 2
-	var bits float64
-	var span time.Duration
-	prev := time.Duration(0)
-	for _, s := range r.Samples {
-		if prev >= half {
-			dt := s.At - prev
-			span += dt
-			for _, tp := range s.Throughput {
-				bits += float64(tp) * dt.Seconds()
-			}
-		}
-		prev = s.At
-	}
-	if span <= 0 {
-		return 0
-	}
-	return cc.Rate(bits / span.Seconds())
-}
 
 // verdict checks a run against the criteria and returns what it
 // missed: the mechanism's (mechanism) and the performance's (performance).
@@ -130,7 +105,7 @@ func report(w io.Writer, o *outcome, dir string) []string {
 	}
 	fmt.Fprintf(w, "%s flows=%d dcqcn=%s marker=%s rate=%v kmin=%d kmax=%d pmax=%g limit=%d duration=%v\n",
 		sc.Name, sc.Flows, mode, o.marker, sc.LineRate, sc.RED.Kmin, sc.RED.Kmax, sc.RED.Pmax, sc.Buffer, sc.Duration)
-	fmt.Fprintf(w, "%v goodput_mbps=%.1f\n", sum, float64(goodput(r))/float64(cc.Mbps))
+	fmt.Fprintln(w, sum)
 	fmt.Fprintf(w, "tc: sent_bytes=%d marked=%d dropped=%d backlog_max_bytes=%d backlog_end_bytes=%d\n",
 		o.queue.Sent, t.Marked, t.TailDrops, t.QueueMaxBytes, o.queue.Backlog)
 	fmt.Fprintf(w, "goroce: icrc_err=%d ecn_marked_packets=%d cnp_sent=%d cnp_handled=%d rate_reductions=%d retransmitted_pkts=%d local_ack_timeouts=%d\n",

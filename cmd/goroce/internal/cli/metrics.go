@@ -2,12 +2,11 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
-	"os"
-	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -22,10 +21,11 @@ import (
 //	/metrics  Prometheus text: goroce_<counter>_total for every counter, and
 //	          per QP goroce_qp_rate_bits_per_second, goroce_qp_send_wrs,
 //	          goroce_qp_recv_wrs
-//	/stat     the counters as `rdma statistic show` prints rxe's
-//	/res      the QPs as `rdma res show qp` prints them
+//	/stat       the counters and the QPs as `rdma statistic show` and `rdma
+//	            res show qp` print rxe's (WriteStatText)
+//	/stat.json  the same as JSON (DeviceStat)
 //
-// `goroce stat URL` prints /stat and /res of another process's device.
+// `goroce stat ADDR` reads /stat.json of another process's device.
 
 // StartMetrics serves dev on addr and returns the function that stops the
 // server. It says where it listens on stderr.
@@ -38,11 +38,17 @@ func StartMetrics(addr string, dev *rnic.Device, stderr io.Writer) (func() error
 	reg.MustRegister(deviceCollector{dev})
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	mux.HandleFunc("/stat", func(w http.ResponseWriter, _ *http.Request) { writeStat(w, dev) })
-	mux.HandleFunc("/res", func(w http.ResponseWriter, _ *http.Request) { writeRes(w, dev) })
+	mux.HandleFunc("/stat", func(w http.ResponseWriter, _ *http.Request) {
+		s := StatOf(dev)
+		WriteStatText(w, &s)
+	})
+	mux.HandleFunc("/stat.json", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(StatOf(dev))
+	})
 	srv := ui.NewHTTPServer(mux)
 	go srv.Serve(ln)
-	fmt.Fprintf(stderr, "goroce: metrics on http://%s (/metrics, /stat, /res)\n", ln.Addr())
+	fmt.Fprintf(stderr, "goroce: metrics on http://%s (/metrics, /stat, /stat.json)\n", ln.Addr())
 	return func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
@@ -52,26 +58,6 @@ func StartMetrics(addr string, dev *rnic.Device, stderr io.Writer) (func() error
 
 // LinkName is how the device appears in the rdma-tool-style views.
 func LinkName(dev *rnic.Device) string { return "goroce_" + dev.Addr().Addr().String() + "/1" }
-
-// writeStat prints the counters on one line, as `rdma statistic show`.
-func writeStat(w io.Writer, dev *rnic.Device) {
-	var b strings.Builder
-	b.WriteString("link " + LinkName(dev))
-	for _, c := range dev.Counters() {
-		fmt.Fprintf(&b, " %s %d", c.Name, c.Value)
-	}
-	b.WriteString("\n")
-	io.WriteString(w, b.String())
-}
-
-// writeRes prints one line per QP, as `rdma res show qp`.
-func writeRes(w io.Writer, dev *rnic.Device) {
-	for _, r := range dev.Resources() {
-		fmt.Fprintf(w, "link %s lqpn %d rqpn %d type %v state %v rq-psn %d sq-psn %d unacked-psn %d send-wrs %d recv-wrs %d mtu %v rate %v pid %d comm goroce\n",
-			LinkName(dev), r.QPN, r.DestQPN, r.Type, r.State, uint32(r.RecvPSN), uint32(r.SendPSN), uint32(r.AckedPSN),
-			r.SendWRs, r.RecvWRs, r.PathMTU, r.Rate, os.Getpid())
-	}
-}
 
 // deviceCollector turns a device's counters and QPs into Prometheus
 // metrics at each scrape.

@@ -31,10 +31,10 @@ type ObserveFlags struct {
 
 func (o *ObserveFlags) Register(fs *flag.FlagSet) {
 	o.RegisterTrace(fs)
-	fs.StringVar(&o.metricsAddr, "metrics-addr", "",
-		"serve the device's counters and QPs on this `address` (/metrics for Prometheus, /stat and /res for goroce stat); "+
+	ListenAddrFlag(fs, &o.metricsAddr, "metrics-addr", "",
+		"serve the device's counters and QPs on this `address` (/metrics for Prometheus, /stat and /stat.json for goroce stat); "+
 			"with several ranks, rank r serves on the port + r")
-	fs.StringVar(&o.uiAddr, "ui-addr", "", UIFlagHelp)
+	ListenAddrFlag(fs, &o.uiAddr, "ui-addr", "", UIFlagHelp)
 }
 
 // registerTrace registers --trace and --pcap alone, for commands whose

@@ -47,9 +47,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	src := fs.String("src", "", "the goroce source `dir` to build the libraries from (GOROCE_SRC; default: where goroce was built)")
 	printEnv := fs.Bool("print-env", false, "print the variables as shell export lines instead of running a program")
 	fail := func(err error) int {
-		fs.SetOutput(stderr)
-		fs.Usage()
-		fmt.Fprintf(stderr, "\ngoroce exec: %v\n", err)
+		cli.UsageError(fs, stderr, "%v", err)
 		return cli.ExitUsage
 	}
 	fs.SetOutput(io.Discard)

@@ -53,7 +53,8 @@ var demoCounters = []struct{ name, about string }{
 func RunDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := cli.NewFlagSet("goroce demo [flags]", demoAbout)
 	n := fs.Int("n", 4, "number of ranks (processes)")
-	sizeFlag := fs.String("size", "1M", "`bytes` each rank's larger buffer holds per collective (K, M suffixes)")
+	var size int
+	cli.SizeFlag(fs, &size, "size", "", 1<<20, "`bytes` each rank's larger buffer holds per collective (K, M, G suffixes)")
 	iters := fs.Int("iters", 5, "timed calls per collective, after the checked one")
 	device := fs.Bool("device", true, "also run AllReduce on simulated GPU buffers, GPUDirect RDMA and staged")
 	base := runcmd.AddrBaseFlag(fs)
@@ -67,11 +68,10 @@ func RunDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if code, ok := cli.ParseFlags(fs, args, stdout, stderr); !ok {
 		return code
 	}
-	size, err := parseSize(*sizeFlag)
+	var err error
 	switch {
 	case fs.NArg() > 0:
 		err = fmt.Errorf("unexpected arguments %q", fs.Args())
-	case err != nil:
 	case *n < 2:
 		err = fmt.Errorf("-n %d: want at least 2 ranks", *n)
 	case *iters < 1:
@@ -216,7 +216,7 @@ func demoCollective(ctx context.Context, c *nccl.Comm, pc *perfCase, iters int) 
 	if err := barrier(ctx, c); err != nil {
 		return demoRow{}, err
 	}
-	sec, err := timeCalls(ctx, iters, func() *nccl.Request { return pc.call(c, false) })
+	sec, err := timeCalls(ctx, c, &ncclPerfConfig{iters: iters, aggIters: 1}, func() *nccl.Request { return pc.call(c, false) })
 	if err != nil {
 		return demoRow{}, err
 	}

@@ -88,7 +88,7 @@ func demoDeviceMode(ctx context.Context, c *nccl.Comm, size, iters int, peer boo
 		return demoDeviceRow{}, err
 	}
 	topo.Sys.Meter().Reset()
-	sec, err := timeCalls(ctx, iters, func() *nccl.Request { return dc.call(sub, false) })
+	sec, err := timeCalls(ctx, sub, &ncclPerfConfig{iters: iters, aggIters: 1}, func() *nccl.Request { return dc.call(sub, false) })
 	if err != nil {
 		return demoDeviceRow{}, err
 	}

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strconv"
 	"strings"
 	"time"
 
@@ -49,6 +48,20 @@ or NCCL_SHM_DISABLE=1; a single rank on its own uses udp.
 Sizes take K, M and G suffixes (powers of 1024): -b 8 -e 64M -f 4. -g
 (GPUs per process) and -t (threads) must be 1: a goroce process is one rank.
 
+The other nccl-tests flags mean what they mean there:
+  -a 0|1|2|3  the time a row reports: rank 0's, the ranks' average (the
+              default), the fastest rank's, the slowest rank's
+  -z 1        blocking: every call (with -m, every group) completes, then a
+              barrier, before the next is issued (the time includes them)
+  -m N        agg iterations: each timed iteration issues N calls in one
+              group (GroupStart/GroupEnd); the time is per call
+  -G N        CUDA graph launches: goroce has no CUDA graphs (a rank's calls
+              are issued by the CPU to its RNIC), so -G N issues a timed
+              iteration's calls N times over, as N launches of the captured
+              graph would replay them, and divides the time by N
+  -p 0|1      parallel init: accepted; each rank is its own process and
+              joins the job concurrently with the others whatever its value
+
 Exit status: 0 when every result was right, 1 when a collective failed or
 returned wrong elements, 2 on bad flags.`
 
@@ -64,16 +77,40 @@ type ncclPerfConfig struct {
 	root               int
 	timeout            time.Duration
 	device             *deviceConfig // --device; nil for host buffers
+	// average is -a: which rank's time a row reports (averageRank0, ...).
+	average int
+	// blocking is -z 1: each timed call completes, then a barrier.
+	blocking bool
+	// aggIters is -m: calls per timed iteration, in one group.
+	aggIters int
+	// graphLaunches is -G: how many times the timed calls are issued
+	// over (0 and 1: once).
+	graphLaunches int
+	// parallelInit is -p, printed in the header.
+	parallelInit int
+	// now is the clock the timed calls are measured on (time.Now unless a
+	// test gives each rank its own).
+	now func() time.Time
 }
+
+// The values of -a, as nccl-tests' Allreduce(..., average) takes them.
+const (
+	averageRank0 = iota // rank 0's time
+	averageMean         // the mean over the ranks (nccl-tests' default)
+	averageMin          // the fastest rank's
+	averageMax          // the slowest rank's
+)
 
 // Run is `goroce nccl-perf`.
 func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := cli.NewFlagSet("goroce nccl-perf COLLECTIVE [flags]", ncclPerfAbout+"\n"+ncclPerfDeviceAbout)
-	var minB, maxB, stepB, dtName, opName string
+	var dtName, opName string
+	var cfg ncclPerfConfig
 	var factor, iters, warmup, check, root, ngpus, nthreads int
-	strFlag(fs, &minB, "b", "minbytes", "32M", "smallest size in `bytes`")
-	strFlag(fs, &maxB, "e", "maxbytes", "32M", "largest size in `bytes`")
-	strFlag(fs, &stepB, "i", "stepbytes", "1M", "step between sizes in `bytes`, when -f is 1")
+	var average, blocking, aggIters, graphs, parInit int
+	cli.SizeFlag(fs, &cfg.minBytes, "b", "minbytes", 32<<20, "smallest size in `bytes`")
+	cli.SizeFlag(fs, &cfg.maxBytes, "e", "maxbytes", 32<<20, "largest size in `bytes`")
+	cli.SizeFlag(fs, &cfg.stepBytes, "i", "stepbytes", 1<<20, "step between sizes in `bytes`, when -f is 1")
 	cli.IntFlag(fs, &factor, "f", "stepfactor", 1, "multiply the size by this `factor` from one row to the next")
 	cli.IntFlag(fs, &iters, "n", "iters", 20, "timed `iterations` per size")
 	cli.IntFlag(fs, &warmup, "w", "warmup_iters", 5, "untimed `iterations` at the largest and smallest size first")
@@ -83,6 +120,11 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	cli.IntFlag(fs, &root, "r", "root", 0, "root `rank` of broadcast, reduce, gather and scatter")
 	cli.IntFlag(fs, &ngpus, "g", "ngpus", 1, "GPUs per process (nccl-tests' flag; must be 1)")
 	cli.IntFlag(fs, &nthreads, "t", "nthreads", 1, "threads per process (nccl-tests' flag; must be 1)")
+	cli.IntFlag(fs, &average, "a", "average", averageMean, "the time reported: 0 rank 0's, 1 the ranks' mean, 2 the fastest rank's, 3 the slowest rank's")
+	cli.IntFlag(fs, &blocking, "z", "blocking", 0, "1: each call completes, then a barrier, before the next (blocking collectives)")
+	cli.IntFlag(fs, &aggIters, "m", "agg_iters", 1, "calls per timed iteration, issued in one group")
+	cli.IntFlag(fs, &graphs, "G", "cudagraph", 0, "CUDA graph launches: goroce has none; N issues each timed iteration's calls N times over (see above)")
+	cli.IntFlag(fs, &parInit, "p", "parallel_init", 0, "parallel init (accepted: goroce's ranks are processes that always join concurrently)")
 	np := fs.Int("np", 0, "start this many ranks on this host (0: this process is a rank)")
 	var dev deviceFlags
 	dev.register(fs)
@@ -104,19 +146,13 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(pos) != 1 {
 		return usageErr("want one COLLECTIVE (all_reduce, all_gather, ...), got %q", pos)
 	}
-	cfg := ncclPerfConfig{factor: factor, iters: iters, warmup: warmup, check: check != 0, root: root, timeout: *timeout}
+	cfg.factor, cfg.iters, cfg.warmup, cfg.check, cfg.root, cfg.timeout = factor, iters, warmup, check != 0, root, *timeout
+	cfg.average, cfg.blocking, cfg.aggIters, cfg.graphLaunches, cfg.parallelInit = average, blocking != 0, aggIters, graphs, parInit
+	cfg.now = time.Now
 	if cfg.coll, ok = findPerfColl(strings.TrimSuffix(pos[0], "_perf")); !ok {
 		return usageErr("unknown collective %q", pos[0])
 	}
 	var err error
-	for _, s := range []struct {
-		flag, val string
-		p         *int
-	}{{"-b", minB, &cfg.minBytes}, {"-e", maxB, &cfg.maxBytes}, {"-i", stepB, &cfg.stepBytes}} {
-		if *s.p, err = parseSize(s.val); err != nil {
-			return usageErr("%s: %v", s.flag, err)
-		}
-	}
 	switch {
 	case cfg.maxBytes < cfg.minBytes:
 		return usageErr("-e %d is smaller than -b %d", cfg.maxBytes, cfg.minBytes)
@@ -128,6 +164,12 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return usageErr("-b 0 with -f %d would never grow", factor)
 	case iters < 1 || warmup < 0:
 		return usageErr("-n %d -w %d: want at least one iteration and no negative warmup", iters, warmup)
+	case average < averageRank0 || average > averageMax:
+		return usageErr("-a %d: want 0 (rank 0), 1 (mean), 2 (min) or 3 (max)", average)
+	case aggIters < 1:
+		return usageErr("-m %d: want at least one call per iteration", aggIters)
+	case graphs < 0 || blocking < 0 || parInit < 0:
+		return usageErr("-G %d -z %d -p %d: want no negative value", graphs, blocking, parInit)
 	case ngpus != 1 || nthreads != 1:
 		return usageErr("-g %d -t %d: a goroce process drives one RNIC with one thread (-g 1 -t 1)", ngpus, nthreads)
 	case *np < 0:
@@ -207,29 +249,6 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 func strFlag(fs *flag.FlagSet, p *string, short, long, value, usage string) {
 	fs.StringVar(p, short, value, usage)
 	fs.StringVar(p, long, value, "same as -"+short)
-}
-
-// parseSize reads a byte count with an optional K, M or G suffix (powers
-// of 1024), as nccl-tests' parsesize does.
-func parseSize(s string) (int, error) {
-	mult := 1
-	switch {
-	case strings.HasSuffix(s, "K") || strings.HasSuffix(s, "k"):
-		mult = 1 << 10
-	case strings.HasSuffix(s, "M") || strings.HasSuffix(s, "m"):
-		mult = 1 << 20
-	case strings.HasSuffix(s, "G") || strings.HasSuffix(s, "g"):
-		mult = 1 << 30
-	}
-	num := s
-	if mult > 1 {
-		num = s[:len(s)-1]
-	}
-	v, err := strconv.Atoi(num)
-	if err != nil || v < 0 || v > (1<<40)/mult {
-		return 0, fmt.Errorf("%q is not a size (bytes, with an optional K, M or G)", s)
-	}
-	return v * mult, nil
 }
 
 // ncclTypeNames are nccl-tests' spellings of the element types (the

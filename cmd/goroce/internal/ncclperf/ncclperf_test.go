@@ -147,19 +147,6 @@ func TestPerfCollsCheck(t *testing.T) {
 	}
 }
 
-func TestParseSize(t *testing.T) {
-	for s, want := range map[string]int{"8": 8, "1K": 1024, "64M": 64 << 20, "2G": 2 << 30, "0": 0, "3k": 3072} {
-		if got, err := parseSize(s); err != nil || got != want {
-			t.Errorf("parseSize(%q) = %d, %v; want %d", s, got, err, want)
-		}
-	}
-	for _, s := range []string{"", "M", "-1", "1T", "x8"} {
-		if _, err := parseSize(s); err == nil {
-			t.Errorf("parseSize(%q) did not fail", s)
-		}
-	}
-}
-
 func TestNcclPerfUsage(t *testing.T) {
 	for _, args := range [][]string{
 		{"nccl-perf"},

@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/goroce/goroce/cmd/goroce/internal/cli"
@@ -38,7 +39,16 @@ func ncclPerf(ctx context.Context, c *nccl.Comm, cfg *ncclPerfConfig, out io.Wri
 			return cli.ExitFail, err
 		}
 		for range cfg.warmup {
-			run.call(c, false)
+			req := run.call(c, false)
+			if cfg.blocking {
+				if err = req.Wait(ctx); err == nil {
+					err = barrier(ctx, c)
+				}
+				if err != nil {
+					free()
+					return cli.ExitFail, err
+				}
+			}
 		}
 		err = barrier(ctx, c) // the stream runs in order: the warmup is done
 		free()
@@ -109,18 +119,64 @@ type perfResult struct {
 	pcie [len(pcieFlows)]float64
 }
 
-// timeCalls issues iters calls back to back (the stream runs them in
-// order), waits for the last, and returns the seconds per call.
-func timeCalls(ctx context.Context, iters int, call func() *nccl.Request) (float64, error) {
-	start := time.Now()
+// timeCalls issues cfg.iters iterations of cfg.aggIters calls each (in one
+// group when there are several), all of it cfg.graphLaunches times over
+// (-G), back to back (the stream runs them in order), waits for the last,
+// and returns the seconds per call, as nccl-tests' BenchTime. Blocking
+// (-z 1), every call (every group of -m calls: a call is held until its
+// group ends) completes and the ranks meet at a barrier before the next.
+func timeCalls(ctx context.Context, c *nccl.Comm, cfg *ncclPerfConfig, call func() *nccl.Request) (float64, error) {
+	now := cfg.now
+	if now == nil {
+		now = time.Now
+	}
+	launches := max(cfg.graphLaunches, 1)
+	start := now()
 	var last *nccl.Request
-	for range iters {
-		last = call()
+	for range launches {
+		for range cfg.iters {
+			if cfg.aggIters > 1 {
+				c.GroupStart()
+			}
+			for range cfg.aggIters {
+				last = call()
+			}
+			if cfg.aggIters > 1 {
+				if err := c.GroupEnd(); err != nil {
+					return 0, err
+				}
+			}
+			if cfg.blocking {
+				if err := last.Wait(ctx); err != nil {
+					return 0, err
+				}
+				if err := barrier(ctx, c); err != nil {
+					return 0, err
+				}
+			}
+		}
 	}
 	if err := last.Wait(ctx); err != nil {
 		return 0, err
 	}
-	return time.Since(start).Seconds() / float64(iters), nil
+	return now().Sub(start).Seconds() / float64(launches*cfg.iters*cfg.aggIters), nil
+}
+
+// reportTime returns the time a row reports from every rank's, by -a.
+func reportTime(average int, secs []float64) float64 {
+	switch average {
+	case averageRank0:
+		return secs[0]
+	case averageMin:
+		return slices.Min(secs)
+	case averageMax:
+		return slices.Max(secs)
+	}
+	var sum float64
+	for _, s := range secs {
+		sum += s
+	}
+	return sum / float64(len(secs))
 }
 
 // measure times cfg.iters back-to-back calls after a barrier, then (with
@@ -135,7 +191,7 @@ func measure(ctx context.Context, c *nccl.Comm, pc perfRunner, inPlace bool, cfg
 	if cfg.device != nil {
 		cfg.device.topo.Sys.Meter().Reset()
 	}
-	sec, err := timeCalls(ctx, cfg.iters, func() *nccl.Request { return pc.call(c, inPlace) })
+	sec, err := timeCalls(ctx, c, cfg, func() *nccl.Request { return pc.call(c, inPlace) })
 	if err != nil {
 		return perfResult{}, err
 	}
@@ -153,13 +209,19 @@ func measure(ctx context.Context, c *nccl.Comm, pc perfRunner, inPlace bool, cfg
 	}
 	checked := cfg.check && wrong >= 0
 	// One AllReduce carries every number; counts stay exact in a float64.
-	sums, err := allReduceFloat64s(ctx, c, append([]float64{sec, float64(max(wrong, 0))}, pcie[:]...)...)
+	sums, err := allReduceFloat64s(ctx, c, append([]float64{float64(max(wrong, 0))}, pcie[:]...)...)
 	if err != nil {
 		return perfResult{}, err
 	}
-	r := perfResult{sec: sums[0] / float64(c.Size()), wrong: int64(sums[1])}
+	// Every rank's time, for -a to choose from.
+	secs, err := allGatherFloat64(ctx, c, sec)
+	if err != nil {
+		return perfResult{}, err
+	}
+	r := perfResult{sec: reportTime(cfg.average, secs), wrong: int64(sums[0])}
+	calls := float64(cfg.iters * cfg.aggIters * max(cfg.graphLaunches, 1))
 	for i := range r.pcie {
-		r.pcie[i] = sums[2+i] / float64(c.Size()) / float64(cfg.iters)
+		r.pcie[i] = sums[1+i] / float64(c.Size()) / calls
 	}
 	if !checked {
 		r.wrong = -1
@@ -186,6 +248,20 @@ func allReduceFloat64s(ctx context.Context, c *nccl.Comm, vals ...float64) ([]fl
 	out := make([]float64, len(vals))
 	for i := range out {
 		out[i] = math.Float64frombits(binary.LittleEndian.Uint64(b[8*i:]))
+	}
+	return out, nil
+}
+
+// allGatherFloat64 returns every rank's v, by rank.
+func allGatherFloat64(ctx context.Context, c *nccl.Comm, v float64) ([]float64, error) {
+	mine := binary.LittleEndian.AppendUint64(nil, math.Float64bits(v))
+	all := make([]byte, 8*c.Size())
+	if err := c.AllGather(mine, all, 8, nccl.Uint8).Wait(ctx); err != nil {
+		return nil, err
+	}
+	out := make([]float64, c.Size())
+	for r := range out {
+		out[r] = math.Float64frombits(binary.LittleEndian.Uint64(all[8*r:]))
 	}
 	return out, nil
 }
@@ -237,9 +313,13 @@ func printPerfHeader(w io.Writer, cfg *ncclPerfConfig, devices []rankDevice, not
 	if cfg.check {
 		check = 1
 	}
-	fmt.Fprintf(w, "# nThread 1 nGpus 1 minBytes %d maxBytes %d step: %s warmup iters: %d iters: %d agg iters: 1 validation: %d graph: 0\n",
-		cfg.minBytes, cfg.maxBytes, step, cfg.warmup, cfg.iters, check)
+	fmt.Fprintf(w, "# nThread 1 nGpus 1 minBytes %d maxBytes %d step: %s warmup iters: %d iters: %d agg iters: %d validation: %d graph: %d\n",
+		cfg.minBytes, cfg.maxBytes, step, cfg.warmup, cfg.iters, cfg.aggIters, check, cfg.graphLaunches)
 	fmt.Fprintln(w, "#")
+	if cfg.graphLaunches > 0 {
+		fmt.Fprintf(w, "# -G %d: goroce has no CUDA graphs; each timed iteration's calls are issued %d times over, as %d graph launches would replay them\n#\n",
+			cfg.graphLaunches, cfg.graphLaunches, cfg.graphLaunches)
+	}
 	fmt.Fprintln(w, "# Using devices")
 	for r, d := range devices {
 		fmt.Fprintf(w, "#  Rank %2d Group  0 Pid %6d on %10s device  0 [%s] goroce RNIC (RoCEv2 over UDP)\n", r, d.pid, d.host, d.addr)

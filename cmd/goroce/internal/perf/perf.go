@@ -211,7 +211,7 @@ func parsePerf(args []string, stdout, stderr io.Writer) (cfg perfConfig, code in
 	fs := cli.NewFlagSet("goroce perf "+strings.Join(names, "|")+" [flags] [HOST]", perfAbout)
 	cfg = perfConfig{stall: perfStall, dialFor: perfDialFor}
 	cli.IntFlag(fs, &cfg.port, "p", "port", perfPort, "listen on / connect to TCP `port` (server: 0 picks a free one)")
-	cli.IntFlag(fs, &cfg.size, "s", "size", 0, "`size` of each message (default 65536 for bw tests, 2 for lat tests)")
+	cli.SizeFlag(fs, &cfg.size, "s", "size", 0, "`size` of each message, in bytes with an optional K, M or G (default 65536 for bw tests, 2 for lat tests)")
 	cli.IntFlag(fs, &cfg.iters, "n", "iters", 0, "number of operations per QP (default 5000 for bw tests, 1000 for lat tests)")
 	fs.BoolVar(&cfg.all, "a", false, "run sizes from 2 to 2^23 bytes")
 	fs.BoolVar(&cfg.all, "all", false, "same as -a")

@@ -113,7 +113,7 @@ func parsePingpong(args []string, stdout, stderr io.Writer) (cfg pingpongConfig,
 	}
 	intVar(&cfg.port, "p", "port", pingpongPort, "listen on / connect to TCP `port` (server: 0 picks a free one)")
 	intVar(&cfg.ibPort, "i", "ib-port", 1, "`port` of the device (a goroce device has only port 1)")
-	intVar(&cfg.size, "s", "size", 4096, "`size` of the message to exchange (ud: default 2048)")
+	cli.SizeFlag(fs, &cfg.size, "s", "size", 4096, "`size` of the message to exchange, in bytes with an optional K, M or G (ud: default 2048)")
 	intVar(&cfg.mtu, "m", "mtu", 1024, "path `MTU`: 256, 512, 1024, 2048 or 4096 (ud: the port's MTU, default 4096)")
 	intVar(&cfg.numQP, "q", "num-qp", 16, "`number` of QPs to use (srq only, 1..256)")
 	intVar(&cfg.rxDepth, "r", "rx-depth", 500, "number of receives to post at a time (`depth`)")
@@ -213,7 +213,7 @@ func (cfg *pingpongConfig) localLine(d ppDest) string {
 // pingpong runs one side of the exchange and prints what the verbs
 // example prints.
 func pingpong(ctx context.Context, cfg pingpongConfig, stdout, stderr io.Writer) error {
-	pp, err := newPingpongContext(cfg)
+	pp, err := newPingpongContext(cfg, stderr)
 	if err != nil {
 		return err
 	}

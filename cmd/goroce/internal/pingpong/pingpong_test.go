@@ -361,7 +361,7 @@ func TestPingpongCheckFailsWhenNothingArrives(t *testing.T) {
 				if client {
 					cfg.server = "127.0.0.1"
 				}
-				pp, err := newPingpongContext(cfg)
+				pp, err := newPingpongContext(cfg, io.Discard)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -404,7 +404,7 @@ func TestPingpongCheckFailsWhenNothingArrives(t *testing.T) {
 		addr, _ := clitest.LoopbackPair()
 		cfg := testConfig(addr)
 		cfg.check, cfg.size = true, 2*ppPageSize
-		pp, err := newPingpongContext(cfg)
+		pp, err := newPingpongContext(cfg, io.Discard)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -2,8 +2,8 @@ package pingpong
 
 import (
 	"fmt"
+	"io"
 	"net/netip"
-	"os"
 
 	"github.com/goroce/goroce/mr"
 	"github.com/goroce/goroce/qp"
@@ -66,13 +66,14 @@ type ppContext struct {
 }
 
 // newPingpongContext opens the device and creates the PD, MR, CQ, SRQ and
-// QPs (in INIT) as pp_init_ctx does.
-func newPingpongContext(cfg pingpongConfig) (*ppContext, error) {
+// QPs (in INIT) as pp_init_ctx does. The metrics and UI servers report on
+// stderr.
+func newPingpongContext(cfg pingpongConfig, stderr io.Writer) (*ppContext, error) {
 	dc := rnic.Config{Addr: netip.AddrPortFrom(cfg.addr, 0)}
 	if cfg.transport == "ud" {
 		dc.MTU = cfg.mtu // the port's active MTU, which bounds a datagram
 	}
-	dev, closeObs, err := cfg.obs.OpenDevice(dc, os.Stderr)
+	dev, closeObs, err := cfg.obs.OpenDevice(dc, stderr)
 	if err != nil {
 		return nil, err
 	}

@@ -52,8 +52,18 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	udp, err := parseSoakAddrs(*addrs)
-	if err == nil && fs.NArg() > 0 {
+	switch {
+	case err != nil:
+	case fs.NArg() > 0:
 		err = fmt.Errorf("unexpected arguments %q", fs.Args())
+	case !(*loss >= 0 && *loss < 1):
+		err = fmt.Errorf("--loss %g: want a probability, 0 ≤ loss < 1", *loss)
+	case *d <= 0:
+		err = fmt.Errorf("-d %v: want a positive duration", *d)
+	case *sample <= 0:
+		err = fmt.Errorf("--sample %v: want a positive interval", *sample)
+	case *warmup < 0:
+		err = fmt.Errorf("--warmup %v is negative", *warmup)
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "goroce soak: %v\n", err)
