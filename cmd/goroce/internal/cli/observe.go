@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/goroce/goroce/rnic"
 	"github.com/goroce/goroce/wire/pcap"
@@ -69,7 +70,7 @@ func (o *ObserveFlags) OpenDevice(dc rnic.Config, stderr io.Writer) (dev *rnic.D
 	}
 	if dev, err = rnic.Open(dc); err != nil {
 		closeCapture()
-		return nil, nil, fmt.Errorf("couldn't open the device on %v: %w", dc.Addr.Addr(), err)
+		return nil, nil, fmt.Errorf("couldn't open the device on %v: %w", dc.Addr.Addr(), explainBindError(err, dc.Addr.Addr()))
 	}
 	stopAttached, err := o.Attach(dev, stderr)
 	if err != nil {
@@ -78,6 +79,19 @@ func (o *ObserveFlags) OpenDevice(dc rnic.Config, stderr io.Writer) (dev *rnic.D
 		return nil, nil, err
 	}
 	return dev, func() error { stopAttached(); return closeCapture() }, nil
+}
+
+// explainBindError says, for a device that could not bind its UDP port
+// at addr, which flag picks another address: the port is RoCEv2's, fixed.
+func explainBindError(err error, addr netip.Addr) error {
+	switch {
+	case errors.Is(err, syscall.EADDRINUSE):
+		return fmt.Errorf("%w: another device (a goroce process, or the kernel's RoCE) has UDP port 4791 on %v: "+
+			"give this one another address with --addr (or GOROCE_ADDR), e.g. another of 127.0.0.0/8", err, addr)
+	case errors.Is(err, syscall.EADDRNOTAVAIL):
+		return fmt.Errorf("%w: %v is not an address of this host: --addr (or GOROCE_ADDR) must be one of its interfaces' addresses", err, addr)
+	}
+	return err
 }
 
 // ShareLoopbackCPUs halves GOMAXPROCS when the device's address is a

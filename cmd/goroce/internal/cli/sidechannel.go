@@ -8,7 +8,8 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"strconv"
+	"net/netip"
+	"syscall"
 	"time"
 
 	"github.com/goroce/goroce/wire"
@@ -44,13 +45,19 @@ func DialRetry(ctx context.Context, hostPort string, patience time.Duration) (ne
 	}
 }
 
-// AcceptPeer listens on TCP port (0: a free one, reported on stderr as
-// "<who>: listening on port N") and waits, until ctx is done, for one
-// client. The listener is closed before it returns.
-func AcceptPeer(ctx context.Context, port int, who string, stderr io.Writer) (net.Conn, error) {
+// AcceptPeer listens on TCP port of addr, the device's address (0: a
+// free port, reported on stderr as "<who>: listening on port N"), and
+// waits, until ctx is done, for one client. It listens on the device's
+// address alone, not on every interface, so that two servers on one host
+// with devices at two addresses do not collide. The listener is closed
+// before it returns.
+func AcceptPeer(ctx context.Context, addr netip.Addr, port int, who string, stderr io.Writer) (net.Conn, error) {
 	var lc net.ListenConfig
-	ln, err := lc.Listen(ctx, "tcp", net.JoinHostPort("", strconv.Itoa(port)))
+	ln, err := lc.Listen(ctx, "tcp", netip.AddrPortFrom(addr, uint16(port)).String())
 	if err != nil {
+		if errors.Is(err, syscall.EADDRINUSE) {
+			err = fmt.Errorf("%w: another server has TCP port %d on %v: pick another port with -p (-p 0: a free one), or another address with --addr (GOROCE_ADDR)", err, port, addr)
+		}
 		return nil, fmt.Errorf("couldn't listen to port %d: %w", port, err)
 	}
 	defer ln.Close()

@@ -313,6 +313,13 @@ func commFromEnv(ctx context.Context, base string, opts nccl.Options) (*nccl.Com
 	if err != nil {
 		return nil, err
 	}
+	if base == "" {
+		a, err := runcmd.FreeAddrBase(1)
+		if err != nil {
+			return nil, err
+		}
+		base = a.String()
+	}
 	opts.Addr = base
 	return nccl.CommInitRank(ctx, 1, id, 0, opts)
 }

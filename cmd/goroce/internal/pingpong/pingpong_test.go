@@ -240,7 +240,7 @@ func TestPingpongPeerStalls(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- pingpong(t.Context(), cfg, io.Discard, w) }()
 	port := <-w.Port
-	conn, err := net.Dial("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+	conn, err := net.Dial("tcp", net.JoinHostPort(srvAddr, strconv.Itoa(port)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -266,7 +266,7 @@ func TestPingpongCheckDetectsBadData(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- pingpong(t.Context(), srv, io.Discard, w) }()
 	cli := testConfig(cliAddr)
-	cli.server, cli.port = "127.0.0.1", <-w.Port
+	cli.server, cli.port = srvAddr, <-w.Port
 	cliErr := pingpong(t.Context(), cli, io.Discard, io.Discard)
 	if err := <-done; !errors.Is(err, errBadData) {
 		t.Fatalf("server: %v, want errBadData", err)
@@ -286,7 +286,7 @@ func srqServer(t *testing.T, nqp int) (net.Conn, chan error) {
 	w := clitest.NewPortWriter()
 	done := make(chan error, 1)
 	go func() { done <- pingpong(t.Context(), cfg, io.Discard, w) }()
-	conn, err := net.Dial("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(<-w.Port)))
+	conn, err := net.Dial("tcp", net.JoinHostPort(srvAddr, strconv.Itoa(<-w.Port)))
 	if err != nil {
 		t.Fatal(err)
 	}
