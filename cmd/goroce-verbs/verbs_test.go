@@ -606,10 +606,12 @@ func TestTrace(t *testing.T) {
 	capture := filepath.Join(t.TempDir(), "server.pcap")
 	server, client, sa, ca := preloadedPair(t, "ibv_rc_pingpong", "ibverbs-utils", "-p",
 		[]string{"GOROCE_TRACE=1", "GOROCE_PCAP=" + capture}, "-g", "0", "-s", "2000", "-n", "2")
-	// 2000 bytes at the examples' MTU of 1024: FIRST and LAST.
+	// 2000 bytes at the examples' MTU of 1024: FIRST and LAST, each line
+	// tagged with the program and its device's address.
+	tag := `(?m)^\[ibv_rc_pingpong ` + regexp.QuoteMeta(sa) + `\] [0-9.]+ `
 	for _, want := range []string{
-		`send ` + regexp.QuoteMeta(sa) + `:4791 > ` + regexp.QuoteMeta(ca) + `:4791 RC_SEND_FIRST .*len=1024`,
-		`recv ` + regexp.QuoteMeta(ca) + `:4791 > ` + regexp.QuoteMeta(sa) + `:4791 RC_SEND_LAST .*len=976`,
+		tag + `send ` + regexp.QuoteMeta(sa) + `:4791 > ` + regexp.QuoteMeta(ca) + `:4791 RC_SEND_FIRST .*len=1024`,
+		tag + `recv ` + regexp.QuoteMeta(ca) + `:4791 > ` + regexp.QuoteMeta(sa) + `:4791 RC_SEND_LAST .*len=976`,
 	} {
 		if !regexp.MustCompile(want).MatchString(server.stderr.String()) {
 			t.Errorf("the trace lacks %q:\n%s", want, &server.stderr)

@@ -28,6 +28,15 @@ type ObserveFlags struct {
 	pcap        string
 	metricsAddr string
 	uiAddr      string
+	traceTag    string // starts each trace line (rnic.Config.TraceTag)
+}
+
+// TraceAs tags each --trace line with who this process is: role (server,
+// client) and the device's address, as "[server 127.0.0.1]", so that the
+// traces of two processes sharing a terminal, each on its own clock, can
+// be told apart (goroce run's ranks get "[rank]" from the launcher).
+func (o *ObserveFlags) TraceAs(role string, addr netip.Addr) {
+	o.traceTag = fmt.Sprintf("[%s %v]", role, addr)
 }
 
 func (o *ObserveFlags) Register(fs *flag.FlagSet) {
@@ -182,7 +191,7 @@ func (o *ObserveFlags) Setenv() {
 // the capture; call it after the device is closed.
 func (o *ObserveFlags) Apply(cfg *rnic.Config, stderr io.Writer) (func() error, error) {
 	if o.trace {
-		cfg.Trace = stderr
+		cfg.Trace, cfg.TraceTag = stderr, o.traceTag
 	}
 	if o.pcap == "" {
 		return func() error { return nil }, nil

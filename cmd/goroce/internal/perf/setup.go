@@ -160,6 +160,11 @@ func openPerfDevice(cfg perfConfig) (*perfContext, error) {
 	if !cfg.events {
 		dc.BusyPoll = perfBusyPoll
 	}
+	role := "server"
+	if cfg.client() {
+		role = "client"
+	}
+	cfg.obs.TraceAs(role, cfg.addr)
 	dev, closeObs, err := cfg.obs.OpenDevice(dc, os.Stderr)
 	if err != nil {
 		return nil, err

@@ -124,6 +124,14 @@ func TestPingpongProcesses(t *testing.T) {
 			checkClosingLines(t, "client", cliOut, tc.size, 200, 1)
 		})
 	}
+	// With --trace, each process's lines say whose they are (issue 25).
+	t.Run("trace", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		defer cancel()
+		p := clitest.RunTwoProcessesAll(t, ctx, bin, []string{"pingpong"}, []string{"-n", "2", "-s", "64", "--trace"})
+		clitest.CheckTraceTagged(t, "server", p.SrvErr, "[server "+p.SrvAddr+"]")
+		clitest.CheckTraceTagged(t, "client", p.CliErr, "[client "+p.CliAddr+"]")
+	})
 }
 
 func TestPingpongDestMessage(t *testing.T) {

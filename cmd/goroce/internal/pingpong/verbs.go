@@ -72,6 +72,11 @@ func newPingpongContext(cfg pingpongConfig) (*ppContext, error) {
 	if cfg.transport == "ud" {
 		dc.MTU = cfg.mtu // the port's active MTU, which bounds a datagram
 	}
+	role := "server"
+	if cfg.server != "" {
+		role = "client"
+	}
+	cfg.obs.TraceAs(role, cfg.addr)
 	dev, closeObs, err := cfg.obs.OpenDevice(dc, os.Stderr)
 	if err != nil {
 		return nil, err
