@@ -117,7 +117,7 @@ func (c *perfConfig) memoryNeed() (need uint64, what string) {
 		sysmem.Mul(qps, sysmem.Mul(2, u(c.half()))),
 		sysmem.Mul(qps, u(send)*uint64(unsafe.Sizeof(qp.SendWR{}))+u(recv)*uint64(unsafe.Sizeof(qp.RecvWR{}))),
 		sysmem.Mul(u(cqe), uint64(unsafe.Sizeof(qp.WC{}))))
-	what = fmt.Sprintf("%d QPs of %d-byte buffers (×2)", c.qps, c.half())
+	what = fmt.Sprintf("%d QP(s) with 2 × %d bytes of buffer", c.qps, c.half())
 	if c.duration > 0 {
 		return need, what
 	}
@@ -130,7 +130,7 @@ func (c *perfConfig) memoryNeed() (need uint64, what string) {
 		events := sysmem.Add(ops/u(c.cqMod()), qps)
 		need = sysmem.Add(need, sysmem.Mul(ops, uint64(unsafe.Sizeof(time.Duration(0)))),
 			sysmem.Mul(events, uint64(unsafe.Sizeof(bwEvent{}))))
-		what += fmt.Sprintf(" and the post times of %d QPs × %d operations", c.qps, c.iters)
+		what += fmt.Sprintf(" and the post times of %d QP(s) × %d operations", c.qps, c.iters)
 	}
 	return need, what
 }
