@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -45,7 +46,8 @@ func DialRetry(ctx context.Context, hostPort string, patience time.Duration) (ne
 	}
 }
 
-// AcceptPeer listens on TCP port of addr, the device's address (0: a
+// AcceptPeer listens on TCP port of addr, the device's address or
+// --sc-addr (0: a
 // free port, reported on stderr as "<who>: listening on port N"), and
 // waits, until ctx is done, for one client. It listens on the device's
 // address alone, not on every interface, so that two servers on one host
@@ -71,6 +73,28 @@ func AcceptPeer(ctx context.Context, addr netip.Addr, port int, who string, stde
 		return nil, fmt.Errorf("accept() failed: %w", CtxErr(ctx, err))
 	}
 	return conn, nil
+}
+
+// SideChannelAddrFlag defines --sc-addr, the address a server's TCP side
+// channel listens on; "" (the default) is the device's own (--addr). A
+// peer that reaches the side channel over another address family than
+// RoCE (perftest's and the verbs examples' side channel is IPv4 only)
+// needs it.
+func SideChannelAddrFlag(fs *flag.FlagSet) *string {
+	return fs.String("sc-addr", "", "server: listen for the TCP side channel on this `address` (default: the device's, --addr)")
+}
+
+// ParseSideChannelAddr reads --sc-addr: s, or the device's address dev
+// if s is "".
+func ParseSideChannelAddr(s string, dev netip.Addr) (netip.Addr, error) {
+	if s == "" {
+		return dev, nil
+	}
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		return netip.Addr{}, fmt.Errorf("--sc-addr %q is not an IP address", s)
+	}
+	return a.Unmap(), nil
 }
 
 // CtxErr prefers the context's error (an interrupt) to the I/O error it

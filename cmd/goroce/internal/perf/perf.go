@@ -133,6 +133,7 @@ type perfConfig struct {
 	gbits      bool
 	events     bool // -e: sleep on CQ events instead of polling
 	addr       netip.Addr
+	scAddr     netip.Addr // where the server's side channel listens
 	cpuprof    string
 
 	// exchange is the side channel's format: exchangeGoroce or
@@ -247,6 +248,7 @@ func parsePerf(args []string, stdout, stderr io.Writer) (cfg perfConfig, code in
 	fs.StringVar(&cfg.cpuprof, "cpuprofile", "", "write a CPU profile (runtime/pprof) to `file`")
 	fs.BoolVar(&cfg.dataReport, "data-report", false, "when done, print a CRC-32 of the first -s bytes of the local and target buffers (what the last operation brought in)")
 	addr := cli.AddrFlag(fs)
+	scAddr := cli.SideChannelAddrFlag(fs)
 
 	args0, code, ok := cli.ParseWithHosts(fs, args, stdout, stderr)
 	if !ok {
@@ -280,6 +282,9 @@ func parsePerf(args []string, stdout, stderr io.Writer) (cfg perfConfig, code in
 		return usageErr("%v", err)
 	}
 	cfg.addr = a
+	if cfg.scAddr, err = cli.ParseSideChannelAddr(*scAddr, a); err != nil {
+		return usageErr("%v", err)
+	}
 	cfg.duration = time.Duration(secs) * time.Second
 	if !set(fs, "s", "size") {
 		cfg.size = perfSizeBW

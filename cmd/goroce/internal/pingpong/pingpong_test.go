@@ -204,7 +204,7 @@ func TestPingpongBadFlags(t *testing.T) {
 // testConfig is a pingpong configuration with short timeouts.
 func testConfig(addr string) pingpongConfig {
 	return pingpongConfig{ibPort: 1, size: 64, mtu: 1024, rxDepth: 8, iters: 5, numQP: 1, transport: "rc", timeout: 14,
-		addr: netip.MustParseAddr(addr), stall: 300 * time.Millisecond, dialFor: 200 * time.Millisecond}
+		addr: netip.MustParseAddr(addr), scAddr: netip.MustParseAddr(addr), stall: 300 * time.Millisecond, dialFor: 200 * time.Millisecond}
 }
 
 func TestPingpongClientCannotConnect(t *testing.T) {
@@ -440,4 +440,31 @@ func TestPingpongCheckFailsWhenNothingArrives(t *testing.T) {
 // timeout, and the server names it in its error.
 func TestPingpongSideChannelStall(t *testing.T) {
 	clitest.ServerStalls(t, run, []string{"pingpong", "-n", "5", "-g", "0"}, "0000:000001:", pingpongStall)
+}
+
+// TestPingpongSideChannelAddr: with --sc-addr the server's side channel
+// listens there, not at its device's address, and a client that dials it
+// there completes the exchange (rxe-interop's IPv6 cases need it: rxe's
+// client speaks the side channel over IPv4).
+func TestPingpongSideChannelAddr(t *testing.T) {
+	srvAddr, cliAddr := clitest.LoopbackPair()
+	scAddr, _ := clitest.LoopbackPair()
+	srv := testConfig(srvAddr)
+	srv.scAddr = netip.MustParseAddr(scAddr)
+	w := clitest.NewPortWriter()
+	done := make(chan error, 1)
+	go func() { done <- pingpong(t.Context(), srv, io.Discard, w) }()
+	port := <-w.Port
+	if conn, err := net.Dial("tcp", net.JoinHostPort(srvAddr, strconv.Itoa(port))); err == nil {
+		conn.Close()
+		t.Errorf("the side channel listens at the device's address %s too", srvAddr)
+	}
+	c := testConfig(cliAddr)
+	c.server, c.port = scAddr, port
+	if err := pingpong(t.Context(), c, io.Discard, io.Discard); err != nil {
+		t.Errorf("client: %v", err)
+	}
+	if err := <-done; err != nil {
+		t.Errorf("server: %v", err)
+	}
 }
