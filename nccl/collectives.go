@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"unsafe"
 
+	"github.com/goroce/goroce/internal/sysmem"
 	"github.com/goroce/goroce/nccl/reduce"
 	"github.com/goroce/goroce/nccl/sched"
 )
@@ -157,6 +158,9 @@ func (c *Comm) AlltoAll(send, recv []byte, count int, dt DataType) *Request {
 	esz := dt.Size()
 	s := step{plan: p, dt: dt, op: Sum, bufs: [][]byte{send[:n*esz], recv[:n*esz], nil}}
 	if overlap(s.bufs[0], s.bufs[1]) {
+		if err := sysmem.Check(uint64(n*esz), fmt.Sprintf("the private copy of an in-place %d-byte send buffer", n*esz)); err != nil {
+			return c.failed(name, fmt.Errorf("%w: %w", ErrNoMemory, err))
+		}
 		private := make([]byte, n*esz)
 		src := s.bufs[0]
 		s.bufs[0] = private

@@ -26,6 +26,10 @@ var (
 	ErrAborted = errors.New("nccl: communicator aborted")
 	// ErrDestroyed: the communicator was destroyed.
 	ErrDestroyed = errors.New("nccl: communicator destroyed")
+	// ErrNoMemory: the operation needs more host memory for its staging
+	// or scratch buffers than this host has available (ncclSystemError
+	// for a failed allocation); nothing was allocated.
+	ErrNoMemory = errors.New("nccl: not enough host memory")
 	// ErrGroup: GroupEnd without GroupStart.
 	ErrGroup = errors.New("nccl: GroupEnd without GroupStart")
 )

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/goroce/goroce/internal/sysmem"
 	"github.com/goroce/goroce/nccl/reduce"
 	"github.com/goroce/goroce/nccl/sched"
 	"github.com/goroce/goroce/nccl/transport"
@@ -50,7 +51,9 @@ func (e *executor) combine(dst, in, src []byte) error {
 // Region offsets are in elements of esz bytes.
 func (e *executor) run(ctx context.Context, plan *sched.Plan, bufs [][]byte, esz int, dt DataType, op Op) (peer int, err error) {
 	if need := plan.ScratchLen * esz; len(e.scratch) < need {
-		e.scratch = make([]byte, need)
+		if err := grow(&e.scratch, need, "scratch"); err != nil {
+			return -1, err
+		}
 	}
 	bufs[sched.Scratch] = e.scratch[:plan.ScratchLen*esz]
 	if reg, ok := e.t.(transport.Registrar); ok {
@@ -87,7 +90,9 @@ func (e *executor) run(ctx context.Context, plan *sched.Plan, bufs [][]byte, esz
 			}
 		}
 		if len(e.staging) < staged {
-			e.staging = make([]byte, staged)
+			if err := grow(&e.staging, staged, "staging"); err != nil {
+				return -1, err
+			}
 		}
 		staging := e.staging
 		var incoming [][]byte
@@ -318,4 +323,16 @@ func (e *executor) wait(ctx context.Context) (peer int, err error) {
 			}
 		}
 	}
+}
+
+// grow replaces *b with a buffer of n bytes, unless the host has not the
+// memory for it: then it fails with ErrNoMemory and allocates nothing
+// (Go's out of memory is fatal, not an error).
+func grow(b *[]byte, n int, what string) error {
+	*b = nil // the old buffer is not needed: let it count as free
+	if err := sysmem.Check(uint64(n), fmt.Sprintf("the %s buffer of %d bytes", what, n)); err != nil {
+		return fmt.Errorf("%w: %w", ErrNoMemory, err)
+	}
+	*b = make([]byte, n)
+	return nil
 }

@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"go.uber.org/zap"
@@ -209,6 +210,11 @@ func CommInitRank(ctx context.Context, nranks int, id UniqueID, rank int, opts O
 		if dev, err = rnic.Open(dc); err != nil {
 			if dc.Link != nil {
 				dc.Link.Close()
+			}
+			if errors.Is(err, syscall.EADDRINUSE) {
+				// Say which setting picks another address.
+				err = fmt.Errorf("%w: another device has UDP port 4791 at %v: give this rank another address "+
+					"(Options.Addr, GOROCE_ADDR, or goroce run's --addr-base)", err, addr.Addr())
 			}
 			return fail(fmt.Errorf("opening the RNIC at %v: %w", addr, err))
 		}

@@ -88,6 +88,10 @@ type Config struct {
 	// Trace, if set, receives one line per packet sent and received and
 	// per QP event (state changes, retransmissions, completions).
 	Trace io.Writer
+	// TraceTag, if set, starts every Trace line, followed by a space:
+	// who traces, such as "[server 127.0.0.1]", so that the traces of
+	// two processes in one terminal can be told apart.
+	TraceTag string
 	// Tap, if set, sees every packet the device sends or accepts (after
 	// its ICRC verified): a *pcap.Writer from package wire/pcap writes
 	// them to a capture file that Wireshark decodes as RoCE.
@@ -271,7 +275,7 @@ func Open(cfg Config) (*Device, error) {
 		d.share.Bytes = d.caps.ReadBuffer / 4
 	}
 	if cfg.Trace != nil {
-		d.tracer = newTracer(cfg.Trace, d.local, d.clock.Now())
+		d.tracer = newTracer(cfg.Trace, cfg.TraceTag, d.local, d.clock.Now())
 	}
 	empty := map[uint32]*QP{}
 	d.view.Store(&empty)

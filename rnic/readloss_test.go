@@ -38,7 +38,7 @@ func TestReadResponseLostBehindAtomics(t *testing.T) {
 				a, b, network := newPair(t, pairConfig{retry: 7, timeout: 10, bufSize: 1 << 16,
 					net: simlink.Config{Impairments: []simlink.Impairment{lose}}})
 				var trace syncBuffer
-				a.dev.tracer = newTracer(&trace, a.dev.local, time.Now())
+				a.dev.tracer = newTracer(&trace, "", a.dev.local, time.Now())
 				a.qp.env.Tracer = a.dev.tracer
 				fill(b.buf[:4000], 5)
 				binary.LittleEndian.PutUint64(b.buf[8192:], 10)

@@ -16,11 +16,13 @@ import (
 //	12.345678 send 127.0.0.1:4791 > 127.0.0.2:4791 RC_SEND_ONLY qp=0x3a11c2 psn=0x1d2e3f ackreq len=64
 //	12.345702 qp 0x3a11c2: completion wr_id=1 SEND status="success" len=64
 //
-// with times in seconds since the device opened.
+// with times in seconds since the device opened, each after the tag
+// (Config.TraceTag) if there is one.
 type tracer struct {
 	// Fixed.
 	start time.Time
 	local netip.AddrPort
+	tag   string // "" or the tag and a space
 
 	// mu guards the writer and the line being built.
 	mu  sync.Mutex
@@ -29,12 +31,16 @@ type tracer struct {
 	pkt []byte
 }
 
-func newTracer(w io.Writer, local netip.AddrPort, start time.Time) *tracer {
-	return &tracer{w: w, start: start, local: local}
+func newTracer(w io.Writer, tag string, local netip.AddrPort, start time.Time) *tracer {
+	if tag != "" {
+		tag += " "
+	}
+	return &tracer{w: w, start: start, local: local, tag: tag}
 }
 
+// stamp starts a line: the tag and the time.
 func (t *tracer) stamp(now time.Time) {
-	t.buf = strconv.AppendFloat(t.buf[:0], now.Sub(t.start).Seconds(), 'f', 6, 64)
+	t.buf = strconv.AppendFloat(append(t.buf[:0], t.tag...), now.Sub(t.start).Seconds(), 'f', 6, 64)
 }
 
 // packet traces a packet given as head, payload and tail.

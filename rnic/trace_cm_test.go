@@ -15,7 +15,7 @@ import (
 // communication IDs instead of stopping at an opaque UD SEND to QP1.
 func TestTraceNamesCMMADs(t *testing.T) {
 	var out bytes.Buffer
-	tr := newTracer(&out, netip.MustParseAddrPort("10.99.0.1:4791"), time.Now())
+	tr := newTracer(&out, "", netip.MustParseAddrPort("10.99.0.1:4791"), time.Now())
 	src := netip.MustParseAddrPort("10.99.0.2:55410")
 	for _, b := range goldenPackets(t, "rping.pcap") {
 		if p, err := wire.Parse(b); err == nil && p.BTH().DestQP() == wire.GSIQPN {
@@ -37,5 +37,20 @@ func TestTraceNamesCMMADs(t *testing.T) {
 		if !strings.Contains(lines[i], w) {
 			t.Errorf("line %d: %q lacks %q", i, lines[i], w)
 		}
+	}
+}
+
+// TestTraceTag: with Config.TraceTag, every line, packet or QP event,
+// starts with the tag and a space, then the time.
+func TestTraceTag(t *testing.T) {
+	var out bytes.Buffer
+	tr := newTracer(&out, "[server 10.99.0.1]", netip.MustParseAddrPort("10.99.0.1:4791"), time.Now())
+	src := netip.MustParseAddrPort("10.99.0.2:55410")
+	tr.packet(tr.start.Add(time.Second), false, src, tr.local, goldenPackets(t, "rping.pcap")[0], nil, nil)
+	tr.QPEvent(tr.start.Add(2*time.Second), 0x11, "state RTR → RTS")
+	want := "[server 10.99.0.1] 1.000000 recv 10.99.0.2:55410 > 10.99.0.1:4791 "
+	lines := strings.Split(out.String(), "\n")
+	if len(lines) != 3 || !strings.HasPrefix(lines[0], want) || lines[1] != "[server 10.99.0.1] 2.000000 qp 0x000011: state RTR → RTS" {
+		t.Errorf("trace:\n%s\nwant lines starting %q", out.String(), want)
 	}
 }

@@ -50,7 +50,7 @@ func TestTraceShowsGoBackN(t *testing.T) {
 		}}
 		a, b, _ := newPair(t, pairConfig{retry: 7, net: simlink.Config{Impairments: []simlink.Impairment{lose}}})
 		var trace syncBuffer
-		a.dev.tracer = newTracer(&trace, a.dev.local, time.Now())
+		a.dev.tracer = newTracer(&trace, "", a.dev.local, time.Now())
 		a.qp.env.Tracer = a.dev.tracer
 		fill(a.buf[:3000], 11)
 		b.postRecv(t, 1, 0, 4096)

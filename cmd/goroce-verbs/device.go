@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"syscall"
@@ -83,7 +84,9 @@ func config() (rnic.Config, func() error, error) {
 		}
 	}
 	if t := os.Getenv("GOROCE_TRACE"); t != "" && t != "0" {
-		cfg.Trace = os.Stderr
+		// Tagged with the program and the device's address: a server
+		// and a client traced in one terminal stay apart.
+		cfg.Trace, cfg.TraceTag = os.Stderr, fmt.Sprintf("[%s %v]", filepath.Base(os.Args[0]), addr.Addr())
 	}
 	closeCapture := func() error { return nil }
 	if p := os.Getenv("GOROCE_PCAP"); p != "" {

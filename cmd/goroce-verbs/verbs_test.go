@@ -4,6 +4,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -130,8 +131,8 @@ type side struct {
 }
 
 // runPair starts the server, waits until it listens on port, starts the
-// client with the server's host (127.0.0.1) appended, and returns both
-// once they have exited 0.
+// client with the server's host (its address, else 127.0.0.1) appended,
+// and returns both once they have exited 0.
 func runPair(ctx context.Context, t *testing.T, port int, server, client side) (s, c *proc) {
 	t.Helper()
 	s, c, err := tryPair(ctx, t, port, server, client)
@@ -147,7 +148,8 @@ func tryPair(ctx context.Context, t *testing.T, port int, server, client side) (
 	t.Helper()
 	s = start(ctx, t, server.preload, server.addr, server.env, server.argv[0], server.argv[1:]...)
 	waitListening(t, s, port)
-	c = start(ctx, t, client.preload, client.addr, client.env, client.argv[0], append(client.argv[1:], "127.0.0.1")...)
+	host := cmp.Or(server.addr, "127.0.0.1") // goroce pingpong listens at its device's address alone
+	c = start(ctx, t, client.preload, client.addr, client.env, client.argv[0], append(client.argv[1:], host)...)
 	cerr := <-c.done
 	var serr error
 	select {
@@ -326,7 +328,7 @@ func TestMixed(t *testing.T) {
 			args := []string{"-g", "0", "-p", strconv.Itoa(port), "-s", "8000", "-n", "100"}
 			verbs := func(addr string) side { return side{lib, addr, nil, append([]string{bin}, args...)} }
 			native := func(addr string) side {
-				return side{argv: append([]string{goroce, "pingpong", "--addr", addr}, args...)}
+				return side{addr: addr, argv: append([]string{goroce, "pingpong", "--addr", addr}, args...)}
 			}
 			var server, client *proc
 			if preloadedServer {
@@ -615,10 +617,12 @@ func TestTrace(t *testing.T) {
 	capture := filepath.Join(t.TempDir(), "server.pcap")
 	server, client, sa, ca := preloadedPair(t, "ibv_rc_pingpong", "ibverbs-utils", "-p",
 		[]string{"GOROCE_TRACE=1", "GOROCE_PCAP=" + capture}, "-g", "0", "-s", "2000", "-n", "2")
-	// 2000 bytes at the examples' MTU of 1024: FIRST and LAST.
+	// 2000 bytes at the examples' MTU of 1024: FIRST and LAST, each line
+	// tagged with the program and its device's address.
+	tag := `(?m)^\[ibv_rc_pingpong ` + regexp.QuoteMeta(sa) + `\] [0-9.]+ `
 	for _, want := range []string{
-		`send ` + regexp.QuoteMeta(sa) + `:4791 > ` + regexp.QuoteMeta(ca) + `:4791 RC_SEND_FIRST .*len=1024`,
-		`recv ` + regexp.QuoteMeta(ca) + `:4791 > ` + regexp.QuoteMeta(sa) + `:4791 RC_SEND_LAST .*len=976`,
+		tag + `send ` + regexp.QuoteMeta(sa) + `:4791 > ` + regexp.QuoteMeta(ca) + `:4791 RC_SEND_FIRST .*len=1024`,
+		tag + `recv ` + regexp.QuoteMeta(ca) + `:4791 > ` + regexp.QuoteMeta(sa) + `:4791 RC_SEND_LAST .*len=976`,
 	} {
 		if !regexp.MustCompile(want).MatchString(server.stderr.String()) {
 			t.Errorf("the trace lacks %q:\n%s", want, &server.stderr)

@@ -278,7 +278,17 @@ func (c interopCase) goroceArgs() []string {
 	if c.RxeRole == rxeServer {
 		args = append(args, guestIPv4) // the side channel is IPv4 only
 	}
-	return args
+	return append(args, c.sideChannelArgs()...)
+}
+
+// sideChannelArgs is, for a goroce server whose device is IPv6, --sc-addr
+// with its IPv4 address: the side channel of rxe's client is IPv4 only,
+// and goroce's listens at the device's address unless told otherwise.
+func (c interopCase) sideChannelArgs() []string {
+	if c.RxeRole == rxeClient && c.Family == ipv6 {
+		return []string{"--sc-addr", goroceIPv4}
+	}
+	return nil
 }
 
 // gorocePerfArgs is goroce perf's command line: perftest's flags as the
@@ -294,7 +304,7 @@ func (c interopCase) gorocePerfArgs() []string {
 	if c.RxeRole == rxeServer {
 		args = append(args, "--exchange", "perftest", guestIPv4) // the side channel is IPv4 only
 	}
-	return args
+	return append(args, c.sideChannelArgs()...)
 }
 
 // preloadArgs is goroce exec running the Debian program of the case on

@@ -120,7 +120,7 @@ func TestPerftestCases(t *testing.T) {
 		t.Errorf("rxe client command\n got %s\nwant %s", got, want)
 	}
 	want = []string{"perf", "atomic_bw", "-d", "rxe0", "-x", "1", "-F", "-m", "4096", "-n", "20",
-		"-u", "18", "-p", "18650", "--addr", "fd00:99::254", "--data-report"}
+		"-u", "18", "-p", "18650", "--addr", "fd00:99::254", "--data-report", "--sc-addr", "10.99.0.254"}
 	if got := c.goroceArgs(); !slices.Equal(got, want) {
 		t.Errorf("goroce server args\n got %q\nwant %q", got, want)
 	}

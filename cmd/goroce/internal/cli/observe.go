@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/goroce/goroce/rnic"
 	"github.com/goroce/goroce/wire/pcap"
@@ -27,6 +28,15 @@ type ObserveFlags struct {
 	pcap        string
 	metricsAddr string
 	uiAddr      string
+	traceTag    string // starts each trace line (rnic.Config.TraceTag)
+}
+
+// TraceAs tags each --trace line with who this process is: role (server,
+// client) and the device's address, as "[server 127.0.0.1]", so that the
+// traces of two processes sharing a terminal, each on its own clock, can
+// be told apart (goroce run's ranks get "[rank]" from the launcher).
+func (o *ObserveFlags) TraceAs(role string, addr netip.Addr) {
+	o.traceTag = fmt.Sprintf("[%s %v]", role, addr)
 }
 
 func (o *ObserveFlags) Register(fs *flag.FlagSet) {
@@ -69,7 +79,7 @@ func (o *ObserveFlags) OpenDevice(dc rnic.Config, stderr io.Writer) (dev *rnic.D
 	}
 	if dev, err = rnic.Open(dc); err != nil {
 		closeCapture()
-		return nil, nil, fmt.Errorf("couldn't open the device on %v: %w", dc.Addr.Addr(), err)
+		return nil, nil, fmt.Errorf("couldn't open the device on %v: %w", dc.Addr.Addr(), explainBindError(err, dc.Addr.Addr()))
 	}
 	stopAttached, err := o.Attach(dev, stderr)
 	if err != nil {
@@ -78,6 +88,19 @@ func (o *ObserveFlags) OpenDevice(dc rnic.Config, stderr io.Writer) (dev *rnic.D
 		return nil, nil, err
 	}
 	return dev, func() error { stopAttached(); return closeCapture() }, nil
+}
+
+// explainBindError says, for a device that could not bind its UDP port
+// at addr, which flag picks another address: the port is RoCEv2's, fixed.
+func explainBindError(err error, addr netip.Addr) error {
+	switch {
+	case errors.Is(err, syscall.EADDRINUSE):
+		return fmt.Errorf("%w: another device (a goroce process, or the kernel's RoCE) has UDP port 4791 on %v: "+
+			"give this one another address with --addr (or GOROCE_ADDR), e.g. another of 127.0.0.0/8", err, addr)
+	case errors.Is(err, syscall.EADDRNOTAVAIL):
+		return fmt.Errorf("%w: %v is not an address of this host: --addr (or GOROCE_ADDR) must be one of its interfaces' addresses", err, addr)
+	}
+	return err
 }
 
 // ShareLoopbackCPUs halves GOMAXPROCS when the device's address is a
@@ -168,7 +191,7 @@ func (o *ObserveFlags) Setenv() {
 // the capture; call it after the device is closed.
 func (o *ObserveFlags) Apply(cfg *rnic.Config, stderr io.Writer) (func() error, error) {
 	if o.trace {
-		cfg.Trace = stderr
+		cfg.Trace, cfg.TraceTag = stderr, o.traceTag
 	}
 	if o.pcap == "" {
 		return func() error { return nil }, nil

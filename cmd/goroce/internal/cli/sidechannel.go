@@ -5,10 +5,12 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net"
-	"strconv"
+	"net/netip"
+	"syscall"
 	"time"
 
 	"github.com/goroce/goroce/wire"
@@ -44,13 +46,20 @@ func DialRetry(ctx context.Context, hostPort string, patience time.Duration) (ne
 	}
 }
 
-// AcceptPeer listens on TCP port (0: a free one, reported on stderr as
-// "<who>: listening on port N") and waits, until ctx is done, for one
-// client. The listener is closed before it returns.
-func AcceptPeer(ctx context.Context, port int, who string, stderr io.Writer) (net.Conn, error) {
+// AcceptPeer listens on TCP port of addr, the device's address or
+// --sc-addr (0: a
+// free port, reported on stderr as "<who>: listening on port N"), and
+// waits, until ctx is done, for one client. It listens on the device's
+// address alone, not on every interface, so that two servers on one host
+// with devices at two addresses do not collide. The listener is closed
+// before it returns.
+func AcceptPeer(ctx context.Context, addr netip.Addr, port int, who string, stderr io.Writer) (net.Conn, error) {
 	var lc net.ListenConfig
-	ln, err := lc.Listen(ctx, "tcp", net.JoinHostPort("", strconv.Itoa(port)))
+	ln, err := lc.Listen(ctx, "tcp", netip.AddrPortFrom(addr, uint16(port)).String())
 	if err != nil {
+		if errors.Is(err, syscall.EADDRINUSE) {
+			err = fmt.Errorf("%w: another server has TCP port %d on %v: pick another port with -p (-p 0: a free one), or another address with --addr (GOROCE_ADDR)", err, port, addr)
+		}
 		return nil, fmt.Errorf("couldn't listen to port %d: %w", port, err)
 	}
 	defer ln.Close()
@@ -64,6 +73,28 @@ func AcceptPeer(ctx context.Context, port int, who string, stderr io.Writer) (ne
 		return nil, fmt.Errorf("accept() failed: %w", CtxErr(ctx, err))
 	}
 	return conn, nil
+}
+
+// SideChannelAddrFlag defines --sc-addr, the address a server's TCP side
+// channel listens on; "" (the default) is the device's own (--addr). A
+// peer that reaches the side channel over another address family than
+// RoCE (perftest's and the verbs examples' side channel is IPv4 only)
+// needs it.
+func SideChannelAddrFlag(fs *flag.FlagSet) *string {
+	return fs.String("sc-addr", "", "server: listen for the TCP side channel on this `address` (default: the device's, --addr)")
+}
+
+// ParseSideChannelAddr reads --sc-addr: s, or the device's address dev
+// if s is "".
+func ParseSideChannelAddr(s string, dev netip.Addr) (netip.Addr, error) {
+	if s == "" {
+		return dev, nil
+	}
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		return netip.Addr{}, fmt.Errorf("--sc-addr %q is not an IP address", s)
+	}
+	return a.Unmap(), nil
 }
 
 // CtxErr prefers the context's error (an interrupt) to the I/O error it

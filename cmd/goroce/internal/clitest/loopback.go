@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -13,6 +12,7 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 
@@ -70,7 +70,24 @@ func (w *PortWriter) String() string {
 // failure of either is a test error.
 func RunTwoProcesses(t *testing.T, ctx context.Context, bin string, cmd, flags []string) (srvOut, cliOut string) {
 	t.Helper()
+	p := RunTwoProcessesAll(t, ctx, bin, cmd, flags)
+	return p.SrvOut, p.CliOut
+}
+
+// TwoProcesses is what RunTwoProcessesAll returns: each side's address,
+// standard output and standard error.
+type TwoProcesses struct {
+	SrvAddr, CliAddr string
+	SrvOut, CliOut   string
+	SrvErr, CliErr   string
+}
+
+// RunTwoProcessesAll is RunTwoProcesses, returning the addresses and
+// stderr too (the server's after its "listening on port" line).
+func RunTwoProcessesAll(t *testing.T, ctx context.Context, bin string, cmd, flags []string) TwoProcesses {
+	t.Helper()
 	srvAddr, cliAddr := LoopbackPair()
+	p := TwoProcesses{SrvAddr: srvAddr, CliAddr: cliAddr}
 	srv := exec.CommandContext(ctx, bin, slices.Concat(cmd, []string{"--addr", srvAddr, "-p", "0"}, flags)...)
 	var srvBuf bytes.Buffer
 	srv.Stdout = &srvBuf
@@ -81,30 +98,59 @@ func RunTwoProcesses(t *testing.T, ctx context.Context, bin string, cmd, flags [
 	if err := srv.Start(); err != nil {
 		t.Fatal(err)
 	}
-	// The first stderr line reports the port; keep draining the rest.
+	// Read stderr up to the line that reports the port (a --trace line
+	// may come first: the server opens its device before it listens);
+	// keep draining the rest.
 	rd := bufio.NewReader(srvStderr)
-	first, err := rd.ReadString('\n')
-	m := listeningRE.FindStringSubmatch(first)
-	if m == nil {
-		srv.Wait()
-		t.Fatalf("server's first stderr line %q (%v)", first, err)
-	}
 	var srvErrOut bytes.Buffer
+	var m []string
+	for m == nil {
+		line, err := rd.ReadString('\n')
+		if err != nil {
+			srv.Wait()
+			t.Fatalf("server's stderr ended before it reported its port (%v): %q", err, srvErrOut.String()+line)
+		}
+		if m = listeningRE.FindStringSubmatch(line); m == nil {
+			srvErrOut.WriteString(line)
+		}
+	}
 	drained := make(chan struct{})
 	go func() { io.Copy(&srvErrOut, rd); close(drained) }()
 	cli := exec.CommandContext(ctx, bin, slices.Concat(cmd, []string{"--addr", cliAddr, "-p", m[1], srvAddr}, flags)...)
+	var cliErr bytes.Buffer
+	cli.Stderr = &cliErr
 	out, err := cli.Output()
 	if err != nil {
-		t.Errorf("client: %v\n%s", err, out)
-		if ee, ok := errors.AsType[*exec.ExitError](err); ok {
-			t.Errorf("client stderr: %s", ee.Stderr)
-		}
+		t.Errorf("client: %v\n%s\nclient stderr: %s", err, out, &cliErr)
 	}
 	<-drained
 	if err := srv.Wait(); err != nil {
 		t.Errorf("server: %v\nstderr: %s", err, srvErrOut.String())
 	}
-	return srvBuf.String(), string(out)
+	p.SrvOut, p.CliOut, p.SrvErr, p.CliErr = srvBuf.String(), string(out), srvErrOut.String(), cliErr.String()
+	return p
+}
+
+// traceLineRE matches a --trace line, tagged or not: "[TAG] SECONDS ...".
+var traceLineRE = regexp.MustCompile(`^(\[[^]]*\] )?[0-9]+\.[0-9]{6} `)
+
+// CheckTraceTagged checks that stderr holds --trace lines and that each
+// starts with tag and a space.
+func CheckTraceTagged(t *testing.T, who, stderr, tag string) {
+	t.Helper()
+	n := 0
+	for line := range strings.Lines(stderr) {
+		if !traceLineRE.MatchString(line) {
+			continue
+		}
+		if n++; !strings.HasPrefix(line, tag+" ") {
+			t.Errorf("%s: trace line %q does not start with %q", who, line, tag)
+			return
+		}
+	}
+	if n == 0 {
+		t.Errorf("%s: no trace lines in its stderr:\n%s", who, stderr)
+	}
 }
 
 // DeviceWithQP opens a device on a loopback address and creates one RC QP

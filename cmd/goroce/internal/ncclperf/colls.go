@@ -257,16 +257,24 @@ type perfCase struct {
 // newPerfCase sizes the buffers for size bytes of dt, as nccl-tests'
 // getCollByteCount does.
 func newPerfCase(coll *perfColl, rank, n, size int, dt nccl.DataType, op nccl.Op, root int) *perfCase {
+	pc := perfCaseSizes(coll, n, size, dt)
+	pc.rank, pc.op, pc.root = rank, op, root
+	pc.send = make([]byte, pc.sendN*dt.Size())
+	// In place, the send data lives in the recv buffer: room for both.
+	pc.recv = make([]byte, pc.bytes)
+	return pc
+}
+
+// perfCaseSizes returns a perfCase of coll for size bytes of dt over n
+// ranks with its counts set and no buffers.
+func perfCaseSizes(coll *perfColl, n, size int, dt nccl.DataType) *perfCase {
 	count := size / dt.Size()
 	if coll.perRank {
 		count /= n
 	}
-	pc := &perfCase{coll: coll, rank: rank, n: n, count: count, dt: dt, op: op, root: root,
+	pc := &perfCase{coll: coll, n: n, count: count, dt: dt,
 		sendN: count * coll.sendBlocks(n), recvN: count * coll.recvBlocks(n)}
 	pc.bytes = max(pc.sendN, pc.recvN) * dt.Size()
-	pc.send = make([]byte, pc.sendN*dt.Size())
-	// In place, the send data lives in the recv buffer: room for both.
-	pc.recv = make([]byte, pc.bytes)
 	return pc
 }
 

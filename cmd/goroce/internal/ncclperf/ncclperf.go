@@ -7,12 +7,14 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
 	runcmd "github.com/goroce/goroce/cmd/goroce/internal/run"
 
 	"github.com/goroce/goroce/cmd/goroce/internal/cli"
+	"github.com/goroce/goroce/internal/sysmem"
 	"github.com/goroce/goroce/nccl"
 )
 
@@ -62,8 +64,13 @@ The other nccl-tests flags mean what they mean there:
   -p 0|1      parallel init: accepted; each rank is its own process and
               joins the job concurrently with the others whatever its value
 
+Sizes the host cannot hold are refused before any rank starts: each rank
+needs its send and recv buffers at -e, the library's copy of the send
+buffer and, with -c 1, the reference it computes from every rank's input,
+against MemAvailable (or what is left under the cgroup's limit).
+
 Exit status: 0 when every result was right, 1 when a collective failed or
-returned wrong elements, 2 on bad flags.`
+returned wrong elements, 2 on bad flags or sizes too big for the host.`
 
 // ncclPerfConfig is what the flags ask for.
 type ncclPerfConfig struct {
@@ -190,6 +197,16 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return usageErr("%v", err)
 	}
 
+	// Refuse sizes the host cannot hold before any rank allocates: Go's
+	// out of memory is a fatal stack dump, or the OOM killer.
+	ranks, local := *np, *np
+	if ranks == 0 {
+		ranks, local = envCount("WORLD_SIZE"), envCount("LOCAL_WORLD_SIZE")
+	}
+	if err := sysmem.Check(sysmem.Mul(uint64(local), cfg.rankMemory(ranks)),
+		fmt.Sprintf("%d rank(s) on this host at -e %d bytes", local, cfg.maxBytes)); err != nil {
+		return usageErr("%v: lower -e (or -np)", err)
+	}
 	if *np > 0 {
 		return runcmd.Relaunch(ctx, fs, []string{"nccl-perf", cfg.coll.name}, *np, *base, *grace, stdout, stderr, "np")
 	}
@@ -243,6 +260,29 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return cli.ExitFail
 	}
 	return code
+}
+
+// rankMemory is, roughly from above, what one of n ranks allocates at
+// the largest size: its send and recv buffers, with -c the reference
+// result and every rank's input it is computed from, and the library's
+// staging, up to a private copy of the send buffer.
+func (cfg *ncclPerfConfig) rankMemory(n int) uint64 {
+	pc := perfCaseSizes(cfg.coll, n, cfg.maxBytes, cfg.dt)
+	send, recv := uint64(pc.sendN*cfg.dt.Size()), uint64(pc.bytes)
+	need := sysmem.Add(send, recv, send)
+	if cfg.check {
+		need = sysmem.Add(need, sysmem.Mul(uint64(n)+2, recv))
+	}
+	return need
+}
+
+// envCount reads a rank count from the launcher's environment; 1 if it
+// is not set.
+func envCount(name string) int {
+	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
+		return v
+	}
+	return 1
 }
 
 // strFlag defines a string flag under a short and a long name.
@@ -305,6 +345,13 @@ func commFromEnv(ctx context.Context, base string, opts nccl.Options) (*nccl.Com
 	id, err := nccl.GetUniqueID()
 	if err != nil {
 		return nil, err
+	}
+	if base == "" {
+		a, err := runcmd.FreeAddrBase(1)
+		if err != nil {
+			return nil, err
+		}
+		base = a.String()
 	}
 	opts.Addr = base
 	return nccl.CommInitRank(ctx, 1, id, 0, opts)

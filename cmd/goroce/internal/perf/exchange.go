@@ -141,7 +141,7 @@ func openPerfChannel(ctx context.Context, cfg perfConfig, stderr io.Writer) (*si
 		if conn, err = cli.DialRetry(ctx, hostPort, cfg.dialFor); err != nil {
 			return nil, fmt.Errorf("couldn't connect to %s: %w", hostPort, err)
 		}
-	} else if conn, err = cli.AcceptPeer(ctx, cfg.port, "goroce perf "+cfg.test.name, stderr); err != nil {
+	} else if conn, err = cli.AcceptPeer(ctx, cfg.scAddr, cfg.port, "goroce perf "+cfg.test.name, stderr); err != nil {
 		return nil, err
 	}
 	context.AfterFunc(ctx, func() { conn.Close() })

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/goroce/goroce/cmd/goroce/internal/cli"
+	"github.com/goroce/goroce/internal/sysmem"
 	"github.com/goroce/goroce/qp"
 	"github.com/goroce/goroce/rnic"
 )
@@ -66,8 +67,14 @@ frequency to check (-F), since goroce times with the monotonic clock, not
 the cycle counter. -p 0 makes the server listen on a free port, which it
 reports on stderr.
 
+A run that would allocate more memory than the host has available
+(MemAvailable, or what is left under the cgroup's limit) is refused
+before it starts: buffers of two halves of the largest message per QP,
+and with -n the time of every operation.
+
 Exit status: 0 when the test completed, 1 on a failed work completion, a
-stalled peer or a side-channel error, 2 on bad flags.`
+stalled peer or a side-channel error, 2 on bad flags or a run too big for
+the host's memory.`
 
 // perfTest names one test and what it does.
 type perfTest struct {
@@ -127,7 +134,8 @@ type perfConfig struct {
 	gbits      bool
 	events     bool // -e: sleep on CQ events instead of polling
 	addr       netip.Addr
-	link       string // --link: udp or shm
+	link       string     // --link: udp or shm
+	scAddr     netip.Addr // where the server's side channel listens
 	cpuprof    string
 
 	// exchange is the side channel's format: exchangeGoroce or
@@ -185,6 +193,12 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if !ok {
 		return code
 	}
+	// Refuse a run the machine cannot hold before allocating any of it:
+	// Go's "out of memory" is a fatal stack dump, or the OOM killer.
+	if err := sysmem.Check(cfg.memoryNeed()); err != nil {
+		fmt.Fprintf(stderr, "goroce perf: %v: lower -q, -n or -s, or time the run with -D\n", err)
+		return cli.ExitUsage
+	}
 	defer cli.ShareLoopbackCPUs(cfg.addr)()
 	if cfg.cpuprof != "" {
 		stop, err := cli.StartCPUProfile(cfg.cpuprof)
@@ -238,6 +252,7 @@ func parsePerf(args []string, stdout, stderr io.Writer) (cfg perfConfig, code in
 	fs.BoolVar(&cfg.dataReport, "data-report", false, "when done, print a CRC-32 of the first -s bytes of the local and target buffers (what the last operation brought in)")
 	addr := cli.AddrFlag(fs)
 	linkName := cli.LinkFlag(fs, cli.DefaultLink())
+	scAddr := cli.SideChannelAddrFlag(fs)
 
 	args0, code, ok := cli.ParseWithHosts(fs, args, stdout, stderr)
 	if !ok {
@@ -275,6 +290,9 @@ func parsePerf(args []string, stdout, stderr io.Writer) (cfg perfConfig, code in
 		return usageErr("%v", err)
 	}
 	cfg.link = *linkName
+	if cfg.scAddr, err = cli.ParseSideChannelAddr(*scAddr, a); err != nil {
+		return usageErr("%v", err)
+	}
 	cfg.duration = time.Duration(secs) * time.Second
 	if !set(fs, "s", "size") {
 		cfg.size = perfSizeBW

@@ -151,7 +151,14 @@ func (p *perftestChannel) prelude(cfg perfConfig) (perfConfig, error) {
 	if peer, err = p.xchg(geo[:], "cycle buffer size"); err != nil {
 		return cfg, err
 	}
-	cfg.cycle = max(os.Getpagesize(), int(int32(binary.BigEndian.Uint32(peer))))
+	// The server allocates the cycle buffer twice per QP: a peer may not
+	// ask for more than the largest message (perftest's is a page, or a
+	// huge page with --use_hugepages).
+	cycle := int(int32(binary.BigEndian.Uint32(peer)))
+	if cycle > perfMaxSize {
+		return cfg, fmt.Errorf("%w: cycle buffer of %d bytes: want at most %d (perftest's is a page)", errPerftest, cycle, perfMaxSize)
+	}
+	cfg.cycle = max(os.Getpagesize(), cycle)
 	binary.BigEndian.PutUint32(geo[:], perftestCacheLine)
 	if _, err = p.xchg(geo[:], "cache line size"); err != nil {
 		return cfg, err

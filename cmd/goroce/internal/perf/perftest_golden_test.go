@@ -227,7 +227,9 @@ func TestPerftestGoldenServer(t *testing.T) {
 // prelude of the captured ib_write_bw server: the client sends what
 // perftest's client sent (on a 4 KiB-page machine, at MTU 1024), and
 // agrees the MTU, cycle buffer and version. A server older than perftest
-// 5.70 is refused, as perftest refuses it.
+// 5.70 is refused, as perftest refuses it, and so is a peer that asks for
+// a cycle buffer of 2 GiB, which a goroce server would allocate twice per
+// QP (issue 25).
 func TestPerftestGoldenPrelude(t *testing.T) {
 	g := clitest.ReadGoldenCapture(t, "ib_write_bw")
 	prelude := g.Segments[:8] // version, cycle buffer, cache line and MTU, each way
@@ -235,7 +237,9 @@ func TestPerftestGoldenPrelude(t *testing.T) {
 		name    string
 		version string
 		mtu     int
-	}{{"rxe", "", 1024}, {"rxe MTU 4096 here", "", 4096}, {"older server", "5.60", 1024}} {
+		cycle   uint32 // the peer's cycle buffer, if not the capture's
+	}{{"rxe", "", 1024, 0}, {"rxe MTU 4096 here", "", 4096, 0}, {"older server", "5.60", 1024, 0},
+		{"2 GiB cycle buffer", "", 1024, 1<<31 - 1}} {
 		t.Run(tc.name, func(t *testing.T) {
 			a, b := net.Pipe()
 			defer a.Close()
@@ -246,9 +250,15 @@ func TestPerftestGoldenPrelude(t *testing.T) {
 			}
 			ch := make(chan result, 1)
 			go func() {
+				words := 0 // 4-byte messages: the cycle buffer, then the cache line
 				got, err := clitest.ReplayPeer(b, prelude, false, func(m []byte) []byte {
 					if tc.version != "" && len(m) == perftestVersionLen {
 						m = append([]byte(tc.version), make([]byte, perftestVersionLen-len(tc.version))...)
+					}
+					if len(m) == 4 {
+						if words++; words == 1 && tc.cycle != 0 {
+							m = binary.BigEndian.AppendUint32(nil, tc.cycle)
+						}
 					}
 					return m
 				})
@@ -259,6 +269,12 @@ func TestPerftestGoldenPrelude(t *testing.T) {
 			if tc.version != "" {
 				if !errors.Is(err, errPerftest) {
 					t.Errorf("version %s: %v, want errPerftest", tc.version, err)
+				}
+				return
+			}
+			if tc.cycle != 0 {
+				if !errors.Is(err, errPerftest) || !strings.Contains(err.Error(), "cycle buffer of 2147483647 bytes") {
+					t.Errorf("cycle buffer %d: %v, want errPerftest naming it", tc.cycle, err)
 				}
 				return
 			}

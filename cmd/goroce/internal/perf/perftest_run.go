@@ -14,7 +14,8 @@ import (
 // perfWithPerftest runs one side of a test against a perftest peer over
 // sc, in the order perftest's programs trade their messages (see
 // perftestFlow), and prints what perftest prints.
-func perfWithPerftest(ctx context.Context, cfg perfConfig, sc *sideChannel, stdout io.Writer) error {
+func perfWithPerftest(ctx context.Context, pc *perfContext, sc *sideChannel, stdout io.Writer) error {
+	cfg := pc.cfg
 	if cfg.all || cfg.duration > 0 {
 		return fmt.Errorf("the client speaks perftest's exchange: -a and -D are not supported with it")
 	}
@@ -24,12 +25,10 @@ func perfWithPerftest(ctx context.Context, cfg perfConfig, sc *sideChannel, stdo
 	if err != nil {
 		return fail(err)
 	}
-	pc, err := newPerfContext(cfg)
-	if err != nil {
+	pc.cfg = cfg
+	if err := pc.init(); err != nil {
 		return err
 	}
-	defer pc.closeObs() // runs after the device closes
-	defer pc.dev.Close()
 	pc.banner(stdout)
 
 	flow := perftestFlowOf(cfg.test)

@@ -12,23 +12,27 @@ import (
 
 // perf runs one side of a test and prints what perftest prints.
 func perf(ctx context.Context, cfg perfConfig, stdout, stderr io.Writer) error {
-	sc, err := openPerfChannel(ctx, cfg, stderr)
-	if err != nil {
-		return err
-	}
-	defer sc.conn.Close()
-	if cfg.exchange, err = sc.chooseExchange(cfg); err != nil {
-		return err
-	}
-	if cfg.exchange == exchangePerftest {
-		return perfWithPerftest(ctx, cfg, sc, stdout)
-	}
-	pc, err := newPerfContext(cfg)
+	pc, err := openPerfDevice(cfg)
 	if err != nil {
 		return err
 	}
 	defer pc.closeObs() // runs after the device closes
 	defer pc.dev.Close()
+	sc, err := openPerfChannel(ctx, cfg, stderr)
+	if err != nil {
+		return err
+	}
+	defer sc.conn.Close()
+	if pc.cfg.exchange, err = sc.chooseExchange(cfg); err != nil {
+		return err
+	}
+	if pc.cfg.exchange == exchangePerftest {
+		return perfWithPerftest(ctx, pc, sc, stdout)
+	}
+	if err := pc.init(); err != nil {
+		return err
+	}
+	cfg = pc.cfg
 	pc.banner(stdout)
 	if err := pc.exchange(ctx, sc); err != nil {
 		return err

@@ -6,8 +6,11 @@ import (
 	"io"
 	"net/netip"
 	"os"
+	"time"
+	"unsafe"
 
 	"github.com/goroce/goroce/cmd/goroce/internal/cli"
+	"github.com/goroce/goroce/internal/sysmem"
 	"github.com/goroce/goroce/mr"
 	"github.com/goroce/goroce/qp"
 	"github.com/goroce/goroce/rnic"
@@ -70,13 +73,99 @@ type perfContext struct {
 // perfAccess is what every region and QP of the test allows the peer.
 const perfAccess = mr.AccessLocalWrite | mr.AccessRemoteWrite | mr.AccessRemoteRead | mr.AccessRemoteAtomic
 
+// depths returns each QP's send and receive queue depths and the CQ's
+// size.
+func (c *perfConfig) depths() (send, recv, cqe int) {
+	send, recv = c.txDepth, 1
+	if c.test.lat {
+		send = 16
+	}
+	if c.test.op == qp.WRSend {
+		// Enough receives that the sender, with at most tx-depth sends
+		// unacknowledged, finds one posted even while this side is slow
+		// to repost; RNR retries (rnr_retry 7) cover the rest.
+		recv = min(max(512, 4*c.txDepth), rnic.MaxQPWR)
+		if c.test.lat {
+			recv = 64
+		}
+	}
+	// The CQ holds every completion that can be outstanding: a signalled
+	// send per cqMod sends (at least one per QP) and every posted receive.
+	cqe = c.qps * (send/max(c.cqMod(), 1) + 1 + recv)
+	if c.test.lat {
+		cqe = send + recv
+	}
+	return send, recv, cqe
+}
+
+// cqMod is how often a bandwidth test signals a send: every cqMod-th.
+func (c *perfConfig) cqMod() int { return min(perfCQMod, c.txDepth) }
+
+// half is the size of each half of a QP's buffer: the largest message,
+// or a perftest peer's cycle buffer (a page) if larger, over which it
+// spreads its RDMA WRITEs, READs and atomics when messages are small.
+func (c *perfConfig) half() int { return max(c.maxSize(), c.cycle) }
+
+// memoryNeed is, roughly from above, what a run of c allocates: two
+// halves of buffer per QP, the queues and the CQ, and the timestamps it
+// keeps per operation (a bandwidth client's post times and completion
+// events, a latency test's samples and their sorted copy).
+func (c *perfConfig) memoryNeed() (need uint64, what string) {
+	u := func(n int) uint64 { return uint64(max(n, 0)) }
+	send, recv, cqe := c.depths()
+	qps := u(c.qps)
+	need = sysmem.Add(
+		sysmem.Mul(qps, sysmem.Mul(2, u(c.half()))),
+		sysmem.Mul(qps, u(send)*uint64(unsafe.Sizeof(qp.SendWR{}))+u(recv)*uint64(unsafe.Sizeof(qp.RecvWR{}))),
+		sysmem.Mul(u(cqe), uint64(unsafe.Sizeof(qp.WC{}))))
+	what = fmt.Sprintf("%d QP(s) with 2 × %d bytes of buffer", c.qps, c.half())
+	if c.duration > 0 {
+		return need, what
+	}
+	ops := sysmem.Mul(qps, u(c.iters))
+	switch {
+	case c.test.lat:
+		need = sysmem.Add(need, sysmem.Mul(ops, 2*uint64(unsafe.Sizeof(time.Duration(0)))))
+		what += fmt.Sprintf(" and %d latency samples", c.iters)
+	case c.client():
+		events := sysmem.Add(ops/u(c.cqMod()), qps)
+		need = sysmem.Add(need, sysmem.Mul(ops, uint64(unsafe.Sizeof(time.Duration(0)))),
+			sysmem.Mul(events, uint64(unsafe.Sizeof(bwEvent{}))))
+		what += fmt.Sprintf(" and the post times of %d QP(s) × %d operations", c.qps, c.iters)
+	}
+	return need, what
+}
+
 // newPerfContext opens the device and creates the PD, the one CQ, and the
 // QPs in INIT with their buffers, as perftest's ctx_init does.
 func newPerfContext(cfg perfConfig) (*perfContext, error) {
+	pc, err := openPerfDevice(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := pc.init(); err != nil {
+		pc.dev.Close()
+		pc.closeObs()
+		return nil, err
+	}
+	return pc, nil
+}
+
+// openPerfDevice opens the device alone: a server opens it before it
+// waits for a client, as ibv_rc_pingpong does, so that a taken or foreign
+// --addr fails at once and goroce stat can watch the waiting server.
+// init creates the rest once the side channel has settled the
+// parameters.
+func openPerfDevice(cfg perfConfig) (*perfContext, error) {
 	dc := rnic.Config{Addr: netip.AddrPortFrom(cfg.addr, 0), MTU: 4096}
 	if !cfg.events {
 		dc.BusyPoll = perfBusyPoll
 	}
+	role := "server"
+	if cfg.client() {
+		role = "client"
+	}
+	cfg.obs.TraceAs(role, cfg.addr)
 	var err error
 	if dc.Link, err = cli.OpenLink(cfg.link, dc.Addr); err != nil {
 		return nil, err
@@ -88,36 +177,20 @@ func newPerfContext(cfg perfConfig) (*perfContext, error) {
 		}
 		return nil, err
 	}
-	pc := &perfContext{cfg: cfg, dev: dev, cqMod: min(perfCQMod, cfg.txDepth), closeObs: closeObs}
-	if err := pc.init(); err != nil {
-		dev.Close()
-		closeObs()
-		return nil, err
-	}
-	return pc, nil
+	return &perfContext{cfg: cfg, dev: dev, cqMod: cfg.cqMod(), closeObs: closeObs}, nil
 }
 
+// init creates the PD, the one CQ, and the QPs in INIT with their
+// buffers, as perftest's ctx_init does, for pc.cfg, after checking that
+// the machine has the memory they need.
 func (pc *perfContext) init() error {
 	cfg := pc.cfg
-	sendDepth, recvDepth := cfg.txDepth, 1
-	if cfg.test.lat {
-		sendDepth = 16
+	if err := sysmem.Check(cfg.memoryNeed()); err != nil {
+		return err
 	}
+	sendDepth, recvDepth, cqe := cfg.depths()
 	if cfg.test.op == qp.WRSend {
-		// Enough receives that the sender, with at most tx-depth sends
-		// unacknowledged, finds one posted even while this side is slow
-		// to repost; RNR retries (rnr_retry 7) cover the rest.
-		pc.rxDepth = min(max(512, 4*cfg.txDepth), rnic.MaxQPWR)
-		if cfg.test.lat {
-			pc.rxDepth = 64
-		}
-		recvDepth = pc.rxDepth
-	}
-	// The CQ holds every completion that can be outstanding: a signalled
-	// send per cqMod sends (at least one per QP) and every posted receive.
-	cqe := cfg.qps * (sendDepth/max(pc.cqMod, 1) + 1 + recvDepth)
-	if cfg.test.lat {
-		cqe = sendDepth + recvDepth
+		pc.rxDepth = recvDepth
 	}
 	var err error
 	if pc.pd, err = pc.dev.AllocPD(); err != nil {
@@ -127,10 +200,7 @@ func (pc *perfContext) init() error {
 		return fmt.Errorf("couldn't create CQ: %w", err)
 	}
 	pc.wcs = make([]qp.WC, 64)
-	// A perftest peer spreads its RDMA WRITEs, READs and atomics over a
-	// cycle buffer (a page) when messages are small: the second half must
-	// hold it all.
-	half := max(cfg.maxSize(), cfg.cycle)
+	half := cfg.half()
 	outReads := 1 // as perftest says for tests without READs or atomics
 	if cfg.test.op == qp.WRRDMARead || cfg.test.op == qp.WRAtomicFetchAndAdd {
 		outReads = perfRdAtomic

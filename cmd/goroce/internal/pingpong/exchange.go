@@ -163,7 +163,7 @@ func (pp *ppContext) clientExchange(ctx context.Context, my []ppDest) ([]ppDest,
 // done), read its messages, connect the QPs, answer with ours and wait for
 // "done".
 func (pp *ppContext) serverExchange(ctx context.Context, my []ppDest, stderr io.Writer) ([]ppDest, error) {
-	conn, err := cli.AcceptPeer(ctx, pp.cfg.port, "goroce pingpong", stderr)
+	conn, err := cli.AcceptPeer(ctx, pp.cfg.scAddr, pp.cfg.port, "goroce pingpong", stderr)
 	if err != nil {
 		return nil, err
 	}

@@ -82,6 +82,7 @@ type pingpongConfig struct {
 	events    bool
 	check     bool
 	addr      netip.Addr // the device's address: its GID
+	scAddr    netip.Addr // where the server's side channel listens
 	transport string     // rc, uc, ud or srq
 
 	// stall bounds each wait for progress once connected; dialFor is how
@@ -132,6 +133,7 @@ func parsePingpong(args []string, stdout, stderr io.Writer) (cfg pingpongConfig,
 	fs.BoolVar(&cfg.check, "chk", false, "same as -c")
 	fs.StringVar(&cfg.transport, "t", "rc", "transport `type`: rc, uc, ud or srq (which ibv_*_pingpong)")
 	addr := cli.AddrFlag(fs)
+	scAddr := cli.SideChannelAddrFlag(fs)
 
 	// getopt order: flags and the one HOST argument in any order.
 	hosts, code, ok := cli.ParseWithHosts(fs, args, stdout, stderr)
@@ -158,6 +160,9 @@ func parsePingpong(args []string, stdout, stderr io.Writer) (cfg pingpongConfig,
 		return usageErr("%v", err)
 	}
 	cfg.addr = a
+	if cfg.scAddr, err = cli.ParseSideChannelAddr(*scAddr, a); err != nil {
+		return usageErr("%v", err)
+	}
 	switch cfg.transport {
 	case "rc", "uc", "srq":
 	case "ud":

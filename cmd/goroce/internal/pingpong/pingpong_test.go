@@ -124,6 +124,14 @@ func TestPingpongProcesses(t *testing.T) {
 			checkClosingLines(t, "client", cliOut, tc.size, 200, 1)
 		})
 	}
+	// With --trace, each process's lines say whose they are (issue 25).
+	t.Run("trace", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		defer cancel()
+		p := clitest.RunTwoProcessesAll(t, ctx, bin, []string{"pingpong"}, []string{"-n", "2", "-s", "64", "--trace"})
+		clitest.CheckTraceTagged(t, "server", p.SrvErr, "[server "+p.SrvAddr+"]")
+		clitest.CheckTraceTagged(t, "client", p.CliErr, "[client "+p.CliAddr+"]")
+	})
 }
 
 func TestPingpongDestMessage(t *testing.T) {
@@ -196,7 +204,7 @@ func TestPingpongBadFlags(t *testing.T) {
 // testConfig is a pingpong configuration with short timeouts.
 func testConfig(addr string) pingpongConfig {
 	return pingpongConfig{ibPort: 1, size: 64, mtu: 1024, rxDepth: 8, iters: 5, numQP: 1, transport: "rc", timeout: 14,
-		addr: netip.MustParseAddr(addr), stall: 300 * time.Millisecond, dialFor: 200 * time.Millisecond}
+		addr: netip.MustParseAddr(addr), scAddr: netip.MustParseAddr(addr), stall: 300 * time.Millisecond, dialFor: 200 * time.Millisecond}
 }
 
 func TestPingpongClientCannotConnect(t *testing.T) {
@@ -240,7 +248,7 @@ func TestPingpongPeerStalls(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- pingpong(t.Context(), cfg, io.Discard, w) }()
 	port := <-w.Port
-	conn, err := net.Dial("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+	conn, err := net.Dial("tcp", net.JoinHostPort(srvAddr, strconv.Itoa(port)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -266,7 +274,7 @@ func TestPingpongCheckDetectsBadData(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- pingpong(t.Context(), srv, io.Discard, w) }()
 	cli := testConfig(cliAddr)
-	cli.server, cli.port = "127.0.0.1", <-w.Port
+	cli.server, cli.port = srvAddr, <-w.Port
 	cliErr := pingpong(t.Context(), cli, io.Discard, io.Discard)
 	if err := <-done; !errors.Is(err, errBadData) {
 		t.Fatalf("server: %v, want errBadData", err)
@@ -286,7 +294,7 @@ func srqServer(t *testing.T, nqp int) (net.Conn, chan error) {
 	w := clitest.NewPortWriter()
 	done := make(chan error, 1)
 	go func() { done <- pingpong(t.Context(), cfg, io.Discard, w) }()
-	conn, err := net.Dial("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(<-w.Port)))
+	conn, err := net.Dial("tcp", net.JoinHostPort(srvAddr, strconv.Itoa(<-w.Port)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -432,4 +440,31 @@ func TestPingpongCheckFailsWhenNothingArrives(t *testing.T) {
 // timeout, and the server names it in its error.
 func TestPingpongSideChannelStall(t *testing.T) {
 	clitest.ServerStalls(t, run, []string{"pingpong", "-n", "5", "-g", "0"}, "0000:000001:", pingpongStall)
+}
+
+// TestPingpongSideChannelAddr: with --sc-addr the server's side channel
+// listens there, not at its device's address, and a client that dials it
+// there completes the exchange (rxe-interop's IPv6 cases need it: rxe's
+// client speaks the side channel over IPv4).
+func TestPingpongSideChannelAddr(t *testing.T) {
+	srvAddr, cliAddr := clitest.LoopbackPair()
+	scAddr, _ := clitest.LoopbackPair()
+	srv := testConfig(srvAddr)
+	srv.scAddr = netip.MustParseAddr(scAddr)
+	w := clitest.NewPortWriter()
+	done := make(chan error, 1)
+	go func() { done <- pingpong(t.Context(), srv, io.Discard, w) }()
+	port := <-w.Port
+	if conn, err := net.Dial("tcp", net.JoinHostPort(srvAddr, strconv.Itoa(port))); err == nil {
+		conn.Close()
+		t.Errorf("the side channel listens at the device's address %s too", srvAddr)
+	}
+	c := testConfig(cliAddr)
+	c.server, c.port = scAddr, port
+	if err := pingpong(t.Context(), c, io.Discard, io.Discard); err != nil {
+		t.Errorf("client: %v", err)
+	}
+	if err := <-done; err != nil {
+		t.Errorf("server: %v", err)
+	}
 }

@@ -73,6 +73,11 @@ func newPingpongContext(cfg pingpongConfig, stderr io.Writer) (*ppContext, error
 	if cfg.transport == "ud" {
 		dc.MTU = cfg.mtu // the port's active MTU, which bounds a datagram
 	}
+	role := "server"
+	if cfg.server != "" {
+		role = "client"
+	}
+	cfg.obs.TraceAs(role, cfg.addr)
 	dev, closeObs, err := cfg.obs.OpenDevice(dc, stderr)
 	if err != nil {
 		return nil, err

@@ -32,7 +32,10 @@ mpirun would, each with its own goroce RNIC address on loopback:
   MASTER_ADDR, MASTER_PORT
                           127.0.0.1 and a free TCP port: where rank 0 serves
                           the rendezvous (nccl.CommInitFromEnv reads these)
-  GOROCE_ADDR             rank r's RNIC address, --addr-base + r
+  GOROCE_ADDR             rank r's RNIC address, --addr-base + r; without
+                          --addr-base, 127.A.B.(10+r) for an A.B drawn at
+                          random whose RoCEv2 ports are free, so that two
+                          jobs at once never share an address
   GOROCE_JOB_SECRET       32 random bytes in hex, new for each job: the
                           ranks prove themselves with it at the rendezvous,
                           so no other process that knows MASTER_ADDR and
@@ -107,16 +110,22 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return launch(ctx, cfg)
 }
 
-// AddrBaseFlag defines --addr-base, rank 0's RNIC address.
+// AddrBaseFlag defines --addr-base, rank 0's RNIC address; "" (the
+// default) picks free ones (FreeAddrBase).
 func AddrBaseFlag(fs *flag.FlagSet) *string {
-	return fs.String("addr-base", "127.0.0.10", "rank 0's RNIC `address`; rank r gets this + r (GOROCE_ADDR)")
+	return fs.String("addr-base", "", "rank 0's RNIC `address`; rank r gets this + r (GOROCE_ADDR) "+
+		"(default: 127.A.B.10 with A.B drawn at random, checked free, so that two jobs on one host do not collide)")
 }
 
 // parseAddrBase checks that base and the n-1 addresses after it are IPv4
-// loopback addresses: goroce run starts every rank on this host.
+// loopback addresses: goroce run starts every rank on this host. An empty
+// base picks a free one.
 func parseAddrBase(s string, n int) (netip.Addr, error) {
 	if n < 1 {
 		return netip.Addr{}, fmt.Errorf("-n %d: need at least one rank", n)
+	}
+	if s == "" {
+		return FreeAddrBase(n)
 	}
 	a, err := netip.ParseAddr(s)
 	if err != nil || !a.Unmap().Is4() {
