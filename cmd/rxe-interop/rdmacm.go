@@ -36,10 +36,19 @@ const preloadSuffix = "-preload"
 // rdmacmPreloadMTU is the one path MTU of the preloaded rdma_cm cases.
 const rdmacmPreloadMTU = 1024
 
-// rdmacmPreloadCase is the preloaded case of -rdmacm item prog.
+// rdmacmPreloadCase is the preloaded case of -rdmacm item prog. Its size
+// is the program's message size (rping's -S; the others' defaults:
+// cmatose.c's and udaddy.c's message_size, rdma_client.c's send_msg).
 func (p plan) rdmacmPreloadCase(prog string, r role, f family, port int) interopCase {
-	return interopCase{Transport: "rc", Rdmacm: strings.TrimSuffix(prog, preloadSuffix), Preload: true,
-		RxeRole: r, Family: f, MTU: rdmacmPreloadMTU, Size: rpingSize, Iters: p.iters, Port: port}
+	c := interopCase{Transport: "rc", Rdmacm: strings.TrimSuffix(prog, preloadSuffix), Preload: true,
+		RxeRole: r, Family: f, MTU: rdmacmPreloadMTU, Size: 100, Iters: p.iters, Port: port}
+	switch c.Rdmacm {
+	case "rping":
+		c.Size = rpingSize
+	case "rdma_server":
+		c.Size = 16
+	}
+	return c
 }
 
 // cmToolArgs is the case's librdmacm example with its arguments: as the

@@ -59,6 +59,9 @@ func TestRdmacmPreloadCases(t *testing.T) {
 		if got := c.goroceArgs(); !slices.Equal(got, tc.goroce) {
 			t.Errorf("%s: goroce args\n got %q\nwant %q", c.Name(), got, tc.goroce)
 		}
+		if want := map[string]int{"rping": 64, "ucmatose": 100, "udaddy": 100, "rdma_server": 16}[tc.prog]; c.Size != want {
+			t.Errorf("%s: message size %d, want %d", c.Name(), c.Size, want)
+		}
 	}
 }
 
