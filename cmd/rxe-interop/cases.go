@@ -176,6 +176,7 @@ type plan struct {
 	preloadPerftests []string
 	preloadEvents    []string // the programs run preloaded in event mode (see preloadEvents)
 	rdmacm           []string // librdmacm examples (rping) against goroce's own
+	rdmacmPreload    []string // librdmacm examples run preloaded on goroce (see rdmacmPreloaded)
 	iters            int      // exchanges per ping-pong case
 	perfIters        int      // operations per perftest case (-n)
 }
@@ -216,6 +217,11 @@ func matrix(p plan) []interopCase {
 				}
 				for _, t := range p.preloadEvents {
 					cs = append(cs, p.preloadCase(t, true, r, f, mtu, firstPort+len(cs)))
+				}
+				for _, t := range p.rdmacmPreload {
+					if mtu == rdmacmPreloadMTU {
+						cs = append(cs, p.rdmacmPreloadCase(t, r, f, firstPort+len(cs)))
+					}
 				}
 			}
 		}
@@ -258,6 +264,9 @@ func (c interopCase) goroceAddr() string {
 
 // goroceArgs is the goroce command line for the case (without the binary).
 func (c interopCase) goroceArgs() []string {
+	if c.Rdmacm != "" && c.Preload {
+		return c.rdmacmPreloadArgs()
+	}
 	if c.Rdmacm != "" {
 		return c.rpingGoroceArgs()
 	}
@@ -315,13 +324,21 @@ func (c interopCase) preloadArgs() []string {
 	if c.RxeRole == rxeServer {
 		server = guestIPv4 // the side channel is IPv4 only
 	}
-	args := []string{"exec", "--addr", c.goroceAddr(), "--mtu", strconv.Itoa(c.MTU), "--"}
-	return append(args, c.toolArgs("goroce0", "0", server)...)
+	return append(c.execArgs(), c.toolArgs("goroce0", "0", server)...)
+}
+
+// execArgs is goroce exec on goroce0 with goroce's address as its one GID
+// and the path MTU as the port's active MTU, up to the program.
+func (c interopCase) execArgs() []string {
+	return []string{"exec", "--addr", c.goroceAddr(), "--mtu", strconv.Itoa(c.MTU), "--"}
 }
 
 // rxeCommand is the guest's command line for the case. $G4 and $G6 are
 // the guest script's GID indexes of its IPv4-mapped and IPv6 GIDs.
 func (c interopCase) rxeCommand() string {
+	if c.Rdmacm != "" && c.Preload {
+		return c.rdmacmPreloadRxeCommand()
+	}
 	if c.Rdmacm != "" {
 		return c.rpingRxeCommand()
 	}

@@ -40,6 +40,21 @@
 //
 //	interop: rping rxe-client ipv6 mtu=1024 PASS (...)
 //
+// and so does each preloaded rdma_cm case (-rdmacm rping-preload,
+// ucmatose, udaddy, rdma_server): Debian's rping -V, ucmatose, udaddy
+// (UD, resolved with SIDR REQ/REP) and rdma_server/rdma_client on both
+// sides, goroce's under `goroce exec` with its librdmacm preloaded too,
+// at MTU 1024 only (their messages, 16 to 100 bytes, fit one packet, so
+// 4096 would add nothing). Preloaded rping is checked as rping is;
+// ucmatose and udaddy pass when both sides print "test complete" and
+// "return status 0", rdma_server and rdma_client when they print
+// "rdma_server: end 0" and "rdma_client: end 0" (rdmacm.go):
+//
+//	interop: ucmatose preloaded rxe-server ipv6 mtu=1024 PASS (...)
+//
+// perftest's -R (connect with rdma_cm) is not a case: ib_write_bw -R does
+// not complete even rxe to rxe in the lab.
+//
 // All cases the guest runs rxe's side of each case in turn,
 // each on its own TCP port so that a case that goes wrong cannot spill into
 // the next, and raises eth0's MTU between the 1024 and the 4096 cases (rxe
@@ -99,6 +114,7 @@
 //	go run ./cmd/rxe-interop [-goroce BIN] [-lab PATH] [-out DIR] [-v]
 //	    [-transports rc,uc,ud|none] [-perftests write_bw,...|none]
 //	    [-preload rc,uc,ud,srq,write_bw,...,rc-e,send_bw-e,send_lat-e|none]
+//	    [-rdmacm rping,rping-preload,ucmatose,udaddy,rdma_server|none]
 //	    [-roles server,client] [-families ipv4,ipv6] [-mtus 1024,4096]
 //	    [-iters 5] [-perf-iters 20]
 //
@@ -111,5 +127,5 @@
 // builds (or takes with -goroce) and drives as a black box; for the
 // preloaded cases its `goroce exec` builds the libraries (go, gcc and
 // libibverbs-dev) before the guest boots, and the namespace side needs
-// Debian's ibverbs-utils and perftest.
+// Debian's ibverbs-utils, perftest and rdmacm-utils.
 package main

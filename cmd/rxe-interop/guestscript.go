@@ -16,7 +16,8 @@ const markerMTU = "RXE-INTEROP mtu "
 // prints a RESULT line per case too. caseTimeout bounds each case.
 //
 // A server case waits (up to caseTimeout) for goroce to connect. A client
-// case retries while goroce is not listening yet; the suite starts
+// case retries while goroce is not listening yet (a refused connect:
+// rdma_client says "rdma_connect: Connection refused"); the suite starts
 // goroce's server before the guest reaches the case, so that is rare.
 func guestScript(cases []interopCase, caseTimeout time.Duration) string {
 	var b strings.Builder
@@ -44,7 +45,7 @@ run_case() {  # run_case ROLE NAME CMD...
     while :; do
       i=$((i+1))
       timeout "$CT" "$@" > /tmp/case.out 2>&1; rc=$?
-      if [ $rc = 0 ] || [ $i -ge 40 ] || ! grep -qiE "couldn.t connect|RDMA_CM_EVENT_REJECTED" /tmp/case.out; then break; fi
+      if [ $rc = 0 ] || [ $i -ge 40 ] || ! grep -qiE "couldn.t connect|RDMA_CM_EVENT_REJECTED|connection refused" /tmp/case.out; then break; fi
       sleep 0.25
     done
     cat /tmp/case.out

@@ -182,7 +182,9 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&preload, "preload", strings.Join(preloadDefault, ","),
 		"`list` of programs run preloaded on goroce (goroce exec) against the same on rxe: ping-pongs rc, uc, ud, srq and perftest programs, "+
 			"and in event mode (-e on both sides) "+strings.Join(preloadEvents, eventSuffix+", ")+eventSuffix+"; or none")
-	fs.StringVar(&rdmacm, "rdmacm", strings.Join(rdmacmPrograms, ","), "`list` of librdmacm examples run against goroce's own (rping), or none")
+	fs.StringVar(&rdmacm, "rdmacm", strings.Join(slices.Concat(rdmacmPrograms, rdmacmPreloaded), ","),
+		"`list` of librdmacm examples: rping against goroce's own; "+strings.Join(rdmacmPreloaded, ", ")+
+			" run preloaded on goroce (goroce exec) against the same on rxe, at MTU 1024 only; or none")
 	fs.StringVar(&roles, "roles", "server,client", "`list` of rxe's roles: server, client")
 	fs.StringVar(&families, "families", "ipv4,ipv6", "`list` of address families: ipv4, ipv6")
 	fs.StringVar(&mtus, "mtus", "1024,4096", "`list` of path MTUs: 1024, 4096")
@@ -234,10 +236,18 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		}
 	}
 	if rdmacm != "none" {
-		if p.rdmacm, err = parseList(rdmacm, "-rdmacm", func(s string) (string, bool) {
-			return s, slices.Contains(rdmacmPrograms, s)
+		var progs []string
+		if progs, err = parseList(rdmacm, "-rdmacm", func(s string) (string, bool) {
+			return s, slices.Contains(rdmacmPrograms, s) || slices.Contains(rdmacmPreloaded, s)
 		}); err != nil {
 			return cfg, err
+		}
+		for _, s := range progs {
+			if slices.Contains(rdmacmPrograms, s) {
+				p.rdmacm = append(p.rdmacm, s)
+			} else {
+				p.rdmacmPreload = append(p.rdmacmPreload, s)
+			}
 		}
 	}
 	if p.roles, err = parseList(roles, "-roles", func(s string) (role, bool) {
@@ -258,7 +268,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	}
 	slices.Sort(p.mtus) // the guest only raises its MTU
 	switch {
-	case len(p.transports)+len(p.perftests)+len(p.preloadPingpongs)+len(p.preloadPerftests)+len(p.preloadEvents)+len(p.rdmacm) == 0:
+	case len(p.transports)+len(p.perftests)+len(p.preloadPingpongs)+len(p.preloadPerftests)+len(p.preloadEvents)+len(p.rdmacm)+len(p.rdmacmPreload) == 0:
 		return cfg, fmt.Errorf("-transports none, -perftests none, -preload none and -rdmacm none: nothing to run")
 	case p.iters < 1:
 		return cfg, fmt.Errorf("-iters %d: want at least 1", p.iters)

@@ -25,6 +25,9 @@ func goroceCmd(ctx context.Context, l *lab, goroce string, c interopCase, logf *
 	cmd := l.inNS(ctx, goroce, c.goroceArgs()...)
 	fmt.Fprintf(logf, "$ %s\n", strings.Join(cmd.Args, " "))
 	cmd.Stdout = logf
+	if c.Rdmacm != "" && c.Preload { // ucmatose and udaddy print their errors on stdout
+		cmd.Stdout = teeWriter{logf, stderr}
+	}
 	cmd.Stderr = teeWriter{logf, stderr}
 	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
 	cmd.WaitDelay = 3 * time.Second
@@ -47,9 +50,11 @@ func runGoroceClient(ctx context.Context, l *lab, goroce string, c interopCase, 
 		r.lastLine = lastLine(stderr.String())
 		// goroce says "couldn't connect", rdma-core's examples and
 		// perftest "Couldn't connect" (perftest then prints more);
-		// rping, whose REQ finds no listener yet, gets a REJ.
+		// rping, whose REQ finds no listener yet, gets a REJ, which
+		// rdma_client's rdma_connect reports as ECONNREFUSED.
 		low := strings.ToLower(stderr.String())
-		refused := strings.Contains(low, "couldn't connect") || strings.Contains(low, "rdma_cm_event_rejected")
+		refused := strings.Contains(low, "couldn't connect") || strings.Contains(low, "rdma_cm_event_rejected") ||
+			strings.Contains(low, "connection refused")
 		if r.err == nil || !refused || ctx.Err() != nil || rxeEnded() {
 			return r
 		}

@@ -123,6 +123,10 @@ func judge(c interopCase, o observed) result {
 		problems = append(problems, "capture not parsed: "+o.wireErr.Error())
 	} else if o.pcapErr == nil {
 		switch {
+		case c.Rdmacm != "" && c.Preload:
+			ps, what := rdmacmPreloadProblems(c, o)
+			problems = append(problems, ps...)
+			checked = what
 		case c.Rdmacm != "":
 			ps, what := rpingProblems(c, o)
 			problems = append(problems, ps...)
