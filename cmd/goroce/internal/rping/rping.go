@@ -12,6 +12,12 @@ import (
 	"github.com/goroce/goroce/qp"
 )
 
+// rpingForms are rping's two ways to run, as its usage shows them.
+const rpingForms = `goroce rping -s [-vVdP] [-S size] [-C count] [-a addr] [-p port]
+goroce rping -c [-vVd] [-S size] [-C count] [-I addr] -a addr [-p port]
+
+`
+
 const rpingAbout = `librdmacm's rping over a goroce device: a client and a server connect an
 RC QP through the RDMA connection manager (CM REQ, REP and RTU as MADs to
 QP1, the rdma_cm port space TCP, port -p) and ping -C times. Each ping:
@@ -92,8 +98,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 // parse reads and checks the flags; every mistake is exit status 2, with
 // the error on the last line of stderr.
 func parse(args []string, stdout, stderr io.Writer) (cfg config, code int, ok bool) {
-	fs := cli.NewFlagSet("goroce rping -s [-vVdP] [-S size] [-C count] [-a addr] [-p port]\n"+
-		"       goroce rping -c [-vVd] [-S size] [-C count] [-I addr] -a addr [-p port]", rpingAbout)
+	fs := cli.NewFlagSet("goroce rping -s|-c [flags] [-a addr]", rpingForms+rpingAbout)
 	fs.BoolVar(&cfg.server, "s", false, "server side")
 	client := fs.Bool("c", false, "client side")
 	a := fs.String("a", "", "`address`: the server's (server: to bind to; default any, which is --addr)")
