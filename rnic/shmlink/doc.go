@@ -35,7 +35,8 @@
 //     with a fresh file, so a sender still holding the old one can tell.
 //   - "<src>,<dst>.ring": one single-producer single-consumer ring from
 //     src to dst, made by the sender on its first packet to dst, owned by
-//     it (its pid and generation in the header). A sender always makes a
+//     it (its pid and generation in the header, and the generation of the
+//     port it was made for). A sender always makes a
 //     fresh ring file and renames it over a stale one; the receiver maps
 //     every ring addressed to it, at Open and whenever the port's ring
 //     counter changes.
@@ -45,8 +46,10 @@
 // length and bytes, then publishes its head index; the consumer copies the
 // slot out, then publishes its tail index. A process that dies leaves
 // each slot published or not, never torn, so the ring stays consistent:
-// the next receiver at the address drops what its predecessor left unread
-// (Stats.RxStale), as a closed socket drops its queue, and reads on; a
+// the next receiver at the address drops what its predecessor left unread,
+// and what a ring made for its predecessor holds (a sender that found the
+// port file of a killed process), counting both (Stats.RxStale), as a
+// closed socket drops its queue, and reads on; a
 // sender that restarts makes a fresh ring.
 //
 // # Untrusted memory

@@ -117,7 +117,7 @@ func TestStaleFilesAreReplaced(t *testing.T) {
 		t.Fatal(err)
 	}
 	staleRing := make([]byte, ringLen(8, 256))
-	r := initRing(staleRing, 8, 256, 999999, 78)
+	r := initRing(staleRing, 8, 256, 999999, 78, 77)
 	r.head.Store(1 << 50)
 	r.tail.Store(3)
 	if err := os.WriteFile(filepath.Join(dir, ringName(addrB, addrA)), staleRing, 0o600); err != nil {
@@ -167,5 +167,37 @@ func TestEmptiedRingWakesTheWaiter(t *testing.T) {
 	sendN(t, a, b, 3, 1)
 	if got := readN(t, b, 1); got[0].Buf[0] != 3 {
 		t.Fatalf("after the truncation got %x", got[0].Buf)
+	}
+}
+
+// TestRingForDeadReceiver: a sender that finds the port file a killed
+// process left makes a ring for it and fills it with datagrams nobody
+// will read. The receiver that takes the address next must drop them
+// (RxStale), not take them as sent to it, and then read what is sent to
+// it.
+func TestRingForDeadReceiver(t *testing.T) {
+	dir := t.TempDir()
+	stalePort := make([]byte, portFileSize)
+	initPort(stalePort, 999999, 77)
+	if err := os.WriteFile(filepath.Join(dir, portName(addrB)), stalePort, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	a := openLink(t, dir, addrA, Config{})
+	stale := make([]link.Packet, 5)
+	for i := range stale {
+		stale[i] = link.Packet{Buf: []byte{9, byte(i)}, Addr: addrB}
+	}
+	if k, err := a.WriteBatch(stale); k != len(stale) || err != nil {
+		t.Fatalf("WriteBatch to the dead port = %d, %v", k, err)
+	}
+	b := openLink(t, dir, addrB, Config{})
+	sendN(t, a, b, 1, 3)
+	for i, p := range readN(t, b, 3) {
+		if p.Buf[0] != 1 || p.Buf[1] != byte(i) {
+			t.Fatalf("datagram %d is %x, want %x: the dead receiver's were taken as new", i, p.Buf, []byte{1, byte(i)})
+		}
+	}
+	if got := b.Stats().RxStale; got != uint64(len(stale)) {
+		t.Fatalf("RxStale = %d, want %d", got, len(stale))
 	}
 }

@@ -239,10 +239,12 @@ func (l *Link) scan() {
 		}
 		r := &inRing{name: name, ino: ino, c: consumer{ring: rg}}
 		r.c.next = rg.tail.Load()
-		if h := rg.head.Load(); rg.rgen.Load() != 0 || h-r.c.next > rg.mask+1 {
-			// A receiver before this one mapped the ring: what it left
-			// was sent to a process that is gone, and is dropped, as a
-			// socket that closed drops what it had not read.
+		forGen := binary.LittleEndian.Uint64(mem[offForGen:])
+		if h := rg.head.Load(); rg.rgen.Load() != 0 || forGen != l.gen || h-r.c.next > rg.mask+1 {
+			// A receiver before this one mapped the ring, or the sender
+			// made it for one (a port file left by a killed process):
+			// what it holds was sent to a process that is gone, and is
+			// dropped, as a socket that closed drops what it had not read.
 			if d := h - r.c.next; d <= rg.mask+1 {
 				l.count.rxStale.Add(d)
 			}
@@ -572,7 +574,7 @@ func (l *Link) connect(dst netip.AddrPort) (*outRing, error) {
 	size := ringLen(l.cfg.Slots, l.cfg.SlotSize)
 	var rg ring
 	_, ino, err := createMapped(o.path, size, func(mem []byte) {
-		rg = initRing(mem, l.cfg.Slots, l.cfg.SlotSize, l.pid, l.gen)
+		rg = initRing(mem, l.cfg.Slots, l.cfg.SlotSize, l.pid, l.gen, o.port.gen)
 	})
 	if err != nil {
 		unix.Munmap(pm)

@@ -16,6 +16,7 @@ const (
 	offSlotSize   = 12 // uint32: bytes per slot
 	offWriterPID  = 16 // uint32
 	offWriterGen  = 24 // uint64: the producer link's generation
+	offForGen     = 32 // uint64: the generation of the port the producer made it for
 	offHead       = 64 // uint64: slots published by the producer
 	offTail       = 128
 	offReaderGen  = 136 // uint64: the generation of the port that maps it
@@ -64,13 +65,15 @@ func newRingView(mem []byte, slots, slotSize int) ring {
 }
 
 // initRing writes a fresh ring header into mem, which is
-// ringLen(slots, slotSize) zeroed bytes, and returns the ring.
-func initRing(mem []byte, slots, slotSize int, pid uint32, gen uint64) ring {
+// ringLen(slots, slotSize) zeroed bytes, and returns the ring: made by the
+// link of generation gen in process pid for the port of generation forGen.
+func initRing(mem []byte, slots, slotSize int, pid uint32, gen, forGen uint64) ring {
 	copy(mem, ringMagic)
 	binary.LittleEndian.PutUint32(mem[offRingSlots:], uint32(slots))
 	binary.LittleEndian.PutUint32(mem[offSlotSize:], uint32(slotSize))
 	binary.LittleEndian.PutUint32(mem[offWriterPID:], pid)
 	binary.LittleEndian.PutUint64(mem[offWriterGen:], gen)
+	binary.LittleEndian.PutUint64(mem[offForGen:], forGen)
 	return newRingView(mem, slots, slotSize)
 }
 

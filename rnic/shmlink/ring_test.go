@@ -9,7 +9,7 @@ import (
 // newTestRing makes a ring in ordinary memory, as a file would hold it.
 func newTestRing(slots, slotSize int) (producer, consumer) {
 	mem := make([]byte, ringLen(slots, slotSize))
-	r := initRing(mem, slots, slotSize, 1, 2)
+	r := initRing(mem, slots, slotSize, 1, 2, 3)
 	c, err := attachRing(mem)
 	if err != nil {
 		panic(err)
@@ -110,7 +110,7 @@ func TestProducerDistrustsTheTail(t *testing.T) {
 // not fit the file is refused.
 func TestAttachRingChecksGeometry(t *testing.T) {
 	good := make([]byte, ringLen(4, 256))
-	initRing(good, 4, 256, 1, 2)
+	initRing(good, 4, 256, 1, 2, 3)
 	if _, err := attachRing(good); err != nil {
 		t.Fatalf("a good ring: %v", err)
 	}
