@@ -48,10 +48,25 @@
 // the worker; the responder's checks and execution on the receive path,
 // its answers in whichever sender transmits the QP next. The pacer and
 // the reaction point are told of sends by every sender, of CNPs by the
-// receive path, and of time by the worker. This is the model: a single
-// owner per QP (its worker, with PostSend and the receive path handing it
-// work) would trade the inline paths' latency for simpler exclusion, and
-// choosing between them takes benchmarks on a quiet machine.
+// receive path, and of time by the worker.
+//
+// # Why not one owner per QP
+//
+// The worker is the QP's owner of last resort: it runs everything that
+// is not latency-bound (timers, retransmission, what the other paths
+// leave), and every path hands it work through one doorbell. Two paths
+// run engines outside it, and both are measured fast paths, each with its
+// switch: the inline doorbell (the posting goroutine transmits; with
+// Config.PostToWorker it only rings the worker) and the polled receive
+// (Config.BusyPoll: the goroutine that polls a CQ runs the receive path,
+// with no goroutine to wake). BenchmarkOwnership runs the two post paths
+// side by side, blocking and polled: handing every post to the worker
+// costs a goroutine wake-up per doorbell, which made the 8-byte round
+// trip slower and 64 KiB WRITE bandwidth lower in every run on a 2-CPU
+// machine, and most of all with polling, where the poller must then wait
+// for the worker to be scheduled. Exclusion does not depend on which path
+// runs: every engine call holds the QP's lock, and every transmit holds
+// sendMu, so each path is as safe as the worker.
 //
 // # Which lock guards what
 //
