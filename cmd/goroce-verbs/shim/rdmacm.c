@@ -624,6 +624,19 @@ EXPORT int rdma_migrate_id(struct rdma_cm_id *id, struct rdma_event_channel *cha
 
 /* ---- events ---- */
 
+/*
+ * channel_gone is where a thread waiting for an event goes when another
+ * thread destroyed the channel under it. With librdmacm that thread sits
+ * in read() on the ucma fd, and the kernel keeps a read in progress going
+ * after close(): it never returns. rping's CM thread relies on it, as its
+ * main thread destroys the channel and exits while the CM thread waits.
+ */
+static void channel_gone(void)
+{
+	for (;;)
+		pause();
+}
+
 EXPORT int rdma_get_cm_event(struct rdma_event_channel *channel, struct rdma_cm_event **event)
 {
 	struct cma_channel *ch = cma_channel_of(channel);
@@ -631,15 +644,22 @@ EXPORT int rdma_get_cm_event(struct rdma_event_channel *channel, struct rdma_cm_
 	uint64_t n;
 	if (!event)
 		return err(EINVAL);
+	/* Read once: ch is freed if another thread destroys the channel. */
+	int fd = ch->ch.fd;
+	uint32_t handle = ch->handle;
 	for (;;) {
-		ssize_t r = read(ch->ch.fd, &n, sizeof n);
+		ssize_t r = read(fd, &n, sizeof n);
 		if (r < 0 && errno == EINTR)
 			continue;
+		if (r < 0 && errno == EBADF)
+			channel_gone();
 		if (r < 0)
 			return -1;
-		int ret = cmcore.get_event(ch->handle, &g);
+		int ret = cmcore.get_event(handle, &g);
 		if (ret == EAGAIN)
 			continue; /* a count left by an event of a destroyed ID */
+		if (ret == EINVAL)
+			channel_gone(); /* the only EINVAL: no channel of that handle */
 		if (ret)
 			return err(ret);
 		break;
