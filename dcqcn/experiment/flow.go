@@ -158,3 +158,7 @@ func later(a, b time.Time) time.Time {
 
 // QP returns the flow's QP on the sender: QP.Rate is its DCQCN rate.
 func (f *Flow) QP() *rnic.QP { return f.qp }
+
+// Completed returns the payload bytes of the flow's WRITEs that have
+// completed successfully so far: what its goodput counts.
+func (f *Flow) Completed() uint64 { return f.completed.Load() }

@@ -237,6 +237,7 @@ func (r *netnsRun) sample(ctx context.Context, t0 time.Time, res *experiment.Res
 	tick := time.NewTicker(sc.Interval)
 	defer tick.Stop()
 	prev, prevAt := make([]uint64, sc.Flows), time.Duration(0)
+	var prevDone uint64
 	for {
 		select {
 		case <-tick.C:
@@ -256,6 +257,12 @@ func (r *netnsRun) sample(ctx context.Context, t0 time.Time, res *experiment.Res
 			s.Rate[i] = f.QP().Rate()
 			prev[i] = d
 		}
+		var done uint64
+		for _, f := range r.flows {
+			done += f.Completed()
+		}
+		s.Goodput = cc.Rate(float64(done-prevDone) * 8 / dt)
+		prevDone = done
 		prevAt = at
 		s.QueueBytes, s.QueueMax = q.Backlog, q.Backlog
 		s.Marked, s.TailDrops = q.Marked, q.Drops

@@ -49,6 +49,9 @@ func mechanism(o *outcome) []string {
 	if o.ICRCErrors != 0 {
 		miss("%d packets failed their ICRC", o.ICRCErrors)
 	}
+	if s := experiment.Summarize(r); s.Goodput <= 0 {
+		miss("goodput %v over the second half: no WRITE completed, or none was counted", s.Goodput)
+	}
 	if !r.Scenario.DisableDCQCN {
 		if t.Marked == 0 {
 			miss("no CE marks")
