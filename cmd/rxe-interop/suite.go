@@ -124,7 +124,7 @@ func (s *suite) runCase(ctx context.Context, log *serialLog, c interopCase) resu
 		if o.pcapErr == nil {
 			o.pcapErr = incomplete
 		}
-		o.wire, o.wireErr = countWire(capt.path, c.goroceAddr(), c.ackTimeout())
+		o.wire, o.wireErr = countWire(capt.path, c.goroceAddr(), c.ackTimeout(), c.Rdmacm == "")
 		o.pcapPath = capt.path
 	}
 	return judge(c, o)

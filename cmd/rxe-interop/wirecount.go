@@ -63,8 +63,10 @@ type wireCount struct {
 // sender: goroceAddr's, and the rest (rxe's). It parses the packets
 // itself (wire.Parse), so that it sees their payloads. timeout is the
 // QPs' local ACK timeout: a repeat sent that long after the first copy
-// is a retransmission.
-func countWire(path, goroceAddr string, timeout time.Duration) (wireCount, error) {
+// is a retransmission. skipCM leaves out CM MADs (packets to QP1): a case
+// that does not connect through the CM has none of its own, but the next
+// rdma_cm case's REQ may fall inside its capture.
+func countWire(path, goroceAddr string, timeout time.Duration, skipCM bool) (wireCount, error) {
 	var w wireCount
 	f, err := os.Open(path)
 	if err != nil {
@@ -97,6 +99,9 @@ func countWire(path, goroceAddr string, timeout time.Duration) (wireCount, error
 		p, err := wire.Parse(d.Payload)
 		if err != nil {
 			continue // counted as malformed by goroce pcap's report
+		}
+		if skipCM && p.BTH().DestQP() == wire.GSIQPN {
+			continue // a CM MAD of the next rdma_cm case, caught at the capture's edge
 		}
 		side, fl := 1, &w.rxe
 		if d.Src.Addr().Unmap().String() == goroceAddr {
