@@ -59,8 +59,8 @@ type Config struct {
 	// which then transmits: the QP's sends are built by one goroutine, its
 	// worker (the single-owner model). By default the posting goroutine
 	// transmits itself (the inline doorbell), which the package doc's
-	// measurements show is the faster of the two; this switch is there to
-	// run that comparison again (BenchmarkOwnership).
+	// measurements show is much the faster on the polled latency path
+	// (BenchmarkOwnership compares the two).
 	PostToWorker bool
 	// MaxUnackedPSNs is the RC window of the device's QPs: how many PSNs a
 	// requester lets out before it waits for an ACK. Default
