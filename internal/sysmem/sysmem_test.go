@@ -2,6 +2,7 @@ package sysmem
 
 import (
 	"errors"
+	"github.com/goroce/goroce/wire/testenv"
 	"math"
 	"os"
 	"path/filepath"
@@ -15,7 +16,7 @@ import (
 func TestAvailable(t *testing.T) {
 	b, ok := Available()
 	if !ok {
-		t.Skip("no /proc/meminfo: not Linux")
+		testenv.SkipOrFail(t, "no /proc/meminfo: not Linux")
 	}
 	text, err := os.ReadFile(meminfoPath)
 	if err != nil {
@@ -67,7 +68,7 @@ func TestParseMeminfo(t *testing.T) {
 
 func TestCheck(t *testing.T) {
 	if _, ok := Available(); !ok {
-		t.Skip("no /proc/meminfo: not Linux")
+		testenv.SkipOrFail(t, "no /proc/meminfo: not Linux")
 	}
 	if err := Check(1<<20, "a MiB"); err != nil {
 		t.Errorf("Check(1 MiB) = %v", err)

@@ -79,7 +79,7 @@ func TestIncastQEMU(t *testing.T) {
 		testenv.SkipOrFailf(t, "this machine cannot boot the router guest: %v", err)
 	}
 	if testing.Short() {
-		t.Skip("-short: a QEMU boot and two runs of 6 s")
+		testenv.SkipPartial(t, "short", "-short: a QEMU boot and two runs of 6 s")
 	}
 	ctx := t.Context()
 	g, err := bootGuest(ctx, img, linkMTU)

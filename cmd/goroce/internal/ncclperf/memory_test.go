@@ -1,6 +1,7 @@
 package ncclperf
 
 import (
+	"github.com/goroce/goroce/wire/testenv"
 	"regexp"
 	"testing"
 
@@ -14,7 +15,7 @@ import (
 // much the host has.
 func TestNcclPerfRefusesHugeSizes(t *testing.T) {
 	if testing.Short() {
-		t.Skip("builds the binary")
+		testenv.SkipPartial(t, "short", "builds the binary")
 	}
 	bin := clitest.BuildGoroce(t)
 	want := regexp.MustCompile(`^goroce nccl-perf: \d rank\(s\) on this host at -e \d+ bytes would need [0-9.]+ GiB of memory, and this host has [0-9.]+ [KMGTPE]iB available \(.*\): lower -e \(or -np\)\n$`)

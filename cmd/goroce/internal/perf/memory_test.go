@@ -1,6 +1,7 @@
 package perf
 
 import (
+	"github.com/goroce/goroce/wire/testenv"
 	"regexp"
 	"testing"
 
@@ -13,7 +14,7 @@ import (
 // needs and how much the host has, before opening a device or a socket.
 func TestPerfRefusesHugeRuns(t *testing.T) {
 	if testing.Short() {
-		t.Skip("builds the binary")
+		testenv.SkipPartial(t, "short", "builds the binary")
 	}
 	bin := clitest.BuildGoroce(t)
 	addr, own := clitest.LoopbackPair()

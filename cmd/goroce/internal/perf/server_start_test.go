@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"github.com/goroce/goroce/wire/testenv"
 	"io"
 	"net"
 	"os"
@@ -89,7 +90,7 @@ func runFails(t *testing.T, ctx context.Context, bin string, env []string, want 
 // with -p.
 func TestPerfServerOpensDeviceAtStart(t *testing.T) {
 	if testing.Short() {
-		t.Skip("builds the binary")
+		testenv.SkipPartial(t, "short", "builds the binary")
 	}
 	bin := clitest.BuildGoroce(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)

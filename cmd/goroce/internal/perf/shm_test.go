@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/goroce/goroce/wire/testenv"
 	"hash/crc32"
 	"path/filepath"
 	"regexp"
@@ -55,7 +56,7 @@ func checkShmLinks(t *testing.T, dir string) {
 // what the other sent.
 func TestPerfShmProcesses(t *testing.T) {
 	if testing.Short() {
-		t.Skip("builds the binary")
+		testenv.SkipPartial(t, "short", "builds the binary")
 	}
 	bin := clitest.BuildGoroce(t)
 	for _, tc := range []struct {
