@@ -96,10 +96,7 @@ func (b *bottleneck) setup(ctx context.Context) error {
 	}
 	switch b.marker {
 	case markerRED:
-		// burst, in packets, sets the averaging weight; tc-red(8)
-		// suggests (min+min+max)/(3·avpkt).
-		const avpkt = 1100
-		burst := max(1, (2*b.red.Kmin+b.red.Kmax)/(3*avpkt))
+		avpkt, burst := redAveraging(b.red.Kmin)
 		return tc("qdisc", "add", "dev", b.dev, "parent", "1:1", "handle", "10:", "red",
 			"limit", fmt.Sprint(b.limit), "min", fmt.Sprint(b.red.Kmin), "max", fmt.Sprint(b.red.Kmax),
 			"avpkt", fmt.Sprint(avpkt), "burst", fmt.Sprint(burst), "probability", fmt.Sprint(b.red.Pmax),
@@ -112,6 +109,26 @@ func (b *bottleneck) setup(ctx context.Context) error {
 		return b.addNFTMarker()
 	}
 	return fmt.Errorf("marker %q: want %q or %q", b.marker, markerRED, markerNFT)
+}
+
+// redAveraging returns the avpkt and burst options that make Linux's RED
+// mark on the queue as it is, as DCQCN's congestion point does (the
+// paper's switches, like DCTCP's, mark on the instantaneous queue; so does
+// dcqcn.RED): RED marks on an average of the queue, updated at each
+// enqueue with weight W = 2^-Wlog, and tc derives Wlog from burst and
+// avpkt (tc_red_eval_ewma: the least Wlog with burst + 1 − min/avpkt ≤
+// (1 − (1−W)^burst)/W). avpkt = kmin/2 and burst 2 give Wlog 1, W = 1/2:
+// the average follows the queue within two packets.
+//
+// The weight matters under htb: RED starts an idle period, which decays
+// its average, only when it is asked for a packet it does not have, and
+// htb never asks an empty class. With tc-red(8)'s suggested burst,
+// (2·min + max)/(3·avpkt), W is 1/256: after a bunch of packets has come
+// and gone, the average stays above min for hundreds of packets, so RED
+// keeps marking for seconds flows whose rates it has already cut to a
+// tenth.
+func redAveraging(kmin int) (avpkt, burst int) {
+	return max(1, kmin/2), 2
 }
 
 // addNFTMarker installs the nftables marking rule (see markerNFT).
@@ -247,10 +264,11 @@ func (b *bottleneck) inGuest(g *guestRouter) {
 	b.qdiscs = func(ctx context.Context) ([]byte, error) { return g.qdiscs(ctx, b.dev) }
 }
 
-// figures returns `tc -s qdisc show` and `tc -s class show` of b.dev, as
-// tc prints them, less blank lines and trailing blanks.
+// figures returns `tc -s -d qdisc show` and `tc -s class show` of b.dev,
+// as tc prints them, less blank lines and trailing blanks. With -d, RED's
+// line shows the averaging weight the kernel holds ("ewma" Wlog).
 func (b *bottleneck) figures(ctx context.Context) (string, error) {
-	q, err := b.tc(ctx, "-s", "qdisc", "show", "dev", b.dev)
+	q, err := b.tc(ctx, "-s", "-d", "qdisc", "show", "dev", b.dev)
 	if err != nil {
 		return "", err
 	}

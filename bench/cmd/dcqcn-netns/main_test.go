@@ -95,6 +95,11 @@ func TestIncastQEMU(t *testing.T) {
 			if !strings.Contains(out.figures, "qdisc red 10:") {
 				t.Errorf("tc -s in the guest shows no RED qdisc:\n%s", out.figures)
 			}
+			// The kernel's own reading of avpkt and burst: W = 1/2, RED
+			// marks on the queue as it is (redAveraging).
+			if !strings.Contains(out.figures, " ewma 1 ") {
+				t.Errorf("RED in the guest averages its queue with a weight other than 1/2 (want ewma 1):\n%s", out.figures)
+			}
 			// RED marks a packet as it enters the queue; a marked packet
 			// can still be dropped (queue full) or be in the queue at the
 			// end, so the receiver sees the marks only without either.
