@@ -175,6 +175,10 @@ func mainErr(ctx context.Context, args []string, stdout io.Writer) error {
 	} else if marker, err = pickMarker(ctx, o.marker); err != nil {
 		return err
 	}
+	// After the guest's start: qemu's nice adds to this process's.
+	if err := raisePriority(guestNice); err != nil {
+		return err
+	}
 	var missed []string
 	for _, n := range o.flows {
 		for _, off := range o.modes {

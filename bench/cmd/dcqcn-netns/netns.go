@@ -168,3 +168,27 @@ func output(ctx context.Context, name string, args ...string) ([]byte, error) {
 	}
 	return out, nil
 }
+
+// raisePriority sets the nice value of every thread of this process (Linux
+// keeps one per thread; threads started later inherit their starter's) to
+// nice. The devices are the experiment's NICs and the router its switch:
+// neither should wait for the CPU behind whatever else the machine runs,
+// or a sender stalled for a few hundred milliseconds sends its backlog at
+// once, or the guest's queue fills while nothing drains it.
+func raisePriority(nice int) error {
+	tasks, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		return err
+	}
+	for _, t := range tasks {
+		tid, err := strconv.Atoi(t.Name())
+		if err != nil {
+			continue
+		}
+		// A thread that has ended since the listing is no error.
+		if err := unix.Setpriority(unix.PRIO_PROCESS, tid, nice); err != nil && !errors.Is(err, unix.ESRCH) {
+			return fmt.Errorf("setpriority %d: %w", tid, err)
+		}
+	}
+	return nil
+}
