@@ -7,6 +7,9 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,8 +25,13 @@ import (
 	"github.com/google/nftables/expr"
 	"golang.org/x/sys/unix"
 
+	"github.com/goroce/goroce/internal/qemurouter"
 	"github.com/goroce/goroce/wire/testenv"
 )
+
+// host is one "host" of the multi-host tests: a network namespace whose
+// link to the other host is dev, with address addr.
+type host struct{ ns, dev, addr string }
 
 // TestMultiHostNetns runs a job across two "hosts": network namespaces
 // joined by a veth pair, two ranks in each, started into their namespace
@@ -35,52 +43,236 @@ import (
 // nftables numgen rule: this kernel has no netem), so go-back-N works on
 // the way. dumpcap captures the link, and `goroce pcap` must find every
 // captured packet RoCE with a valid ICRC, from the addresses the ranks were
-// meant to take.
+// meant to take. TestMultiHostNetem runs the same job over a routed link
+// with netem's delay and loss.
 func TestMultiHostNetns(t *testing.T) {
+	ip, dumpcap, goroce := multiHostTools(t)
+	// Two hosts, A (10.215.N.1) and B (10.215.N.2), N from the pid so that
+	// runs at once do not collide.
+	tag := strconv.Itoa(os.Getpid() % 10000)
+	net3 := strconv.Itoa(os.Getpid() % 250)
+	hosts := []host{
+		{"gmh" + tag + "a", "gmh" + tag + "a", "10.215." + net3 + ".1"},
+		{"gmh" + tag + "b", "gmh" + tag + "b", "10.215." + net3 + ".2"},
+	}
+	addNetns(t, ip, hosts)
+	ipRun(t, ip, "link", "add", hosts[0].dev, "netns", hosts[0].ns, "type", "veth", "peer", "name", hosts[1].dev, "netns", hosts[1].ns)
+	for _, h := range hosts {
+		ipRun(t, ip, "-n", h.ns, "addr", "add", h.addr+"/24", "dev", h.dev)
+		ipRun(t, ip, "-n", h.ns, "link", "set", h.dev, "up")
+	}
+	dropOnePercent(t, hosts[0].ns)
+	runJobs(t, ip, dumpcap, goroce, hosts, nil, nil)
+}
+
+// TestMultiHostNetem runs TestMultiHostNetns's job over a routed link with
+// netem's delay and loss (issue 25 item 16): this host kernel has no
+// netem, so the hosts' link runs through a router guest booted on
+// Debian's kernel (internal/qemurouter), whose NICs toward host A
+// (10.215.N.0/24) and host B (10.216.N.0/24) are taps in the hosts'
+// namespaces. The guest's egress toward each host is `netem delay 200us
+// loss 1%`: each direction of the link crosses one of them, so each gets
+// 200 µs and 1% loss, and a round trip 400 µs. The ranks reach MASTER_ADDR
+// through a gateway now, not on-link, and must still take their own
+// host's address. The delay is measured, not trusted: the least round
+// trip of UDP probes from A to B must be at least 400 µs and must have
+// risen by at least 300 µs from the same probes before netem; the loss
+// must show in netem's drop counters.
+func TestMultiHostNetem(t *testing.T) {
+	ip, dumpcap, goroce := multiHostTools(t)
+	img, err := qemurouter.FindImage(qemurouter.ImageDir(), "net/sched/sch_netem")
+	if err != nil {
+		testenv.SkipOrFailf(t, "this machine cannot boot the router guest: %v", err)
+	}
+	tag := strconv.Itoa(os.Getpid() % 10000)
+	net3 := strconv.Itoa(os.Getpid() % 250)
+	hosts := []host{
+		{"gmn" + tag + "a", "eth0", "10.215." + net3 + ".2"},
+		{"gmn" + tag + "b", "eth0", "10.216." + net3 + ".2"},
+	}
+	gateways := []string{"10.215." + net3 + ".1", "10.216." + net3 + ".1"}
+	guestDevs := []string{"a", "b"} // the guest's NICs toward A and B
+	addNetns(t, ip, hosts)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	var nics []qemurouter.NIC
+	for i, h := range hosts {
+		nics = append(nics, qemurouter.NIC{Name: guestDevs[i], MAC: fmt.Sprintf("52:54:00:e5:0%c:01", 'a'+i),
+			Addr: gateways[i] + "/24", Netns: h.ns, Tap: h.dev})
+	}
+	// Nice -10: the guest is the link, which must not wait for the CPU
+	// behind the ranks.
+	router, err := qemurouter.Boot(ctx, qemurouter.Config{Image: img, NICs: nics, MTU: 1500, Nice: -10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { router.Close() })
+	for i, h := range hosts {
+		ipRun(t, ip, "-n", h.ns, "addr", "add", h.addr+"/24", "dev", h.dev)
+		ipRun(t, ip, "-n", h.ns, "link", "set", h.dev, "up")
+		ipRun(t, ip, "-n", h.ns, "route", "add", "default", "via", gateways[i])
+	}
+	// The path from B to MASTER_ADDR (A) is routed: B's ranks must take
+	// the source address of that route, B's own.
+	if route := ipRun(t, ip, "-n", hosts[1].ns, "route", "get", hosts[0].addr); !strings.Contains(route, "via "+gateways[1]) ||
+		!strings.Contains(route, "src "+hosts[1].addr) {
+		t.Fatalf("B's route to A is not through the guest from B's address: %s", route)
+	}
+
+	before := minRTT(t, hosts[0].ns, hosts[1].ns, hosts[1].addr)
+	for _, dev := range guestDevs {
+		if _, err := router.Run(ctx, "/sbin/tc", "qdisc", "add", "dev", dev, "root", "netem", "delay", "200us", "loss", "1%"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	after := minRTT(t, hosts[0].ns, hosts[1].ns, hosts[1].addr)
+	t.Logf("least round trip A to B through the guest: %v without netem, %v with", before, after)
+	if after < 400*time.Microsecond || after-before < 300*time.Microsecond {
+		t.Errorf("least round trip %v with netem, %v without: want at least 400 µs, and 300 µs more than without", after, before)
+	}
+
+	// NCCL_IB_TIMEOUT=16 (268 ms; NCCL's own default is 18): the guest
+	// forwards a few thousand packets a second, so a window of a few
+	// hundred 1 KiB packets queues there for longer than ib's default ACK
+	// timeout (14: 67 ms). With it, every timeout was spurious: the
+	// requester sent its whole window again behind the one still queued,
+	// and a capture showed the responder advancing some 60 PSNs a second
+	// until the retry count ran out (transport retry counter exceeded).
+	runJobs(t, ip, dumpcap, goroce, hosts, []string{"NCCL_IB_TIMEOUT=16"}, []string{"--size", "256K", "--iters", "2"})
+
+	for _, dev := range guestDevs {
+		js, err := router.Qdiscs(ctx, dev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var qs []struct {
+			Kind    string `json:"kind"`
+			Packets uint64 `json:"packets"`
+			Drops   uint64 `json:"drops"`
+		}
+		if err := json.Unmarshal(js, &qs); err != nil {
+			t.Fatalf("tc -s -j qdisc show dev %s: %v: %s", dev, err, js)
+		}
+		if len(qs) == 0 || qs[0].Kind != "netem" || qs[0].Drops == 0 {
+			t.Errorf("the guest's egress toward %s: want netem with drops, tc -s -j says %s", dev, js)
+		}
+		text, _ := router.Run(ctx, "/sbin/tc", "-s", "qdisc", "show", "dev", dev)
+		t.Logf("guest, tc -s qdisc show dev %s:\n%s", dev, text)
+	}
+}
+
+// minRTT returns the least round trip of 200 UDP probes sent one at a time
+// from namespace from to an echo at addr in namespace to, each waited for
+// at most a second (netem may drop one).
+func minRTT(t *testing.T, from, to, addr string) time.Duration {
+	t.Helper()
+	var echo, probe *net.UDPConn
+	if err := qemurouter.InNetns(to, func() (err error) {
+		echo, err = net.ListenUDP("udp4", &net.UDPAddr{IP: net.ParseIP(addr)})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer echo.Close()
+	go func() {
+		buf := make([]byte, 64)
+		for {
+			n, from, err := echo.ReadFromUDP(buf)
+			if err != nil {
+				return
+			}
+			echo.WriteToUDP(buf[:n], from)
+		}
+	}()
+	if err := qemurouter.InNetns(from, func() (err error) {
+		probe, err = net.DialUDP("udp4", nil, echo.LocalAddr().(*net.UDPAddr))
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer probe.Close()
+	least, answered := time.Duration(0), 0
+	buf := make([]byte, 64)
+	for i := range 200 {
+		msg := []byte(strconv.Itoa(i))
+		start := time.Now()
+		if _, err := probe.Write(msg); err != nil {
+			t.Fatal(err)
+		}
+		probe.SetReadDeadline(start.Add(time.Second))
+		for {
+			n, err := probe.Read(buf)
+			if err != nil {
+				break // lost: the next probe
+			}
+			if string(buf[:n]) == string(msg) { // not a late answer to an earlier probe
+				if rtt := time.Since(start); answered == 0 || rtt < least {
+					least = rtt
+				}
+				answered++
+				break
+			}
+		}
+	}
+	if answered < 100 {
+		t.Fatalf("%d of 200 probes from %s to %s came back", answered, from, addr)
+	}
+	return least
+}
+
+// multiHostTools skips the test where it cannot run (under -short, not
+// root, no iproute2 or dumpcap) and returns ip's, dumpcap's and a freshly
+// built goroce's paths.
+func multiHostTools(t *testing.T) (ip, dumpcap, goroce string) {
+	t.Helper()
 	if testing.Short() {
 		testenv.SkipPartial(t, "short", "starts 8 processes in network namespaces")
 	}
 	if os.Geteuid() != 0 {
 		testenv.SkipOrFail(t, "needs root for network namespaces")
 	}
-	ip := testenv.LookPath(t, "ip", "iproute2")
-	dumpcap := testenv.LookPath(t, "dumpcap", "tshark")
-	dir := t.TempDir()
-	goroce := filepath.Join(dir, "goroce")
+	ip = testenv.LookPath(t, "ip", "iproute2")
+	dumpcap = testenv.LookPath(t, "dumpcap", "tshark")
+	goroce = filepath.Join(t.TempDir(), "goroce")
 	if out, err := exec.Command("go", "build", "-o", goroce, "../cmd/goroce").CombinedOutput(); err != nil {
 		t.Fatalf("go build goroce: %v\n%s", err, out)
 	}
+	return ip, dumpcap, goroce
+}
 
-	// Two hosts, A (10.215.N.1) and B (10.215.N.2), N from the pid so that
-	// runs at once do not collide.
-	tag := strconv.Itoa(os.Getpid() % 10000)
-	net3 := strconv.Itoa(os.Getpid() % 250)
-	hosts := []struct{ ns, dev, addr string }{
-		{"gmh" + tag + "a", "gmh" + tag + "a", "10.215." + net3 + ".1"},
-		{"gmh" + tag + "b", "gmh" + tag + "b", "10.215." + net3 + ".2"},
+// ipRun runs ip with args and fails t if it fails.
+func ipRun(t *testing.T, ip string, args ...string) string {
+	t.Helper()
+	out, err := exec.Command(ip, args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("ip %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
-	run := func(args ...string) {
-		t.Helper()
-		if out, err := exec.Command(ip, args...).CombinedOutput(); err != nil {
-			t.Fatalf("ip %s: %v\n%s", strings.Join(args, " "), err, out)
-		}
-	}
+	return string(out)
+}
+
+// addNetns creates the hosts' namespaces, with lo up, and removes them
+// when t ends.
+func addNetns(t *testing.T, ip string, hosts []host) {
+	t.Helper()
 	for _, h := range hosts {
-		run("netns", "add", h.ns)
+		ipRun(t, ip, "netns", "add", h.ns)
 		t.Cleanup(func() { exec.Command(ip, "netns", "del", h.ns).Run() })
+		ipRun(t, ip, "-n", h.ns, "link", "set", "lo", "up")
 	}
-	run("link", "add", hosts[0].dev, "netns", hosts[0].ns, "type", "veth", "peer", "name", hosts[1].dev, "netns", hosts[1].ns)
-	for _, h := range hosts {
-		run("-n", h.ns, "addr", "add", h.addr+"/24", "dev", h.dev)
-		run("-n", h.ns, "link", "set", "lo", "up")
-		run("-n", h.ns, "link", "set", h.dev, "up")
-	}
-	dropOnePercent(t, hosts[0].ns)
+}
 
+// runJobs runs the 4-rank demo job, two ranks on each host, under each
+// launcher's environment, with dumpcap on host B's link, and checks that
+// every rank passed and that `goroce pcap` finds every captured packet
+// RoCE with a valid ICRC, between the hosts' addresses. Each rank gets
+// env besides the launcher's, and runs `goroce demo demoArgs...`.
+func runJobs(t *testing.T, ip, dumpcap, goroce string, hosts []host, env, demoArgs []string) {
+	t.Helper()
+	dir := t.TempDir()
 	for _, launcher := range []string{"torchrun", "openmpi"} {
 		t.Run(launcher, func(t *testing.T) {
 			pcap := filepath.Join(dir, launcher+".pcap")
-			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 			defer cancel()
 			capture := exec.CommandContext(ctx, ip, "netns", "exec", hosts[1].ns, dumpcap, "-q", "-i", hosts[1].dev, "-w", pcap)
 			capture.Cancel = func() error { return capture.Process.Signal(syscall.SIGTERM) }
@@ -100,7 +292,7 @@ func TestMultiHostNetns(t *testing.T) {
 			outs := make([]*bytes.Buffer, 4)
 			for r := range 4 {
 				h := hosts[r/2]
-				env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir, "GOROCE_JOB_SECRET=" + hex.EncodeToString(secret)}
+				env := append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir, "GOROCE_JOB_SECRET=" + hex.EncodeToString(secret)}, env...)
 				switch launcher {
 				case "torchrun":
 					env = append(env, "RANK="+strconv.Itoa(r), "WORLD_SIZE=4", "LOCAL_RANK="+strconv.Itoa(r%2),
@@ -111,7 +303,7 @@ func TestMultiHostNetns(t *testing.T) {
 						"OMPI_COMM_WORLD_LOCAL_RANK="+strconv.Itoa(r%2), "OMPI_COMM_WORLD_LOCAL_SIZE=2",
 						"NCCL_COMM_ID="+hosts[0].addr+":"+strconv.Itoa(port))
 				}
-				cmd := exec.CommandContext(ctx, ip, "netns", "exec", h.ns, goroce, "demo")
+				cmd := exec.CommandContext(ctx, ip, append([]string{"netns", "exec", h.ns, goroce, "demo"}, demoArgs...)...)
 				cmd.Env = env
 				outs[r] = new(bytes.Buffer)
 				cmd.Stdout, cmd.Stderr = outs[r], outs[r]
@@ -132,7 +324,7 @@ func TestMultiHostNetns(t *testing.T) {
 			}
 			// goroce pcap: every packet RoCE, every ICRC right, and the
 			// ranks at the addresses the route gave them: host A's ranks
-			// on .1 ports 4791 and 4792, host B's on .2.
+			// on A's address, host B's on B's.
 			out, err := exec.Command(goroce, "pcap", pcap).CombinedOutput()
 			if err != nil {
 				t.Fatalf("goroce pcap: %v\n%s", err, out)

@@ -260,8 +260,8 @@ func (b *bottleneck) inNamespace(ns string) {
 
 // inGuest points b's tc at the router guest g.
 func (b *bottleneck) inGuest(g *guestRouter) {
-	b.tc = func(ctx context.Context, args ...string) ([]byte, error) { return g.run(ctx, "/sbin/tc", args...) }
-	b.qdiscs = func(ctx context.Context) ([]byte, error) { return g.qdiscs(ctx, b.dev) }
+	b.tc = func(ctx context.Context, args ...string) ([]byte, error) { return g.Run(ctx, "/sbin/tc", args...) }
+	b.qdiscs = func(ctx context.Context) ([]byte, error) { return g.Qdiscs(ctx, b.dev) }
 }
 
 // figures returns `tc -s -d qdisc show` and `tc -s class show` of b.dev,

@@ -9,6 +9,7 @@ import (
 
 	cc "github.com/goroce/goroce/dcqcn"
 	"github.com/goroce/goroce/dcqcn/experiment"
+	"github.com/goroce/goroce/internal/qemurouter"
 )
 
 // Defaults of a run.
@@ -68,14 +69,8 @@ func preflight(context.Context) error {
 
 // guestPreflight checks what -router qemu needs besides preflight's:
 // qemu, /dev/net/tun and the rxe lab's image in dir.
-func guestPreflight(dir string) (*guestImage, error) {
-	if _, err := exec.LookPath("qemu-system-x86_64"); err != nil {
-		return nil, fmt.Errorf("%w: %v", errNeedsGuest, err)
-	}
-	if _, err := os.Stat("/dev/net/tun"); err != nil {
-		return nil, fmt.Errorf("%w: %v", errNeedsGuest, err)
-	}
-	return findGuestImage(dir)
+func guestPreflight(dir string) (*qemurouter.Image, error) {
+	return qemurouter.FindImage(dir, guestModules...)
 }
 
 // pickMarker resolves "auto" by probing for sch_red in a namespace made

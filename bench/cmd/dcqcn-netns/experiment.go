@@ -10,6 +10,7 @@ import (
 
 	cc "github.com/goroce/goroce/dcqcn"
 	"github.com/goroce/goroce/dcqcn/experiment"
+	"github.com/goroce/goroce/internal/qemurouter"
 	"github.com/goroce/goroce/rnic"
 	"github.com/goroce/goroce/rnic/link"
 	"github.com/goroce/goroce/rnic/udplink"
@@ -93,7 +94,7 @@ func runNetns(ctx context.Context, cfg config) (out *outcome, err error) {
 		}
 		// The senders' namespaces are new, their addresses not: the
 		// guest forgets the last run's link-layer addresses.
-		if _, err := g.run(ctx, "/sbin/ip", "neigh", "flush", "dev", "tx"); err != nil {
+		if _, err := g.Run(ctx, "/sbin/ip", "neigh", "flush", "dev", "tx"); err != nil {
 			return nil, err
 		}
 		r.neck.dev = r.topo.bottleDev
@@ -132,7 +133,7 @@ func openDevice(ns string, addr netip.AddrPort, sc *experiment.Scenario, params 
 	var ul *udplink.Link
 	// One datagram per packet (no RoCEv2GSO): the marker and the queue
 	// see every packet as it is, not 64 KiB GSO bursts.
-	if err := inNetns(ns, func() (err error) {
+	if err := qemurouter.InNetns(ns, func() (err error) {
 		ul, err = udplink.Open(udplink.Config{Local: addr})
 		return err
 	}); err != nil {

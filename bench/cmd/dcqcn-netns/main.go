@@ -38,6 +38,7 @@ import (
 
 	cc "github.com/goroce/goroce/dcqcn"
 	"github.com/goroce/goroce/dcqcn/experiment"
+	"github.com/goroce/goroce/internal/qemurouter"
 )
 
 func main() {
@@ -95,10 +96,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.DurationVar(&o.interval, "interval", defaultInterval, "sampling interval (each sample runs tc)")
 	mode := fs.String("dcqcn", "both", "on, off or both")
 	fs.StringVar(&o.router, "router", routerNetns, `where the bottleneck router runs: "netns" (a namespace on this kernel), "qemu" (a QEMU guest running Debian's kernel, with sch_red)`)
-	imageDir := os.Getenv("RXE_LAB_DIR")
-	if imageDir == "" {
-		imageDir = defaultImageDir
-	}
+	imageDir := qemurouter.ImageDir()
 	fs.StringVar(&o.imageDir, "guest-image", imageDir, "-router qemu: the rxe lab's work directory, with its image and unpacked packages (env RXE_LAB_DIR)")
 	fs.StringVar(&o.marker, "marker", "auto", `-router netns: what marks CE: "red" (sch_red), "nft" (nftables limit), "auto" (red if the kernel has it); -router qemu: red`)
 	fs.StringVar(&o.out, "out", "dcqcn-netns-out", "directory for the CSV and PNG files (empty: none)")
@@ -153,7 +151,7 @@ func mainErr(ctx context.Context, args []string, stdout io.Writer) error {
 	if err := preflight(ctx); err != nil {
 		return err
 	}
-	var img *guestImage
+	var img *qemurouter.Image
 	if o.router == routerQEMU {
 		if img, err = guestPreflight(o.imageDir); err != nil {
 			return err

@@ -11,6 +11,7 @@ import (
 
 	cc "github.com/goroce/goroce/dcqcn"
 	"github.com/goroce/goroce/dcqcn/experiment"
+	"github.com/goroce/goroce/internal/qemurouter"
 	"github.com/goroce/goroce/wire/testenv"
 )
 
@@ -74,7 +75,7 @@ func TestIncast(t *testing.T) {
 // once for both runs; it and every namespace must be gone at the end.
 func TestIncastQEMU(t *testing.T) {
 	requireNetns(t)
-	img, err := guestPreflight(guestImageDir())
+	img, err := guestPreflight(qemurouter.ImageDir())
 	if err != nil {
 		testenv.SkipOrFailf(t, "this machine cannot boot the router guest: %v", err)
 	}
@@ -116,17 +117,9 @@ func TestIncastQEMU(t *testing.T) {
 	if left := ours(t); len(left) > 0 {
 		t.Errorf("namespaces left behind: %v", left)
 	}
-	if g.cmd.ProcessState == nil {
-		t.Errorf("qemu (pid %d) still running", g.cmd.Process.Pid)
+	if g.Running() {
+		t.Errorf("qemu still running")
 	}
-}
-
-// guestImageDir is the rxe lab's work directory, as the command finds it.
-func guestImageDir() string {
-	if d := os.Getenv("RXE_LAB_DIR"); d != "" {
-		return d
-	}
-	return defaultImageDir
 }
 
 // runMechanism runs cfg, logs its report and fails t with what it

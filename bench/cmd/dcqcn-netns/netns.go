@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -111,44 +110,6 @@ func ownerPID(name string) (int, bool) {
 func alive(pid int) bool {
 	err := syscall.Kill(pid, 0)
 	return err == nil || errors.Is(err, syscall.EPERM)
-}
-
-// inNetns runs fn on an OS thread moved into namespace ns, then moves the
-// thread back. Sockets fn opens belong to ns for good, whichever thread
-// uses them later; nothing else fn starts should expect to stay in ns
-// (goroutines it starts run on other threads). If the thread cannot be
-// moved back it is left locked, and the Go runtime ends it with the
-// goroutine rather than reuse it.
-func inNetns(ns string, fn func() error) error {
-	target, err := os.Open(netnsDir + "/" + ns)
-	if err != nil {
-		return err
-	}
-	defer target.Close()
-	done := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		home, err := os.Open(fmt.Sprintf("/proc/%d/task/%d/ns/net", os.Getpid(), unix.Gettid()))
-		if err != nil {
-			runtime.UnlockOSThread()
-			done <- err
-			return
-		}
-		defer home.Close()
-		if err := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
-			runtime.UnlockOSThread()
-			done <- fmt.Errorf("setns %s: %w", ns, err)
-			return
-		}
-		fnErr := fn()
-		if err := unix.Setns(int(home.Fd()), unix.CLONE_NEWNET); err != nil {
-			done <- errors.Join(fnErr, fmt.Errorf("setns back from %s: %w", ns, err)) // the thread stays locked and dies
-			return
-		}
-		runtime.UnlockOSThread()
-		done <- fnErr
-	}()
-	return <-done
 }
 
 // run runs a command (ip, tc) and returns its error with its output.

@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"os"
 
+	"github.com/goroce/goroce/internal/qemurouter"
 	"github.com/goroce/goroce/rnic/link"
 )
 
@@ -50,7 +51,7 @@ func buildTopology(ctx context.Context, fab *fabric, n, mtu int) (*topology, err
 	if t.sw, err = fab.add(ctx, "sw"); err != nil {
 		return nil, err
 	}
-	if err := inNetns(t.sw, func() error {
+	if err := qemurouter.InNetns(t.sw, func() error {
 		return os.WriteFile("/proc/sys/net/ipv4/ip_forward", []byte("1\n"), 0)
 	}); err != nil {
 		return nil, fmt.Errorf("ip_forward in %s: %w", t.sw, err)

@@ -1,11 +1,13 @@
 #!/bin/sh
-# /init of dcqcn-netns's router guest (Debian's kernel and busybox from the
-# rxe-lab image, with sch_htb, sch_red, virtio_console and iproute2's tc
-# appended). Kernel command line:
-#   gr.tx=MAC,ADDR/PREFIX  the NIC towards the senders: renamed "tx"
-#   gr.rx=MAC,ADDR/PREFIX  the NIC towards the receiver: renamed "rx"
-#   gr.mtu=N               both NICs' MTU
-# It forwards IPv4 between them (no ICMP redirects, no reverse-path
+# /init of package qemurouter's router guest (Debian's kernel and busybox
+# from the rxe-lab image, with virtio_console, the modules asked for and
+# iproute2's tc appended). Kernel command line:
+#   gr.nic=NAME,MAC,ADDR/PREFIX  a NIC: the one with MAC is renamed NAME
+#                                and addressed (one gr.nic per NIC)
+#   gr.mtu=N                     every NIC's MTU
+#   gr.mods=PATH,...             modules to load, by path under kernel/
+#                                without .ko (net/sched/sch_netem)
+# It forwards IPv4 between the NICs (no ICMP redirects, no reverse-path
 # filter), then serves the host on two virtio ports. goroce.ctl: each
 # line read is a shell command; its standard output follows, then a line
 # "@@rc=N"; the port's first line is "@@ready" (or "@@failed: why").
@@ -19,7 +21,7 @@ mount -t tmpfs tmpfs /tmp
 exec </dev/console >/dev/console 2>&1
 for kv in $(cat /proc/cmdline); do
   case "$kv" in
-    gr.tx=*) TX=${kv#gr.tx=};; gr.rx=*) RX=${kv#gr.rx=};; gr.mtu=*) MTU=${kv#gr.mtu=};;
+    gr.nic=*) NICS="$NICS ${kv#gr.nic=}";; gr.mtu=*) MTU=${kv#gr.mtu=};; gr.mods=*) MODS=${kv#gr.mods=};;
   esac
 done
 for m in virtio/virtio_ring virtio/virtio virtio/virtio_pci_modern_dev virtio/virtio_pci_legacy_dev \
@@ -29,8 +31,9 @@ done
 insmod /lib/modules/kernel/net/core/failover.ko
 insmod /lib/modules/kernel/drivers/net/net_failover.ko
 insmod /lib/modules/kernel/drivers/net/virtio_net.ko
-insmod /lib/modules/kernel/net/sched/sch_htb.ko
-insmod /lib/modules/kernel/net/sched/sch_red.ko
+for m in $(echo "$MODS" | tr , ' '); do
+  insmod "/lib/modules/kernel/$m.ko" || echo "GROUTER: insmod $m failed"
+done
 # the ports by name (no udev here to make /dev/virtio-ports/NAME)
 port() {
   i=0
@@ -44,17 +47,17 @@ port() {
 PORT=$(port goroce.ctl)
 TCPORT=$(port goroce.tc)
 fail() { echo "GROUTER: $*"; echo "@@failed: $*" > "$PORT"; sync; poweroff -f; }
-# nic NAME MAC,ADDR/PREFIX: rename the interface with MAC to NAME, address it
+# nic NAME,MAC,ADDR/PREFIX: rename the interface with MAC to NAME, address it
 nic() {
-  mac=${2%%,*}; addr=${2#*,}
+  name=${1%%,*}; rest=${1#*,}; mac=${rest%%,*}; addr=${rest#*,}
   i=0
   while [ $i -lt 100 ]; do
     for d in /sys/class/net/*; do
       [ "$(cat "$d/address")" = "$mac" ] || continue
-      ip link set "${d##*/}" name "$1" || return 1
-      ip link set "$1" mtu "$MTU" || return 1
-      ip addr add "$addr" dev "$1" || return 1
-      ip link set "$1" up
+      ip link set "${d##*/}" name "$name" || return 1
+      ip link set "$name" mtu "$MTU" || return 1
+      ip addr add "$addr" dev "$name" || return 1
+      ip link set "$name" up
       return
     done
     sleep 0.1; i=$((i+1))
@@ -63,11 +66,12 @@ nic() {
 }
 ip link set lo up
 # IPv4 only: IPv6's own packets (router solicitations, MLD reports) would
-# cross the bottleneck without ECT, and RED with ecn drops those early
+# cross a bottleneck without ECT, and RED with ecn drops those early
 echo 1 > /proc/sys/net/ipv6/conf/all/disable_ipv6
 echo 1 > /proc/sys/net/ipv6/conf/default/disable_ipv6
-nic tx "$TX" || fail "no NIC $TX"
-nic rx "$RX" || fail "no NIC $RX"
+for n in $NICS; do
+  nic "$n" || fail "no NIC $n"
+done
 for f in /proc/sys/net/ipv4/conf/*/send_redirects /proc/sys/net/ipv4/conf/*/accept_redirects \
     /proc/sys/net/ipv4/conf/*/rp_filter; do echo 0 > "$f"; done
 echo 1 > /proc/sys/net/ipv4/ip_forward
