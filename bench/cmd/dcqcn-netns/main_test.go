@@ -101,6 +101,10 @@ func TestIncastQEMU(t *testing.T) {
 			if !strings.Contains(out.figures, " ewma 1 ") {
 				t.Errorf("RED in the guest averages its queue with a weight other than 1/2 (want ewma 1):\n%s", out.figures)
 			}
+			// and its Pmax is the paper's 1, not one the kernel made up.
+			if !strings.Contains(out.figures, fmt.Sprintf(" probability %v ", maxREDProbability)) {
+				t.Errorf("RED in the guest has a Pmax other than %v:\n%s", maxREDProbability, out.figures)
+			}
 			// RED marks a packet as it enters the queue; a marked packet
 			// can still be dropped (queue full) or be in the queue at the
 			// end, so the receiver sees the marks only without either.
