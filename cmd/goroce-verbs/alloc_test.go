@@ -16,8 +16,8 @@ import (
 )
 
 // The benchmarks here drive the core through the functions the shim calls
-// for ibv_post_send, ibv_post_recv and ibv_poll_cq (goroce_post_send,
-// goroce_post_recv, goroce_poll_cq), with the arguments the shim passes,
+// for ibv_post_send, ibv_post_recv and ibv_poll_cq (goroce_post_send_list,
+// goroce_post_recv_list, goroce_poll_cq), with the arguments the shim passes,
 // so they measure what a preloaded program's verbs cost on the Go side:
 // the handle lookups, the conversion of the C work request, the device
 // sending, receiving and acknowledging over loopback UDP, and the
@@ -34,6 +34,9 @@ func param2[A, T, R any](f func(A, *T) R) *T { return new(T) }
 
 // param3 is param for f's third parameter.
 func param3[A, B, T, R any](f func(A, B, *T) R) *T { return new(T) }
+
+// listParam is param for the list a goroce_post_*_list function takes.
+func listParam[A, T, N, P, R any](f func(A, *T, N, P) R) *T { return new(T) }
 
 // result returns a new value of the type f returns.
 func result[A, R any](f func(A) R) *R { return new(R) }
@@ -145,7 +148,8 @@ func newVerbsPair(tb testing.TB, addr string) *verbsPair {
 	}
 
 	// The work requests, built once as a program builds them.
-	write, send := param2(goroce_post_send), param2(goroce_post_send)
+	write, send := listParam(goroce_post_send_list), listParam(goroce_post_send_list)
+	recv, posted := listParam(goroce_post_recv_list), alloc(ci)
 	sgeA, sgeB := alloc(write.sg_list), alloc(write.sg_list)
 	set(&sgeA.addr, uint64(uintptr(unsafe.Pointer(&p.buf[0]))))
 	set(&sgeB.addr, uint64(uintptr(unsafe.Pointer(&p.buf[msgSize]))))
@@ -161,10 +165,12 @@ func newVerbsPair(tb testing.TB, addr string) *verbsPair {
 	set(&write.opcode, qp.WRRDMAWrite)
 	write.remote_addr, write.rkey = sgeB.addr, *rkey
 	set(&send.opcode, qp.WRSend)
+	set(&recv.wr_id, 3)
+	recv.sg_list, recv.num_sge = sgeB, 1
 	wc := param3(goroce_poll_cq)
-	p.writeAB = func() int32 { return int32(goroce_post_send(*qps[0], write)) }
-	p.sendAB = func() int32 { return int32(goroce_post_send(*qps[0], send)) }
-	p.recvB = func() int32 { return int32(goroce_post_recv(*qps[1], 3, sgeB, 1)) }
+	p.writeAB = func() int32 { return int32(goroce_post_send_list(*qps[0], write, 1, posted)) }
+	p.sendAB = func() int32 { return int32(goroce_post_send_list(*qps[0], send, 1, posted)) }
+	p.recvB = func() int32 { return int32(goroce_post_recv_list(*qps[1], recv, 1, posted)) }
 	p.pollA = func() int32 { return int32(goroce_poll_cq(*cqs[0], 1, wc)) }
 	p.pollB = func() int32 { return int32(goroce_poll_cq(*cqs[1], 1, wc)) }
 	p.lastWC = func() (uint64, int32) { return uint64(wc.wr_id), int32(wc.status) }

@@ -78,6 +78,17 @@ struct goroce_send_wr {
 	uint32_t bind_access;
 };
 
+/* The most work requests of an ibv_post_send or ibv_post_recv list the
+ * shim hands the core in one call; a longer list takes several. */
+#define GOROCE_POST_BATCH 16
+
+/* One receive work request (ibv_recv_wr without its link). */
+struct goroce_recv_wr {
+	uint64_t wr_id;
+	const struct goroce_sge *sg_list;
+	int num_sge;
+};
+
 struct goroce_wc {
 	uint64_t wr_id;
 	int status, opcode;
