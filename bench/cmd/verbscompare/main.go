@@ -25,8 +25,11 @@
 // prints every figure with its ratio, the load average before and after,
 // then a table of min/median/max per side with both ratios and whether
 // the target is met. Absolute numbers on a shared machine swing between
-// runs; the ratios of one run are what to compare. Exit status 1 when a run failed, 2 on
-// bad flags, 0 otherwise (a missed target is a finding, not a failure).
+// runs; the ratios of one run are what to compare. A run that fails is
+// run once more (the failure goes to stderr in full), since a stall of
+// either side under a burst of load says nothing about the other. Exit
+// status 1 when a run failed twice, 2 on bad flags, 0 otherwise (a missed
+// target is a finding, not a failure).
 //
 // It needs, besides go: gcc and libibverbs-dev (to build the preloadable
 // library), and perftest (apt-get install perftest). Run it from the top
@@ -135,6 +138,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			}
 			for _, preloaded := range sides {
 				v, err := measure(ctx, bin, p, preloaded, *iters)
+				if err != nil && ctx.Err() == nil {
+					// Once: a run a loaded machine stalled is run
+					// again, and its failure shown in full.
+					fmt.Fprintf(stdout, "round %d  %-16s %-22s failed; again (its output on stderr)\n", r, p.name,
+						sideName(p, preloaded))
+					fmt.Fprintf(stderr, "verbscompare: round %d, run again: %v\n", r, err)
+					v, err = measure(ctx, bin, p, preloaded, *iters)
+				}
 				if err != nil {
 					return fail(err)
 				}
