@@ -3,11 +3,13 @@
 package main
 
 import (
-	"github.com/goroce/goroce/wire/testenv"
 	"runtime"
+	"sync/atomic"
 	"testing"
 	"time"
 	"unsafe"
+
+	"github.com/goroce/goroce/wire/testenv"
 
 	"golang.org/x/sys/unix"
 
@@ -38,6 +40,9 @@ func param3[A, B, T, R any](f func(A, B, *T) R) *T { return new(T) }
 // listParam is param for the list a goroce_post_*_list function takes.
 func listParam[A, T, N, P, R any](f func(A, *T, N, P) R) *T { return new(T) }
 
+// ringParam is param for the completion ring goroce_create_cq takes.
+func ringParam[A, B, C, T, H, D, R any](f func(A, B, C, *T, H, D) R) *T { return new(T) }
+
 // result returns a new value of the type f returns.
 func result[A, R any](f func(A) R) *R { return new(R) }
 
@@ -63,6 +68,9 @@ type verbsPair struct {
 	pollB   func() int32 // the same on B's CQ
 	lastWC  func() (wrID uint64, status int32)
 	buf     []byte // A's half, then B's
+
+	writeID func(wrID uint64) int32 // writeAB with another wr_id
+	cqA     *cqEntry                // A's CQ
 }
 
 // msgSize is the size of each message, and of each QP's half of the buffer.
@@ -107,8 +115,9 @@ func newVerbsPair(tb testing.TB, addr string) *verbsPair {
 	tb.Cleanup(func() { goroce_dereg_mr(*mrh) })
 
 	cqs, depth, reported := pair(alloc(u32), alloc(u32)), alloc(ci), alloc(u32)
-	for _, cq := range cqs {
-		check("create_cq", int32(goroce_create_cq(64, 0, 0, cq, depth)))
+	rings := pair(ringParam(goroce_create_cq), ringParam(goroce_create_cq))
+	for i, cq := range cqs {
+		check("create_cq", int32(goroce_create_cq(64, 0, 0, rings[i], cq, depth)))
 		tb.Cleanup(func() { goroce_destroy_cq(*cq, reported) })
 	}
 	qcap := param(capOf)
@@ -167,14 +176,47 @@ func newVerbsPair(tb testing.TB, addr string) *verbsPair {
 	set(&send.opcode, qp.WRSend)
 	set(&recv.wr_id, 3)
 	recv.sg_list, recv.num_sge = sgeB, 1
-	wc := param3(goroce_poll_cq)
+	// take takes one completion from ring i as the shim's ibv_poll_cq
+	// does: from the ring, calling goroce_poll_cq to fill it when it is
+	// empty.
+	var last struct {
+		wrID   uint64
+		status int32
+	}
+	take := func(i int) int32 {
+		r := rings[i]
+		head, tail := ringIndexes(r)
+		h := atomic.LoadUint32(head)
+		if h == atomic.LoadUint32(tail) {
+			if n := int32(goroce_poll_cq(*cqs[i])); n <= 0 {
+				return n
+			}
+		}
+		w := &r.wc[h%cqRing]
+		last.wrID, last.status = uint64(w.wr_id), int32(w.status)
+		atomic.StoreUint32(head, h+1)
+		return 1
+	}
 	p.writeAB = func() int32 { return int32(goroce_post_send_list(*qps[0], write, 1, posted)) }
 	p.sendAB = func() int32 { return int32(goroce_post_send_list(*qps[0], send, 1, posted)) }
 	p.recvB = func() int32 { return int32(goroce_post_recv_list(*qps[1], recv, 1, posted)) }
-	p.pollA = func() int32 { return int32(goroce_poll_cq(*cqs[0], 1, wc)) }
-	p.pollB = func() int32 { return int32(goroce_poll_cq(*cqs[1], 1, wc)) }
-	p.lastWC = func() (uint64, int32) { return uint64(wc.wr_id), int32(wc.status) }
+	p.pollA = func() int32 { return take(0) }
+	p.pollB = func() int32 { return take(1) }
+	p.lastWC = func() (uint64, int32) { return last.wrID, last.status }
+	p.writeID = func(id uint64) int32 {
+		w := *write
+		set(&w.wr_id, id)
+		return int32(goroce_post_send_list(*qps[0], &w, 1, alloc(posted)))
+	}
+	p.cqA = lookupCQ(*cqs[0])
 	return p
+}
+
+// lookupCQ returns the CQ of handle h (the variable cqs being hidden in
+// newVerbsPair).
+func lookupCQ[H ~uint32](h H) *cqEntry {
+	e, _ := cqs.get(uint32(h))
+	return e
 }
 
 // post posts with f and fails tb if the post fails.

@@ -97,6 +97,23 @@ struct goroce_wc {
 	uint8_t sl;
 };
 
+/* A CQ's completion ring, in the shim's memory: completions the core has
+ * taken from the CQ that the shim's ibv_poll_cq has not yet handed to the
+ * program, so that a poll finds them without calling into the core. One
+ * producer, one consumer, at different times: the shim calls
+ * goroce_poll_cq, which writes entries and then tail (a release store),
+ * only with the CQ's lock held and the ring empty; ibv_poll_cq reads tail
+ * (acquire), the entries, and then advances head (release), under the same
+ * lock. The device reads head and tail at any time (acquire) to count the
+ * entries toward the CQ's depth, so that it overruns as a CQ of that depth
+ * does. head and tail run free; entry i is wc[i % GOROCE_CQ_RING]. */
+#define GOROCE_CQ_RING 16
+
+struct goroce_cq_ring {
+	uint32_t head, tail;
+	struct goroce_wc wc[GOROCE_CQ_RING];
+};
+
 struct goroce_async_event {
 	int event_type;    /* enum ibv_event_type */
 	uintptr_t object;  /* the ibv_qp, ibv_cq or ibv_srq the shim gave at creation, or the port number */

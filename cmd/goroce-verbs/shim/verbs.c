@@ -71,11 +71,11 @@ static struct {
 	int (*destroy_channel)(uint32_t);
 	int (*channel_pop)(uint32_t, uintptr_t *);
 	int (*async_pop)(uint32_t, struct goroce_async_event *);
-	int (*create_cq)(int, uint32_t, uintptr_t, uint32_t *, int *);
+	int (*create_cq)(int, uint32_t, uintptr_t, struct goroce_cq_ring *, uint32_t *, int *);
 	int (*destroy_cq)(uint32_t, uint32_t *);
 	void (*cq_event)(uint32_t);
 	int (*req_notify_cq)(uint32_t, int);
-	int (*poll_cq)(uint32_t, int, struct goroce_wc *);
+	int (*poll_cq)(uint32_t);
 	int (*create_srq)(uint32_t, uint32_t, uint32_t, uint32_t, uintptr_t, uint32_t *);
 	int (*destroy_srq)(uint32_t);
 	int (*post_srq_recv_list)(uint32_t, struct goroce_recv_wr *, int, int *);
@@ -823,6 +823,15 @@ EXPORT int ibv_destroy_comp_channel(struct ibv_comp_channel *ch)
 	return 0;
 }
 
+/* A CQ: the ibv_cq the program sees, and the ring of completions the core
+ * has taken from the device's CQ for ibv_poll_cq (core.h), which lock
+ * guards: the poller that finds it empty asks the core to fill it. */
+struct cq {
+	struct ibv_cq cq;
+	pthread_spinlock_t lock;
+	struct goroce_cq_ring ring;
+};
+
 EXPORT struct ibv_cq *ibv_create_cq(struct ibv_context *ctx, int cqe, void *cq_context, struct ibv_comp_channel *ch,
 				    int comp_vector)
 {
@@ -831,20 +840,23 @@ EXPORT struct ibv_cq *ibv_create_cq(struct ibv_context *ctx, int cqe, void *cq_c
 		errno = EINVAL;
 		return NULL;
 	}
-	struct ibv_cq *cq = calloc(1, sizeof *cq);
-	if (!cq) {
+	struct cq *c = calloc(1, sizeof *c);
+	if (!c) {
 		errno = ENOMEM;
 		return NULL;
 	}
+	struct ibv_cq *cq = &c->cq;
+	pthread_spin_init(&c->lock, PTHREAD_PROCESS_PRIVATE);
 	cq->context = ctx;
 	cq->channel = ch;
 	cq->cq_context = cq_context;
 	pthread_mutex_init(&cq->mutex, NULL);
 	pthread_cond_init(&cq->cond, NULL);
 	uint32_t chh = ch ? container_of(ch, struct channel, ch)->handle : 0;
-	int ret = core.create_cq(cqe, chh, (uintptr_t)cq, &cq->handle, &cq->cqe);
+	int ret = core.create_cq(cqe, chh, (uintptr_t)cq, &c->ring, &cq->handle, &cq->cqe);
 	if (ret) {
-		free(cq);
+		pthread_spin_destroy(&c->lock);
+		free(c);
 		errno = ret;
 		return NULL;
 	}
@@ -874,7 +886,9 @@ EXPORT int ibv_destroy_cq(struct ibv_cq *cq)
 		cq->channel->refcnt--;
 		pthread_mutex_unlock(&cq->context->mutex);
 	}
-	free(cq);
+	struct cq *c = container_of(cq, struct cq, cq);
+	pthread_spin_destroy(&c->lock);
+	free(c);
 	return 0;
 }
 
@@ -910,38 +924,59 @@ static int req_notify_cq(struct ibv_cq *cq, int solicited_only)
 	return core.req_notify_cq(cq->handle, solicited_only);
 }
 
-static int poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc)
+/* wc_of gives the program's view of a completion of the core. */
+static void wc_of(struct ibv_wc *w, const struct goroce_wc *g)
 {
-	struct goroce_wc g[16];
-	int total = 0;
+	memset(w, 0, sizeof *w);
+	w->wr_id = g->wr_id;
+	w->status = g->status;
+	w->opcode = g->opcode;
+	w->vendor_err = g->vendor_err;
+	w->byte_len = g->byte_len;
+	w->qp_num = g->qp_num;
+	w->src_qp = g->src_qp;
+	w->sl = g->sl;
+	/* goroce numbers its flags as enum ibv_wc_flags. */
+	w->wc_flags = g->wc_flags & (IBV_WC_GRH | IBV_WC_WITH_IMM | IBV_WC_WITH_INV);
+	if (g->wc_flags & IBV_WC_WITH_IMM)
+		w->imm_data = htonl(g->imm);
+	if (g->wc_flags & IBV_WC_WITH_INV)
+		w->invalidated_rkey = g->imm;
+}
+
+/* poll_cq hands the program the completions in the CQ's ring, and calls
+ * into the core only when the ring is empty, at most once per call: the
+ * core then moves what the device's CQ holds into the ring (and, on an
+ * empty CQ, runs the receive path). */
+static int poll_cq(struct ibv_cq *ibcq, int n, struct ibv_wc *wc)
+{
+	struct cq *cq = container_of(ibcq, struct cq, cq);
+	struct goroce_cq_ring *r = &cq->ring;
+	int total = 0, crossed = 0, err = 0;
 	CHECK_FORK(-1);
+	pthread_spin_lock(&cq->lock);
+	uint32_t head = __atomic_load_n(&r->head, __ATOMIC_RELAXED); /* ours to write */
 	while (total < n) {
-		int want = n - total < 16 ? n - total : 16;
-		int got = core.poll_cq(cq->handle, want, g);
-		if (got < 0)
-			return total ? total : -1;
-		for (int i = 0; i < got; i++) {
-			struct ibv_wc *w = &wc[total + i];
-			memset(w, 0, sizeof *w);
-			w->wr_id = g[i].wr_id;
-			w->status = g[i].status;
-			w->opcode = g[i].opcode;
-			w->vendor_err = g[i].vendor_err;
-			w->byte_len = g[i].byte_len;
-			w->qp_num = g[i].qp_num;
-			w->src_qp = g[i].src_qp;
-			w->sl = g[i].sl;
-			/* goroce numbers its flags as enum ibv_wc_flags. */
-			w->wc_flags = g[i].wc_flags & (IBV_WC_GRH | IBV_WC_WITH_IMM | IBV_WC_WITH_INV);
-			if (g[i].wc_flags & IBV_WC_WITH_IMM)
-				w->imm_data = htonl(g[i].imm);
-			if (g[i].wc_flags & IBV_WC_WITH_INV)
-				w->invalidated_rkey = g[i].imm;
+		uint32_t tail = __atomic_load_n(&r->tail, __ATOMIC_ACQUIRE);
+		if (head == tail) {
+			if (crossed)
+				break;
+			crossed = 1;
+			int got = core.poll_cq(ibcq->handle);
+			if (got < 0)
+				err = 1;
+			if (got <= 0)
+				break;
+			continue;
 		}
-		total += got;
-		if (got < want)
-			break;
+		for (; head != tail && total < n; head++, total++)
+			wc_of(&wc[total], &r->wc[head % GOROCE_CQ_RING]);
+		/* The entries are read: the core may fill them again. */
+		__atomic_store_n(&r->head, head, __ATOMIC_RELEASE);
 	}
+	pthread_spin_unlock(&cq->lock);
+	if (err && !total)
+		return -1;
 	/* A program that spins on an empty CQ shares the CPUs with the
 	 * device's goroutines that would fill it: every few empty polls, offer
 	 * the CPU (sched_yield), as qp.CQ.Wait does while it spins. */
