@@ -195,7 +195,10 @@ func goroce_poll_cq(h C.uint32_t) C.int {
 // fill moves completions into the ring's free entries, under e.mu, and
 // returns how many. The ring's entries and its tail are the core's to
 // write (e.tail is its own copy: whatever a buggy program stores in the
-// ring, the core writes only inside it).
+// ring, the core writes only inside it). Between Poll and the store of the
+// tail, the moved completions are in neither count the device checks for
+// an overrun: a completion pushed in that instant to a CQ already beyond
+// its depth may be stored instead of overrunning it; nothing is lost.
 func (e *cqEntry) fill() int {
 	head, tail := ringIndexes(e.ring)
 	free := cqRing - int(min(e.tail-atomic.LoadUint32(head), cqRing))
