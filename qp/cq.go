@@ -43,6 +43,9 @@ type CQ struct {
 	// avail mirrors n (written under mu) for lock-free checks while
 	// busy-polling.
 	avail atomic.Int32
+	// held, if set, counts completions polled but not yet read by the
+	// program (SetHeld); they count toward the depth.
+	held func() int
 }
 
 // NewCQ returns a CQ that holds up to cqe completions.
@@ -103,6 +106,19 @@ func (c *CQ) Poll(wcs []WC) int {
 	c.avail.Store(int32(c.n))
 	c.mu.Unlock()
 	return n
+}
+
+// SetHeld makes the completions that a consumer has polled ahead into a
+// cache of its own, and not yet handed to the program, count toward the
+// CQ's depth: held gives how many there are (it is called under the CQ's
+// lock and must not block). The CQ then overruns when the completions the
+// program has not read exceed its depth, as if the cached ones were still
+// in it. The preloaded libibverbs polls ahead into a ring its ibv_poll_cq
+// reads without calling into Go. nil stops it.
+func (c *CQ) SetHeld(held func() int) {
+	c.mu.Lock()
+	c.held = held
+	c.mu.Unlock()
 }
 
 // Len returns how many completions are waiting.
@@ -177,7 +193,7 @@ func (c *CQ) Events() <-chan struct{} { return c.events }
 // queue is full; the completion is then lost and the CQ is in error.
 func (c *CQ) push(wc *WC, solicited bool) error {
 	c.mu.Lock()
-	if c.err != nil || c.n == len(c.ring) {
+	if c.err != nil || c.n == len(c.ring) || (c.held != nil && c.n+c.held() >= len(c.ring)) {
 		c.err = ErrCQOverflow
 		c.mu.Unlock()
 		return ErrCQOverflow

@@ -3,11 +3,13 @@
 package main
 
 import (
-	"github.com/goroce/goroce/wire/testenv"
 	"runtime"
+	"sync/atomic"
 	"testing"
 	"time"
 	"unsafe"
+
+	"github.com/goroce/goroce/wire/testenv"
 
 	"golang.org/x/sys/unix"
 
@@ -16,8 +18,8 @@ import (
 )
 
 // The benchmarks here drive the core through the functions the shim calls
-// for ibv_post_send, ibv_post_recv and ibv_poll_cq (goroce_post_send,
-// goroce_post_recv, goroce_poll_cq), with the arguments the shim passes,
+// for ibv_post_send, ibv_post_recv and ibv_poll_cq (goroce_post_send_list,
+// goroce_post_recv_list, goroce_poll_cq), with the arguments the shim passes,
 // so they measure what a preloaded program's verbs cost on the Go side:
 // the handle lookups, the conversion of the C work request, the device
 // sending, receiving and acknowledging over loopback UDP, and the
@@ -34,6 +36,12 @@ func param2[A, T, R any](f func(A, *T) R) *T { return new(T) }
 
 // param3 is param for f's third parameter.
 func param3[A, B, T, R any](f func(A, B, *T) R) *T { return new(T) }
+
+// listParam is param for the list a goroce_post_*_list function takes.
+func listParam[A, T, N, P, R any](f func(A, *T, N, P) R) *T { return new(T) }
+
+// ringParam is param for the completion ring goroce_create_cq takes.
+func ringParam[A, B, C, T, H, D, R any](f func(A, B, C, *T, H, D) R) *T { return new(T) }
 
 // result returns a new value of the type f returns.
 func result[A, R any](f func(A) R) *R { return new(R) }
@@ -60,6 +68,9 @@ type verbsPair struct {
 	pollB   func() int32 // the same on B's CQ
 	lastWC  func() (wrID uint64, status int32)
 	buf     []byte // A's half, then B's
+
+	writeID func(wrID uint64) int32 // writeAB with another wr_id
+	cqA     *cqEntry                // A's CQ
 }
 
 // msgSize is the size of each message, and of each QP's half of the buffer.
@@ -104,8 +115,9 @@ func newVerbsPair(tb testing.TB, addr string) *verbsPair {
 	tb.Cleanup(func() { goroce_dereg_mr(*mrh) })
 
 	cqs, depth, reported := pair(alloc(u32), alloc(u32)), alloc(ci), alloc(u32)
-	for _, cq := range cqs {
-		check("create_cq", int32(goroce_create_cq(64, 0, 0, cq, depth)))
+	rings := pair(ringParam(goroce_create_cq), ringParam(goroce_create_cq))
+	for i, cq := range cqs {
+		check("create_cq", int32(goroce_create_cq(64, 0, 0, rings[i], cq, depth)))
 		tb.Cleanup(func() { goroce_destroy_cq(*cq, reported) })
 	}
 	qcap := param(capOf)
@@ -145,7 +157,8 @@ func newVerbsPair(tb testing.TB, addr string) *verbsPair {
 	}
 
 	// The work requests, built once as a program builds them.
-	write, send := param2(goroce_post_send), param2(goroce_post_send)
+	write, send := listParam(goroce_post_send_list), listParam(goroce_post_send_list)
+	recv, posted := listParam(goroce_post_recv_list), alloc(ci)
 	sgeA, sgeB := alloc(write.sg_list), alloc(write.sg_list)
 	set(&sgeA.addr, uint64(uintptr(unsafe.Pointer(&p.buf[0]))))
 	set(&sgeB.addr, uint64(uintptr(unsafe.Pointer(&p.buf[msgSize]))))
@@ -161,14 +174,49 @@ func newVerbsPair(tb testing.TB, addr string) *verbsPair {
 	set(&write.opcode, qp.WRRDMAWrite)
 	write.remote_addr, write.rkey = sgeB.addr, *rkey
 	set(&send.opcode, qp.WRSend)
-	wc := param3(goroce_poll_cq)
-	p.writeAB = func() int32 { return int32(goroce_post_send(*qps[0], write)) }
-	p.sendAB = func() int32 { return int32(goroce_post_send(*qps[0], send)) }
-	p.recvB = func() int32 { return int32(goroce_post_recv(*qps[1], 3, sgeB, 1)) }
-	p.pollA = func() int32 { return int32(goroce_poll_cq(*cqs[0], 1, wc)) }
-	p.pollB = func() int32 { return int32(goroce_poll_cq(*cqs[1], 1, wc)) }
-	p.lastWC = func() (uint64, int32) { return uint64(wc.wr_id), int32(wc.status) }
+	set(&recv.wr_id, 3)
+	recv.sg_list, recv.num_sge = sgeB, 1
+	// take takes one completion from ring i as the shim's ibv_poll_cq
+	// does: from the ring, calling goroce_poll_cq to fill it when it is
+	// empty.
+	var last struct {
+		wrID   uint64
+		status int32
+	}
+	take := func(i int) int32 {
+		r := rings[i]
+		head, tail := ringIndexes(r)
+		h := atomic.LoadUint32(head)
+		if h == atomic.LoadUint32(tail) {
+			if n := int32(goroce_poll_cq(*cqs[i])); n <= 0 {
+				return n
+			}
+		}
+		w := &r.wc[h%cqRing]
+		last.wrID, last.status = uint64(w.wr_id), int32(w.status)
+		atomic.StoreUint32(head, h+1)
+		return 1
+	}
+	p.writeAB = func() int32 { return int32(goroce_post_send_list(*qps[0], write, 1, posted)) }
+	p.sendAB = func() int32 { return int32(goroce_post_send_list(*qps[0], send, 1, posted)) }
+	p.recvB = func() int32 { return int32(goroce_post_recv_list(*qps[1], recv, 1, posted)) }
+	p.pollA = func() int32 { return take(0) }
+	p.pollB = func() int32 { return take(1) }
+	p.lastWC = func() (uint64, int32) { return last.wrID, last.status }
+	p.writeID = func(id uint64) int32 {
+		w := *write
+		set(&w.wr_id, id)
+		return int32(goroce_post_send_list(*qps[0], &w, 1, alloc(posted)))
+	}
+	p.cqA = lookupCQ(*cqs[0])
 	return p
+}
+
+// lookupCQ returns the CQ of handle h (the variable cqs being hidden in
+// newVerbsPair).
+func lookupCQ[H ~uint32](h H) *cqEntry {
+	e, _ := cqs.get(uint32(h))
+	return e
 }
 
 // post posts with f and fails tb if the post fails.

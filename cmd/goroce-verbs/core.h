@@ -78,12 +78,40 @@ struct goroce_send_wr {
 	uint32_t bind_access;
 };
 
+/* The most work requests of an ibv_post_send or ibv_post_recv list the
+ * shim hands the core in one call; a longer list takes several. */
+#define GOROCE_POST_BATCH 16
+
+/* One receive work request (ibv_recv_wr without its link). */
+struct goroce_recv_wr {
+	uint64_t wr_id;
+	const struct goroce_sge *sg_list;
+	int num_sge;
+};
+
 struct goroce_wc {
 	uint64_t wr_id;
 	int status, opcode;
 	uint32_t vendor_err, byte_len, imm, qp_num, src_qp;
 	uint32_t wc_flags;
 	uint8_t sl;
+};
+
+/* A CQ's completion ring, in the shim's memory: completions the core has
+ * taken from the CQ that the shim's ibv_poll_cq has not yet handed to the
+ * program, so that a poll finds them without calling into the core. One
+ * producer, one consumer, at different times: the shim calls
+ * goroce_poll_cq, which writes entries and then tail (a release store),
+ * only with the CQ's lock held and the ring empty; ibv_poll_cq reads tail
+ * (acquire), the entries, and then advances head (release), under the same
+ * lock. The device reads head and tail at any time (acquire) to count the
+ * entries toward the CQ's depth, so that it overruns as a CQ of that depth
+ * does. head and tail run free; entry i is wc[i % GOROCE_CQ_RING]. */
+#define GOROCE_CQ_RING 16
+
+struct goroce_cq_ring {
+	uint32_t head, tail;
+	struct goroce_wc wc[GOROCE_CQ_RING];
 };
 
 struct goroce_async_event {

@@ -28,16 +28,45 @@ type cqEntry struct {
 	done     chan struct{} // closed by destroy: notify ends
 	exited   chan struct{} // closed when notify has ended
 
-	mu    sync.Mutex // guards wcs, the poll buffer, and empty
-	wcs   [16]qp.WC
+	// ring is the shim's completion ring of the CQ (C memory, freed by
+	// the shim once goroce_destroy_cq returns).
+	ring *C.struct_goroce_cq_ring
+
+	mu    sync.Mutex // guards wcs, the poll buffer, tail and empty
+	wcs   [C.GOROCE_CQ_RING]qp.WC
+	tail  uint32 // the ring's tail as the core last wrote it
 	empty uint32 // polls in a row that found the CQ empty
 }
 
+// cqRing is GOROCE_CQ_RING, the entries of a CQ's completion ring.
+const cqRing = C.GOROCE_CQ_RING
+
+// ringIndexes returns pointers to the ring's head and tail, for sync/atomic.
+func ringIndexes(r *C.struct_goroce_cq_ring) (head, tail *uint32) {
+	return (*uint32)(unsafe.Pointer(&r.head)), (*uint32)(unsafe.Pointer(&r.tail))
+}
+
+// held gives how many completions the ring holds for the program: tail -
+// head, read with acquire loads, at most the ring's size whatever a buggy
+// program wrote there.
+func (e *cqEntry) held() int {
+	head, tail := ringIndexes(e.ring)
+	return int(min(atomic.LoadUint32(tail)-atomic.LoadUint32(head), cqRing))
+}
+
+// goroce_create_cq creates a CQ of at least cqe completions whose
+// completions goroce_poll_cq moves to ring (zeroed by the caller, and kept
+// until goroce_destroy_cq returns).
+//
 //export goroce_create_cq
-func goroce_create_cq(cqe C.int, channel C.uint32_t, obj C.uintptr_t, h *C.uint32_t, depth *C.int) C.int {
+func goroce_create_cq(cqe C.int, channel C.uint32_t, obj C.uintptr_t, ring *C.struct_goroce_cq_ring, h *C.uint32_t,
+	depth *C.int) C.int {
 	d := device()
 	if d == nil {
 		return C.int(syscall.ENODEV)
+	}
+	if ring == nil {
+		return C.int(syscall.EINVAL)
 	}
 	var ch *eventQueue[uintptr]
 	if channel != 0 {
@@ -50,7 +79,11 @@ func goroce_create_cq(cqe C.int, channel C.uint32_t, obj C.uintptr_t, h *C.uint3
 	if err != nil {
 		return errno(err)
 	}
-	e := &cqEntry{cq: cq, obj: uintptr(obj), channel: uint32(channel), done: make(chan struct{}), exited: make(chan struct{})}
+	e := &cqEntry{cq: cq, obj: uintptr(obj), channel: uint32(channel), done: make(chan struct{}), exited: make(chan struct{}),
+		ring: ring}
+	_, t := ringIndexes(ring)
+	e.tail = atomic.LoadUint32(t)
+	cq.SetHeld(e.held)
 	cObjects.Store(cq, e.obj)
 	if ch != nil {
 		go e.notify(ch)
@@ -84,6 +117,7 @@ func goroce_destroy_cq(h C.uint32_t, reported *C.uint32_t) C.int {
 	if !ok {
 		return C.int(syscall.EINVAL)
 	}
+	e.cq.SetHeld(nil) // the device reads the ring no more: the shim frees it
 	close(e.done)
 	<-e.exited // no event of the CQ reaches the channel after this
 	cObjects.Delete(e.cq)
@@ -129,22 +163,21 @@ func goroce_req_notify_cq(h C.uint32_t, solicitedOnly C.int) C.int {
 // 180-420 to 530-1190 MiB/s on a loaded machine, ib_send_lat 8 B unchanged.
 const yieldEvery = 16
 
-// goroce_poll_cq moves up to n completions into out and returns how many,
-// or a negative errno. Every yieldEvery empty polls in a row, it offers
-// the CPU to the device's goroutines (see yieldEvery).
+// goroce_poll_cq moves completions of the CQ into its ring, as many as
+// there are and the ring has room for, and returns how many, or a negative
+// errno. The shim calls it with the CQ's lock held, when its ibv_poll_cq
+// finds the ring empty; on a polled device (the default), an empty CQ
+// first runs the receive path. Every yieldEvery empty polls in a row, it
+// offers the CPU to the device's goroutines (see yieldEvery).
 //
 //export goroce_poll_cq
-func goroce_poll_cq(h C.uint32_t, n C.int, out *C.struct_goroce_wc) C.int {
+func goroce_poll_cq(h C.uint32_t) C.int {
 	e, ok := cqs.get(uint32(h))
-	if !ok || n < 0 {
+	if !ok {
 		return -C.int(syscall.EINVAL)
 	}
-	if n == 0 {
-		return 0
-	}
-	dst := unsafe.Slice(out, int(n))
 	e.mu.Lock()
-	total := e.poll(dst)
+	total := e.fill()
 	yield := false
 	if total == 0 {
 		e.empty++
@@ -159,22 +192,25 @@ func goroce_poll_cq(h C.uint32_t, n C.int, out *C.struct_goroce_wc) C.int {
 	return C.int(total)
 }
 
-// poll moves completions into dst, under e.mu, and returns how many.
-func (e *cqEntry) poll(dst []C.struct_goroce_wc) int {
-	total := 0
-	for total < len(dst) {
-		chunk := min(len(e.wcs), len(dst)-total)
-		got := e.cq.Poll(e.wcs[:chunk])
-		for i := 0; i < got; i++ {
-			w := &e.wcs[i]
-			dst[total+i] = C.struct_goroce_wc{wr_id: C.uint64_t(w.WRID), status: C.int(w.Status), opcode: C.int(w.Opcode),
-				vendor_err: C.uint32_t(w.VendorErr), byte_len: C.uint32_t(w.ByteLen), imm: C.uint32_t(w.Imm),
-				qp_num: C.uint32_t(w.QPNum), src_qp: C.uint32_t(w.SrcQP), wc_flags: C.uint32_t(w.Flags), sl: C.uint8_t(w.SL)}
-		}
-		total += got
-		if got < chunk {
-			break
-		}
+// fill moves completions into the ring's free entries, under e.mu, and
+// returns how many. The ring's entries and its tail are the core's to
+// write (e.tail is its own copy: whatever a buggy program stores in the
+// ring, the core writes only inside it). Between Poll and the store of the
+// tail, the moved completions are in neither count the device checks for
+// an overrun: a completion pushed in that instant to a CQ already beyond
+// its depth may be stored instead of overrunning it; nothing is lost.
+func (e *cqEntry) fill() int {
+	head, tail := ringIndexes(e.ring)
+	free := cqRing - int(min(e.tail-atomic.LoadUint32(head), cqRing))
+	got := e.cq.Poll(e.wcs[:free])
+	for i := 0; i < got; i++ {
+		w := &e.wcs[i]
+		e.ring.wc[(e.tail+uint32(i))%cqRing] = C.struct_goroce_wc{wr_id: C.uint64_t(w.WRID), status: C.int(w.Status),
+			opcode: C.int(w.Opcode), vendor_err: C.uint32_t(w.VendorErr), byte_len: C.uint32_t(w.ByteLen),
+			imm: C.uint32_t(w.Imm), qp_num: C.uint32_t(w.QPNum), src_qp: C.uint32_t(w.SrcQP),
+			wc_flags: C.uint32_t(w.Flags), sl: C.uint8_t(w.SL)}
 	}
-	return total
+	e.tail += uint32(got)
+	atomic.StoreUint32(tail, e.tail) // release: the entries before the tail
+	return got
 }

@@ -50,6 +50,17 @@
 // over the C buffer (unsafe.Slice), and the device reads and writes it in
 // place. No Go pointer is ever handed to C.
 //
+// The data path calls into Go as little as it can. An ibv_post_send or
+// ibv_post_recv list crosses once per 16 WRs (GOROCE_POST_BATCH), and a
+// send list is posted as one (rnic.QP.PostSendList: the device is told
+// once). Each CQ has a completion ring in the shim's memory (core.h,
+// struct goroce_cq_ring): ibv_poll_cq takes completions from it without a
+// crossing, and calls into the core only when it is empty, at most once
+// per call, to move what the device's CQ holds into it (and, on an empty
+// CQ, run the receive path). The ring's unread completions count toward
+// the CQ's depth (qp.CQ.SetHeld), so it overruns as a CQ of that depth
+// does.
+//
 // Completion channels and the async fd are eventfds in semaphore mode, so
 // poll and epoll work on them; the core adds one per event and the shim's
 // ibv_get_cq_event and ibv_get_async_event read one, then take the event.

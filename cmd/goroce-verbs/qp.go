@@ -14,6 +14,7 @@ import (
 
 	"github.com/goroce/goroce/mr"
 	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/rnic"
 	"github.com/goroce/goroce/wire"
 )
 
@@ -55,14 +56,41 @@ func goroce_destroy_srq(h C.uint32_t) C.int {
 	return 0
 }
 
-//export goroce_post_srq_recv
-func goroce_post_srq_recv(h C.uint32_t, wrID C.uint64_t, sge *C.struct_goroce_sge, n C.int) C.int {
+// goroce_post_srq_recv_list posts the n receive work requests at ws to the
+// SRQ in order, as ibv_post_srq_recv does a list, and stores in *posted how
+// many it posted: on an error, the WR at that index is the first one not
+// posted (bad_wr), every one before it is.
+//
+//export goroce_post_srq_recv_list
+func goroce_post_srq_recv_list(h C.uint32_t, ws *C.struct_goroce_recv_wr, n C.int, posted *C.int) C.int {
+	*posted = 0
 	e, ok := srqs.get(uint32(h))
 	if !ok {
 		return C.int(syscall.EINVAL)
 	}
-	wr := qp.RecvWR{WRID: uint64(wrID), SGL: sgl(sge, n)}
-	return errno(e.srq.PostRecv(&wr))
+	src := recvWRs(ws, n)
+	for i := range src {
+		wr := recvWR(&src[i])
+		if err := e.srq.PostRecv(&wr); err != nil {
+			debugf("post_srq_recv: %v", err)
+			return errno(err)
+		}
+		*posted++
+	}
+	return 0
+}
+
+// recvWRs views the n C receive work requests at ws.
+func recvWRs(ws *C.struct_goroce_recv_wr, n C.int) []C.struct_goroce_recv_wr {
+	if ws == nil || n <= 0 {
+		return nil
+	}
+	return unsafe.Slice(ws, int(n))
+}
+
+// recvWR converts a C receive work request; its SGL is a view of the C one.
+func recvWR(w *C.struct_goroce_recv_wr) qp.RecvWR {
+	return qp.RecvWR{WRID: uint64(w.wr_id), SGL: sgl(w.sg_list, w.num_sge)}
 }
 
 // sgl views a C scatter/gather list (struct ibv_sge, laid out as qp.SGE)
@@ -134,7 +162,7 @@ type inlineStage struct {
 var inlineStages sync.Map // *rnic.QP -> *inlineStage
 
 // gather copies the inline data of sgl to the stage and returns the SGE
-// over it; the caller holds st.mu until PostSend returns.
+// over it; the caller holds st.mu until the WR is posted.
 func (st *inlineStage) gather(sgl []qp.SGE) ([]qp.SGE, bool) {
 	n := 0
 	for _, s := range sgl {
@@ -223,52 +251,106 @@ func goroce_query_qp(h C.uint32_t, a *C.struct_goroce_qp_attr) C.int {
 	return 0
 }
 
-//export goroce_post_send
-func goroce_post_send(h C.uint32_t, w *C.struct_goroce_send_wr) C.int {
+// postBatch is GOROCE_POST_BATCH: the most WRs of a list the shim hands
+// over in one call.
+const postBatch = C.GOROCE_POST_BATCH
+
+// goroce_post_send_list posts the n send work requests at ws (at most
+// GOROCE_POST_BATCH) in order, as ibv_post_send does a list: as one list
+// (rnic.QP.PostSendList), so that the device is told once and sends their
+// packets together; an inline WR ends a run, since its data waits in the
+// QP's one inline stage until it is posted. It stores in *posted how many
+// it posted: on an error, the WR at that index is the first one not posted
+// (ibv_post_send's bad_wr), and every one before it is.
+//
+//export goroce_post_send_list
+func goroce_post_send_list(h C.uint32_t, ws *C.struct_goroce_send_wr, n C.int, posted *C.int) C.int {
+	*posted = 0
 	q, ok := qps.get(uint32(h))
-	if !ok {
+	if !ok || n < 0 || n > postBatch || (ws == nil && n > 0) {
 		return C.int(syscall.EINVAL)
 	}
-	wr := qp.SendWR{WRID: uint64(w.wr_id), Opcode: qp.WROpcode(w.opcode), SGL: sgl(w.sg_list, w.num_sge),
+	var wrs [postBatch]qp.SendWR
+	src := unsafe.Slice(ws, int(n))
+	k := 0 // WRs converted into wrs and not yet posted
+	for i := range src {
+		st, rc := sendWR(q, &src[i], &wrs[k])
+		if rc != 0 {
+			if rc2 := postSends(q, wrs[:k], posted); rc2 != 0 {
+				return rc2
+			}
+			return rc
+		}
+		k++
+		if st != nil { // its data waits in the stage: post the run now
+			rc = postSends(q, wrs[:k], posted)
+			st.mu.Unlock()
+			if rc != 0 {
+				return rc
+			}
+			k = 0
+		}
+	}
+	return postSends(q, wrs[:k], posted)
+}
+
+// postSends posts wrs as one list and adds how many it posted to *posted.
+func postSends(q *rnic.QP, wrs []qp.SendWR, posted *C.int) C.int {
+	if len(wrs) == 0 {
+		return 0
+	}
+	n, err := q.PostSendList(wrs)
+	*posted += C.int(n)
+	if err != nil {
+		debugf("post_send: %v", err)
+		return errno(err)
+	}
+	return 0
+}
+
+// sendWR converts the C work request w of q into wr, or gives an errno. An
+// inline WR's data is gathered into q's inline stage, which it returns
+// locked: the caller unlocks it once wr is posted.
+func sendWR(q *rnic.QP, w *C.struct_goroce_send_wr, wr *qp.SendWR) (*inlineStage, C.int) {
+	*wr = qp.SendWR{WRID: uint64(w.wr_id), Opcode: qp.WROpcode(w.opcode), SGL: sgl(w.sg_list, w.num_sge),
 		Flags: qp.SendFlags(w.flags), Imm: uint32(w.imm), RemoteAddr: uint64(w.remote_addr), RKey: uint32(w.rkey),
 		CompareAdd: uint64(w.compare_add), Swap: uint64(w.swap), RemoteQPN: uint32(w.remote_qpn),
 		RemoteQKey: uint32(w.remote_qkey)}
 	if q.Type() == qp.UD {
 		ah, ok := ahs.get(uint32(w.ah))
 		if !ok {
-			return C.int(syscall.EINVAL)
+			return nil, C.int(syscall.EINVAL)
 		}
 		wr.AH = &ah.AH
 	}
 	if wr.Opcode == qp.WRBindMW {
 		b, ok := bindOf(w)
 		if !ok {
-			return C.int(syscall.EINVAL)
+			return nil, C.int(syscall.EINVAL)
 		}
 		wr.Bind = &b
 	}
-	if wr.Flags&qp.SendInline != 0 {
-		switch wr.Opcode {
-		case qp.WRSend, qp.WRSendWithImm, qp.WRSendWithInv, qp.WRRDMAWrite, qp.WRRDMAWriteWithImm:
-			v, ok := inlineStages.Load(q)
-			if !ok {
-				debugf("post_send: an inline send on a QP with max_inline_data 0")
-				return C.int(syscall.EINVAL)
-			}
-			st := v.(*inlineStage)
-			st.mu.Lock()
-			defer st.mu.Unlock()
-			if wr.SGL, ok = st.gather(wr.SGL); !ok {
-				debugf("post_send: more inline bytes than max_inline_data %d", len(st.buf))
-				return C.int(syscall.EINVAL)
-			}
-		}
+	if wr.Flags&qp.SendInline == 0 {
+		return nil, 0
 	}
-	if err := q.PostSend(&wr); err != nil {
-		debugf("post_send: %v", err)
-		return errno(err)
+	switch wr.Opcode {
+	case qp.WRSend, qp.WRSendWithImm, qp.WRSendWithInv, qp.WRRDMAWrite, qp.WRRDMAWriteWithImm:
+	default:
+		return nil, 0
 	}
-	return 0
+	v, ok := inlineStages.Load(q)
+	if !ok {
+		debugf("post_send: an inline send on a QP with max_inline_data 0")
+		return nil, C.int(syscall.EINVAL)
+	}
+	st := v.(*inlineStage)
+	st.mu.Lock()
+	if wr.SGL, ok = st.gather(wr.SGL); !ok {
+		st.mu.Unlock()
+		debugf("post_send: more inline bytes than max_inline_data %d", len(st.buf))
+		return nil, C.int(syscall.EINVAL)
+	}
+	return st, 0
 }
 
 // bindOf gives the window binding of a BIND_MW work request, or false if
@@ -288,16 +370,24 @@ func bindOf(w *C.struct_goroce_send_wr) (qp.MWBind, bool) {
 	return b, true
 }
 
-//export goroce_post_recv
-func goroce_post_recv(h C.uint32_t, wrID C.uint64_t, sge *C.struct_goroce_sge, n C.int) C.int {
+// goroce_post_recv_list is goroce_post_srq_recv_list for a QP's receive
+// queue (ibv_post_recv).
+//
+//export goroce_post_recv_list
+func goroce_post_recv_list(h C.uint32_t, ws *C.struct_goroce_recv_wr, n C.int, posted *C.int) C.int {
+	*posted = 0
 	q, ok := qps.get(uint32(h))
 	if !ok {
 		return C.int(syscall.EINVAL)
 	}
-	wr := qp.RecvWR{WRID: uint64(wrID), SGL: sgl(sge, n)}
-	if err := q.PostRecv(&wr); err != nil {
-		debugf("post_recv: %v", err)
-		return errno(err)
+	src := recvWRs(ws, n)
+	for i := range src {
+		wr := recvWR(&src[i])
+		if err := q.PostRecv(&wr); err != nil {
+			debugf("post_recv: %v", err)
+			return errno(err)
+		}
+		*posted++
 	}
 	return 0
 }

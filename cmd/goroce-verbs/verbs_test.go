@@ -389,6 +389,9 @@ func TestBadInput(t *testing.T) {
 	// ibv_inc_rkey of its rkey; a WRITE through a window that was unbound,
 	// invalidated by LOCAL_INV, or by the peer's SEND_WITH_INV (the
 	// receive says IBV_WC_WITH_INV) completes with IBV_WC_REM_ACCESS_ERR.
+	// A list of WRs with one rxe refuses at post (more SGEs than the QP's
+	// max_sge: rxe_verbs.c, validate_send_wr and post_one_recv, -EINVAL)
+	// stops there: bad_wr names it and the WRs before it are posted.
 	want := `device threads that take SIGALRM: 0
 post_send in RESET: EINVAL
 poll on the completion channel: 1
@@ -399,6 +402,8 @@ written data arrived: 1
 send b->a: success, data arrived: 1
 inline send b->a with lkey 0: success, data arrived: 1
 inline send beyond max_inline_data: EINVAL
+post_send list of 40, WR 35 bad: EINVAL, bad_wr WR 35: 1, completions in order 1, status 1, next completion the next WR 1, data arrived 1, none after bad_wr 1
+post_recv list of 20, WR 17 bad: EINVAL, bad_wr WR 17: 1; post_send list of 17 SENDs, every third inline: 0, completions in order 1, receives in order 1, data arrived 1
 WRITEs under SIGALRM: 3000, the handler ran: 1, on a goroutine's stack: 0
 bad lkey: local protection error
 SGE beyond the MR: local protection error

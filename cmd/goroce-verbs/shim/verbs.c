@@ -71,21 +71,21 @@ static struct {
 	int (*destroy_channel)(uint32_t);
 	int (*channel_pop)(uint32_t, uintptr_t *);
 	int (*async_pop)(uint32_t, struct goroce_async_event *);
-	int (*create_cq)(int, uint32_t, uintptr_t, uint32_t *, int *);
+	int (*create_cq)(int, uint32_t, uintptr_t, struct goroce_cq_ring *, uint32_t *, int *);
 	int (*destroy_cq)(uint32_t, uint32_t *);
 	void (*cq_event)(uint32_t);
 	int (*req_notify_cq)(uint32_t, int);
-	int (*poll_cq)(uint32_t, int, struct goroce_wc *);
+	int (*poll_cq)(uint32_t);
 	int (*create_srq)(uint32_t, uint32_t, uint32_t, uint32_t, uintptr_t, uint32_t *);
 	int (*destroy_srq)(uint32_t);
-	int (*post_srq_recv)(uint32_t, uint64_t, struct goroce_sge *, int);
+	int (*post_srq_recv_list)(uint32_t, struct goroce_recv_wr *, int, int *);
 	int (*create_qp)(uint32_t, int, uint32_t, uint32_t, uint32_t, int, struct goroce_cap *, uintptr_t, uint32_t *,
 			 uint32_t *);
 	int (*destroy_qp)(uint32_t);
 	int (*modify_qp)(uint32_t, struct goroce_qp_attr *, int);
 	int (*query_qp)(uint32_t, struct goroce_qp_attr *);
-	int (*post_send)(uint32_t, struct goroce_send_wr *);
-	int (*post_recv)(uint32_t, uint64_t, struct goroce_sge *, int);
+	int (*post_send_list)(uint32_t, struct goroce_send_wr *, int, int *);
+	int (*post_recv_list)(uint32_t, struct goroce_recv_wr *, int, int *);
 } core;
 
 static pthread_once_t core_once = PTHREAD_ONCE_INIT;
@@ -130,8 +130,8 @@ static void load_core(void)
 	SYM(alloc_pd); SYM(dealloc_pd); SYM(reg_mr); SYM(dereg_mr); SYM(alloc_mw); SYM(dealloc_mw); SYM(create_ah); SYM(destroy_ah);
 	SYM(create_channel); SYM(destroy_channel); SYM(channel_pop); SYM(async_pop);
 	SYM(create_cq); SYM(destroy_cq); SYM(cq_event); SYM(req_notify_cq); SYM(poll_cq);
-	SYM(create_srq); SYM(destroy_srq); SYM(post_srq_recv);
-	SYM(create_qp); SYM(destroy_qp); SYM(modify_qp); SYM(query_qp); SYM(post_send); SYM(post_recv);
+	SYM(create_srq); SYM(destroy_srq); SYM(post_srq_recv_list);
+	SYM(create_qp); SYM(destroy_qp); SYM(modify_qp); SYM(query_qp); SYM(post_send_list); SYM(post_recv_list);
 #undef SYM
 	pthread_atfork(NULL, NULL, after_fork_child);
 	core_handle = h;
@@ -823,6 +823,15 @@ EXPORT int ibv_destroy_comp_channel(struct ibv_comp_channel *ch)
 	return 0;
 }
 
+/* A CQ: the ibv_cq the program sees, and the ring of completions the core
+ * has taken from the device's CQ for ibv_poll_cq (core.h), which lock
+ * guards: the poller that finds it empty asks the core to fill it. */
+struct cq {
+	struct ibv_cq cq;
+	pthread_spinlock_t lock;
+	struct goroce_cq_ring ring;
+};
+
 EXPORT struct ibv_cq *ibv_create_cq(struct ibv_context *ctx, int cqe, void *cq_context, struct ibv_comp_channel *ch,
 				    int comp_vector)
 {
@@ -831,20 +840,23 @@ EXPORT struct ibv_cq *ibv_create_cq(struct ibv_context *ctx, int cqe, void *cq_c
 		errno = EINVAL;
 		return NULL;
 	}
-	struct ibv_cq *cq = calloc(1, sizeof *cq);
-	if (!cq) {
+	struct cq *c = calloc(1, sizeof *c);
+	if (!c) {
 		errno = ENOMEM;
 		return NULL;
 	}
+	struct ibv_cq *cq = &c->cq;
+	pthread_spin_init(&c->lock, PTHREAD_PROCESS_PRIVATE);
 	cq->context = ctx;
 	cq->channel = ch;
 	cq->cq_context = cq_context;
 	pthread_mutex_init(&cq->mutex, NULL);
 	pthread_cond_init(&cq->cond, NULL);
 	uint32_t chh = ch ? container_of(ch, struct channel, ch)->handle : 0;
-	int ret = core.create_cq(cqe, chh, (uintptr_t)cq, &cq->handle, &cq->cqe);
+	int ret = core.create_cq(cqe, chh, (uintptr_t)cq, &c->ring, &cq->handle, &cq->cqe);
 	if (ret) {
-		free(cq);
+		pthread_spin_destroy(&c->lock);
+		free(c);
 		errno = ret;
 		return NULL;
 	}
@@ -874,7 +886,9 @@ EXPORT int ibv_destroy_cq(struct ibv_cq *cq)
 		cq->channel->refcnt--;
 		pthread_mutex_unlock(&cq->context->mutex);
 	}
-	free(cq);
+	struct cq *c = container_of(cq, struct cq, cq);
+	pthread_spin_destroy(&c->lock);
+	free(c);
 	return 0;
 }
 
@@ -910,38 +924,59 @@ static int req_notify_cq(struct ibv_cq *cq, int solicited_only)
 	return core.req_notify_cq(cq->handle, solicited_only);
 }
 
-static int poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc)
+/* wc_of gives the program's view of a completion of the core. */
+static void wc_of(struct ibv_wc *w, const struct goroce_wc *g)
 {
-	struct goroce_wc g[16];
-	int total = 0;
+	memset(w, 0, sizeof *w);
+	w->wr_id = g->wr_id;
+	w->status = g->status;
+	w->opcode = g->opcode;
+	w->vendor_err = g->vendor_err;
+	w->byte_len = g->byte_len;
+	w->qp_num = g->qp_num;
+	w->src_qp = g->src_qp;
+	w->sl = g->sl;
+	/* goroce numbers its flags as enum ibv_wc_flags. */
+	w->wc_flags = g->wc_flags & (IBV_WC_GRH | IBV_WC_WITH_IMM | IBV_WC_WITH_INV);
+	if (g->wc_flags & IBV_WC_WITH_IMM)
+		w->imm_data = htonl(g->imm);
+	if (g->wc_flags & IBV_WC_WITH_INV)
+		w->invalidated_rkey = g->imm;
+}
+
+/* poll_cq hands the program the completions in the CQ's ring, and calls
+ * into the core only when the ring is empty, at most once per call: the
+ * core then moves what the device's CQ holds into the ring (and, on an
+ * empty CQ, runs the receive path). */
+static int poll_cq(struct ibv_cq *ibcq, int n, struct ibv_wc *wc)
+{
+	struct cq *cq = container_of(ibcq, struct cq, cq);
+	struct goroce_cq_ring *r = &cq->ring;
+	int total = 0, crossed = 0, err = 0;
 	CHECK_FORK(-1);
+	pthread_spin_lock(&cq->lock);
+	uint32_t head = __atomic_load_n(&r->head, __ATOMIC_RELAXED); /* ours to write */
 	while (total < n) {
-		int want = n - total < 16 ? n - total : 16;
-		int got = core.poll_cq(cq->handle, want, g);
-		if (got < 0)
-			return total ? total : -1;
-		for (int i = 0; i < got; i++) {
-			struct ibv_wc *w = &wc[total + i];
-			memset(w, 0, sizeof *w);
-			w->wr_id = g[i].wr_id;
-			w->status = g[i].status;
-			w->opcode = g[i].opcode;
-			w->vendor_err = g[i].vendor_err;
-			w->byte_len = g[i].byte_len;
-			w->qp_num = g[i].qp_num;
-			w->src_qp = g[i].src_qp;
-			w->sl = g[i].sl;
-			/* goroce numbers its flags as enum ibv_wc_flags. */
-			w->wc_flags = g[i].wc_flags & (IBV_WC_GRH | IBV_WC_WITH_IMM | IBV_WC_WITH_INV);
-			if (g[i].wc_flags & IBV_WC_WITH_IMM)
-				w->imm_data = htonl(g[i].imm);
-			if (g[i].wc_flags & IBV_WC_WITH_INV)
-				w->invalidated_rkey = g[i].imm;
+		uint32_t tail = __atomic_load_n(&r->tail, __ATOMIC_ACQUIRE);
+		if (head == tail) {
+			if (crossed)
+				break;
+			crossed = 1;
+			int got = core.poll_cq(ibcq->handle);
+			if (got < 0)
+				err = 1;
+			if (got <= 0)
+				break;
+			continue;
 		}
-		total += got;
-		if (got < want)
-			break;
+		for (; head != tail && total < n; head++, total++)
+			wc_of(&wc[total], &r->wc[head % GOROCE_CQ_RING]);
+		/* The entries are read: the core may fill them again. */
+		__atomic_store_n(&r->head, head, __ATOMIC_RELEASE);
 	}
+	pthread_spin_unlock(&cq->lock);
+	if (err && !total)
+		return -1;
 	/* A program that spins on an empty CQ shares the CPUs with the
 	 * device's goroutines that would fill it: every few empty polls, offer
 	 * the CPU (sched_yield), as qp.CQ.Wait does while it spins. */
@@ -985,17 +1020,37 @@ EXPORT int ibv_destroy_srq(struct ibv_srq *srq)
 	return ret;
 }
 
-static int post_srq_recv(struct ibv_srq *srq, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad_wr)
+/* post_recvs posts a list of receive WRs with post (the core's
+ * post_recv_list or post_srq_recv_list for handle), GOROCE_POST_BATCH WRs
+ * per call into the core. On an error, *bad_wr is the first WR not posted
+ * and every one before it is, as rdma-core's providers do. */
+static int post_recvs(int (*post)(uint32_t, struct goroce_recv_wr *, int, int *), uint32_t handle,
+		      struct ibv_recv_wr *wr, struct ibv_recv_wr **bad_wr)
 {
-	CHECK_FORK(ENODEV);
-	for (; wr; wr = wr->next) {
-		int ret = core.post_srq_recv(srq->handle, wr->wr_id, (struct goroce_sge *)wr->sg_list, wr->num_sge);
+	struct goroce_recv_wr g[GOROCE_POST_BATCH];
+	struct ibv_recv_wr *src[GOROCE_POST_BATCH];
+	while (wr) {
+		int n = 0;
+		for (; wr && n < GOROCE_POST_BATCH; wr = wr->next, n++) {
+			src[n] = wr;
+			g[n] = (struct goroce_recv_wr){.wr_id = wr->wr_id,
+						       .sg_list = (const struct goroce_sge *)wr->sg_list,
+						       .num_sge = wr->num_sge};
+		}
+		int posted = 0;
+		int ret = post(handle, g, n, &posted);
 		if (ret) {
-			*bad_wr = wr;
+			*bad_wr = src[posted];
 			return ret;
 		}
 	}
 	return 0;
+}
+
+static int post_srq_recv(struct ibv_srq *srq, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad_wr)
+{
+	CHECK_FORK(ENODEV);
+	return post_recvs(core.post_srq_recv_list, srq->handle, wr, bad_wr);
 }
 
 EXPORT struct ibv_qp *ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *attr)
@@ -1133,67 +1188,85 @@ EXPORT int ibv_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *a, int mask, stru
 	return 0;
 }
 
+/* send_wr converts wr, a WR of qp, for the core; it fails with EINVAL
+ * for a BIND_MW without a window. */
+static int send_wr(struct ibv_qp *qp, struct ibv_send_wr *wr, struct goroce_send_wr *g)
+{
+	*g = (struct goroce_send_wr){
+		.wr_id = wr->wr_id,
+		.sg_list = (const struct goroce_sge *)wr->sg_list,
+		.num_sge = wr->num_sge,
+		.opcode = wr->opcode,
+		.flags = wr->send_flags,
+	};
+	switch (wr->opcode) {
+	case IBV_WR_RDMA_WRITE_WITH_IMM:
+	case IBV_WR_SEND_WITH_IMM:
+		g->imm = ntohl(wr->imm_data);
+		break;
+	case IBV_WR_SEND_WITH_INV:
+	case IBV_WR_LOCAL_INV:
+		g->imm = wr->invalidate_rkey;
+		break;
+	default:
+		break;
+	}
+	switch (wr->opcode) {
+	case IBV_WR_RDMA_WRITE:
+	case IBV_WR_RDMA_WRITE_WITH_IMM:
+	case IBV_WR_RDMA_READ:
+		g->remote_addr = wr->wr.rdma.remote_addr;
+		g->rkey = wr->wr.rdma.rkey;
+		break;
+	case IBV_WR_ATOMIC_CMP_AND_SWP:
+	case IBV_WR_ATOMIC_FETCH_AND_ADD:
+		g->remote_addr = wr->wr.atomic.remote_addr;
+		g->rkey = wr->wr.atomic.rkey;
+		g->compare_add = wr->wr.atomic.compare_add;
+		g->swap = wr->wr.atomic.swap;
+		break;
+	case IBV_WR_BIND_MW:
+		if (!wr->bind_mw.mw)
+			return EINVAL;
+		g->mw = wr->bind_mw.mw->handle;
+		g->mr = wr->bind_mw.bind_info.mr ? wr->bind_mw.bind_info.mr->handle : 0;
+		g->remote_addr = wr->bind_mw.bind_info.addr;
+		g->bind_length = wr->bind_mw.bind_info.length;
+		g->bind_access = wr->bind_mw.bind_info.mw_access_flags;
+		g->rkey = wr->bind_mw.rkey;
+		break;
+	default:
+		break;
+	}
+	if (qp->qp_type == IBV_QPT_UD) {
+		g->ah = wr->wr.ud.ah ? wr->wr.ud.ah->handle : 0;
+		g->remote_qpn = wr->wr.ud.remote_qpn;
+		g->remote_qkey = wr->wr.ud.remote_qkey;
+	}
+	return 0;
+}
+
+/* post_send hands the core the list GOROCE_POST_BATCH WRs per call, and the
+ * core posts them as one list (the device is told once). On an error,
+ * *bad_wr is the first WR not posted and every one before it is, as
+ * rdma-core's providers do. */
 static int post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad_wr)
 {
+	struct goroce_send_wr g[GOROCE_POST_BATCH];
+	struct ibv_send_wr *src[GOROCE_POST_BATCH];
 	CHECK_FORK(ENODEV);
-	for (; wr; wr = wr->next) {
-		struct goroce_send_wr g = {
-			.wr_id = wr->wr_id,
-			.sg_list = (const struct goroce_sge *)wr->sg_list,
-			.num_sge = wr->num_sge,
-			.opcode = wr->opcode,
-			.flags = wr->send_flags,
-		};
-		switch (wr->opcode) {
-		case IBV_WR_RDMA_WRITE_WITH_IMM:
-		case IBV_WR_SEND_WITH_IMM:
-			g.imm = ntohl(wr->imm_data);
-			break;
-		case IBV_WR_SEND_WITH_INV:
-		case IBV_WR_LOCAL_INV:
-			g.imm = wr->invalidate_rkey;
-			break;
-		default:
-			break;
+	while (wr) {
+		int n = 0, bad = 0;
+		for (; wr && n < GOROCE_POST_BATCH; wr = wr->next, n++) {
+			src[n] = wr;
+			if ((bad = send_wr(qp, wr, &g[n])))
+				break;
 		}
-		switch (wr->opcode) {
-		case IBV_WR_RDMA_WRITE:
-		case IBV_WR_RDMA_WRITE_WITH_IMM:
-		case IBV_WR_RDMA_READ:
-			g.remote_addr = wr->wr.rdma.remote_addr;
-			g.rkey = wr->wr.rdma.rkey;
-			break;
-		case IBV_WR_ATOMIC_CMP_AND_SWP:
-		case IBV_WR_ATOMIC_FETCH_AND_ADD:
-			g.remote_addr = wr->wr.atomic.remote_addr;
-			g.rkey = wr->wr.atomic.rkey;
-			g.compare_add = wr->wr.atomic.compare_add;
-			g.swap = wr->wr.atomic.swap;
-			break;
-		case IBV_WR_BIND_MW:
-			if (!wr->bind_mw.mw) {
-				*bad_wr = wr;
-				return EINVAL;
-			}
-			g.mw = wr->bind_mw.mw->handle;
-			g.mr = wr->bind_mw.bind_info.mr ? wr->bind_mw.bind_info.mr->handle : 0;
-			g.remote_addr = wr->bind_mw.bind_info.addr;
-			g.bind_length = wr->bind_mw.bind_info.length;
-			g.bind_access = wr->bind_mw.bind_info.mw_access_flags;
-			g.rkey = wr->bind_mw.rkey;
-			break;
-		default:
-			break;
-		}
-		if (qp->qp_type == IBV_QPT_UD) {
-			g.ah = wr->wr.ud.ah ? wr->wr.ud.ah->handle : 0;
-			g.remote_qpn = wr->wr.ud.remote_qpn;
-			g.remote_qkey = wr->wr.ud.remote_qkey;
-		}
-		int ret = core.post_send(qp->handle, &g);
-		if (ret) {
-			*bad_wr = wr;
-			return ret;
+		int posted = 0;
+		int ret = n ? core.post_send_list(qp->handle, g, n, &posted) : 0;
+		if (ret || bad) {
+			*bad_wr = ret ? src[posted] : wr;
+			return ret ? ret : bad;
 		}
 	}
 	return 0;
@@ -1202,14 +1275,7 @@ static int post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_
 static int post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad_wr)
 {
 	CHECK_FORK(ENODEV);
-	for (; wr; wr = wr->next) {
-		int ret = core.post_recv(qp->handle, wr->wr_id, (struct goroce_sge *)wr->sg_list, wr->num_sge);
-		if (ret) {
-			*bad_wr = wr;
-			return ret;
-		}
-	}
-	return 0;
+	return post_recvs(core.post_recv_list, qp->handle, wr, bad_wr);
 }
 
 /* ---- async events ---- */

@@ -51,7 +51,7 @@ struct end {
 	struct ibv_comp_channel *ch;
 };
 
-static struct end make_end_cq(int with_channel, int cqe, enum ibv_qp_type type)
+static struct end make_end_cap(int with_channel, int cqe, enum ibv_qp_type type, uint32_t max_wr)
 {
 	struct end e = {0};
 	if (with_channel && !(e.ch = ibv_create_comp_channel(ctx)))
@@ -59,11 +59,16 @@ static struct end make_end_cq(int with_channel, int cqe, enum ibv_qp_type type)
 	if (!(e.cq = ibv_create_cq(ctx, cqe, NULL, e.ch, 0)))
 		DIE("create_cq: %s", strerror(errno));
 	struct ibv_qp_init_attr ia = {.send_cq = e.cq, .recv_cq = e.cq, .qp_type = type,
-				      .cap = {.max_send_wr = 8, .max_recv_wr = 8, .max_send_sge = 2, .max_recv_sge = 2,
+				      .cap = {.max_send_wr = max_wr, .max_recv_wr = max_wr, .max_send_sge = 2, .max_recv_sge = 2,
 					      .max_inline_data = 64}};
 	if (!(e.qp = ibv_create_qp(pd, &ia)))
 		DIE("create_qp: %s", strerror(errno));
 	return e;
+}
+
+static struct end make_end_cq(int with_channel, int cqe, enum ibv_qp_type type)
+{
+	return make_end_cap(with_channel, cqe, type, 8);
 }
 
 static struct end make_end(int with_channel) { return make_end_cq(with_channel, 16, IBV_QPT_RC); }
@@ -237,6 +242,105 @@ static uint32_t bind2(struct end *e, struct ibv_mw *mw, struct ibv_mr *mr, void 
 	return wr.bind_mw.rkey;
 }
 
+/* list_checks posts lists of work requests, each in one call: longer than
+ * the shim hands the core at once (16), with a bad WR late in the list,
+ * and with inline SENDs among the others. As rdma-core's providers do,
+ * bad_wr is the first WR not posted and every one before it is posted. */
+static char lista[4096], listb[4096];
+static void list_checks(void)
+{
+	enum { N = 40, BAD = 35, RN = 20, RBAD = 17, SZ = 100 };
+	struct ibv_mr *ma = ibv_reg_mr(pd, lista, sizeof lista, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+	struct ibv_mr *mb = ibv_reg_mr(pd, listb, sizeof listb, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+	if (!ma || !mb)
+		DIE("reg_mr: %s", strerror(errno));
+	struct end a = make_end_cap(0, 128, IBV_QPT_RC, 64), b = make_end_cap(0, 128, IBV_QPT_RC, 64);
+	connect_to(&a, b.qp->qp_num);
+	connect_to(&b, a.qp->qp_num);
+
+	struct ibv_send_wr wrs[N], *bad = NULL;
+	struct ibv_sge sges[N];
+	for (int i = 0; i < N * SZ; i++)
+		lista[i] = (char)(i * 11 + 3);
+	for (int i = 0; i < N; i++) {
+		sges[i] = (struct ibv_sge){(uintptr_t)lista + i * SZ, SZ, ma->lkey};
+		wrs[i] = (struct ibv_send_wr){.wr_id = 1000 + i, .sg_list = &sges[i], .num_sge = 1,
+					      .opcode = IBV_WR_RDMA_WRITE, .send_flags = IBV_SEND_SIGNALED,
+					      .next = i + 1 < N ? &wrs[i + 1] : NULL};
+		wrs[i].wr.rdma.remote_addr = (uintptr_t)listb + i * SZ;
+		wrs[i].wr.rdma.rkey = mb->rkey;
+	}
+	wrs[BAD].num_sge = 3; /* max_send_sge is 2 */
+	int ret = ibv_post_send(a.qp, wrs, &bad);
+	int order = 1, ok = 1;
+	for (int i = 0; i < BAD; i++) {
+		struct ibv_wc wc = wait_wc(&a);
+		order &= wc.wr_id == (uint64_t)(1000 + i);
+		ok &= wc.status == IBV_WC_SUCCESS;
+	}
+	/* One more WRITE: its completion comes next, so no WR after bad_wr
+	 * was posted, and their bytes never arrive. */
+	wrs[0].next = NULL;
+	wrs[0].wr_id = 2000;
+	if (ibv_post_send(a.qp, wrs, &bad))
+		DIE("post_send after the list");
+	struct ibv_wc last = wait_wc(&a);
+	int same = 1, untouched = 1;
+	for (int i = 0; i < BAD * SZ; i++)
+		same &= listb[i] == (char)(i * 11 + 3);
+	for (int i = BAD * SZ; i < N * SZ; i++)
+		untouched &= listb[i] == 0;
+	printf("post_send list of %d, WR %d bad: %s, bad_wr WR %d: %d, completions in order %d, status %d, next "
+	       "completion the next WR %d, data arrived %d, none after bad_wr %d\n",
+	       N, BAD, errname(ret), BAD, bad == &wrs[BAD], order, ok, last.wr_id == 2000 && last.status == 0, same,
+	       untouched);
+
+	/* Receives as one list, the one at RBAD bad; then as many SENDs as
+	 * were posted, as one list, every third inline (from a buffer the
+	 * program overwrites once the post returns). */
+	struct ibv_recv_wr rwrs[RN], *rbad = NULL;
+	struct ibv_sge rsges[RN];
+	memset(listb, 0, sizeof listb);
+	for (int i = 0; i < RN; i++) {
+		rsges[i] = (struct ibv_sge){(uintptr_t)listb + i * SZ, SZ, mb->lkey};
+		rwrs[i] = (struct ibv_recv_wr){.wr_id = 3000 + i, .sg_list = &rsges[i], .num_sge = 1,
+					       .next = i + 1 < RN ? &rwrs[i + 1] : NULL};
+	}
+	rwrs[RBAD].num_sge = 3; /* max_recv_sge is 2 */
+	ret = ibv_post_recv(b.qp, rwrs, &rbad);
+	char inl[RBAD][40];
+	for (int i = 0; i < RBAD; i++) {
+		int in = i % 3 == 2;
+		if (in) {
+			memcpy(inl[i], lista + i * SZ, sizeof inl[i]);
+			sges[i] = (struct ibv_sge){(uintptr_t)inl[i], sizeof inl[i], 0};
+		} else
+			sges[i] = (struct ibv_sge){(uintptr_t)lista + i * SZ, SZ, ma->lkey};
+		wrs[i] = (struct ibv_send_wr){.wr_id = 4000 + i, .sg_list = &sges[i], .num_sge = 1,
+					      .opcode = IBV_WR_SEND,
+					      .send_flags = IBV_SEND_SIGNALED | (in ? IBV_SEND_INLINE : 0),
+					      .next = i + 1 < RBAD ? &wrs[i + 1] : NULL};
+	}
+	int sret = ibv_post_send(a.qp, wrs, &bad);
+	memset(inl, 0, sizeof inl);
+	int sorder = 1, rorder = 1;
+	same = 1;
+	for (int i = 0; i < RBAD; i++) {
+		struct ibv_wc wc = wait_wc(&a);
+		sorder &= wc.wr_id == (uint64_t)(4000 + i) && wc.status == IBV_WC_SUCCESS;
+	}
+	for (int i = 0; i < RBAD; i++) {
+		struct ibv_wc wc = wait_wc(&b);
+		int n = i % 3 == 2 ? 40 : SZ;
+		rorder &= wc.wr_id == (uint64_t)(3000 + i) && wc.status == IBV_WC_SUCCESS && wc.byte_len == (uint32_t)n;
+		for (int j = 0; j < n; j++)
+			same &= listb[i * SZ + j] == lista[i * SZ + j];
+	}
+	printf("post_recv list of %d, WR %d bad: %s, bad_wr WR %d: %d; post_send list of %d SENDs, every third "
+	       "inline: %s, completions in order %d, receives in order %d, data arrived %d\n",
+	       RN, RBAD, errname(ret), RBAD, rbad == &rwrs[RBAD], RBAD, errname(sret), sorder, rorder, same);
+}
+
 int main(void)
 {
 	struct ibv_device **list = ibv_get_device_list(NULL);
@@ -324,6 +428,7 @@ int main(void)
 	printf("inline send b->a with lkey 0: %s, data arrived: %d\n", ibv_wc_status_str(wc.status), same);
 	isge[1].length = 60; /* 80 bytes > max_inline_data 64 */
 	printf("inline send beyond max_inline_data: %s\n", errname(ibv_post_send(b.qp, &iwr, &inbad)));
+	list_checks();
 
 	/* The program's signal handler while its thread is inside verbs: a
 	 * SIGALRM every 50 us during 3000 WRITEs of 4 KiB, each posted and
