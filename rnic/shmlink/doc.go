@@ -91,7 +91,10 @@
 // (link.PollStopper, which rnic calls when CQ.Wait stops spinning), or
 // when the sleeping goroutine, which then sleeps a lease (1 ms) at a
 // time, finds that a whole lease passed without a poll. Raising the flag
-// wakes that goroutine, in case it sleeps for long. A flag that another
+// wakes that goroutine, in case it sleeps for long. That goroutine reads
+// with TryReadBatch too once woken; an empty read of its own (the only
+// poll since it woke, or since a poller stopped) does not count as
+// polling. A flag that another
 // process raises costs the receiver wake-ups, never more than one sleep
 // (50 ms) each: the receiver clears it before it sleeps unless it polls.
 //

@@ -13,9 +13,13 @@ func AcquireRings() { ringTaken() }
 
 // SetWakeTimeouts sets, for the links opened from now on, the longest
 // sleep of a receiver that nobody wakes and the lease of a poll (see
-// sleepTimeout, pollLease), and returns what puts the defaults back.
+// sleepTimeout, pollLease; 0 keeps it), and returns what puts the
+// defaults back.
 func SetWakeTimeouts(sleep, lease time.Duration) (restore func()) {
 	oldSleep, oldLease := sleepTimeout, pollLease
-	sleepTimeout, pollLease = sleep, lease
+	sleepTimeout = sleep
+	if lease > 0 {
+		pollLease = lease
+	}
 	return func() { sleepTimeout, pollLease = oldSleep, oldLease }
 }

@@ -76,10 +76,12 @@ type Link struct {
 	rx    rxState // owned by the goroutine reading
 	rings atomic.Pointer[[]*inRing]
 	seen  atomic.Uint32 // the port's ring counter at the last scan
-	// polls counts TryReadBatch calls; pollsSeen is its value when the
-	// waiter last looked (see waitReadable).
+	// polls counts empty polls (see markPolling); pollsSeen is its value
+	// when the waiter last looked, pollsBase when it last returned or a
+	// poller last stopped (see waitReadable).
 	polls     atomic.Uint64
 	pollsSeen atomic.Uint64
+	pollsBase atomic.Uint64
 	pollLease time.Duration // pollLease when the link opened
 	wake      *os.File      // the wake FIFO, read through Go's poller
 	wakePath  string
@@ -493,10 +495,15 @@ func (l *Link) waitReadable() error {
 			runtime.Gosched()
 		}
 	}
+	// The goroutine that waits reads after each wait, with TryReadBatch
+	// in rnic: if that read is the only poll since, or since a poller
+	// said it stops, it was no poller's.
+	own := l.polls.Load()-l.pollsBase.Load() <= 1
+	defer func() { l.pollsBase.Store(l.polls.Load()) }()
 	for {
 		l.own.sleepers.Add(1)
 		sleep := l.sleepFor
-		if p := l.polls.Load(); l.pollsSeen.Swap(p) != p {
+		if p := l.polls.Load(); l.pollsSeen.Swap(p) != p && !own {
 			// Polled since the last look: the poller takes what
 			// arrives. Look again after a lease.
 			sleep = min(sleep, l.pollLease)
@@ -517,6 +524,7 @@ func (l *Link) waitReadable() error {
 		if l.closed.Load() || l.pending() {
 			break
 		}
+		own = false
 	}
 	if l.closed.Load() {
 		return link.ErrClosed
@@ -551,6 +559,7 @@ func (l *Link) stopPolling() {
 			panic(r) // a fault on the port's page: the waiter's own sleep ends it
 		}
 	}()
+	l.pollsBase.Store(l.polls.Load())
 	l.own.polling.Store(0)
 	if l.pending() {
 		wake(l.selfWake)
