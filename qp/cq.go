@@ -28,6 +28,7 @@ type CQ struct {
 	// Fixed at creation: spin is how long Wait polls before it blocks.
 	spin     time.Duration
 	progress func()
+	pollStop func()
 	events   chan struct{} // one value per notification
 	wake     chan struct{} // signalled on every push, for Wait
 
@@ -71,6 +72,10 @@ type DeviceCQOptions struct {
 	// and by Wait while it spins: a polled device's receive path, run by
 	// the goroutine that polls (see rnic.Config.BusyPoll).
 	Progress func()
+	// PollStop, if set, is called by Wait when it stops spinning to
+	// block: the device hears that the goroutine which ran Progress no
+	// longer polls (see link.PollStopper).
+	PollStop func()
 }
 
 // NewDeviceCQ returns a CQ of cqe completions that a device runs with opts.
@@ -79,7 +84,7 @@ func NewDeviceCQ(cqe int, opts DeviceCQOptions) (*CQ, error) {
 	if err != nil {
 		return nil, err
 	}
-	c.spin, c.progress = opts.BusyPoll, opts.Progress
+	c.spin, c.progress, c.pollStop = opts.BusyPoll, opts.Progress, opts.PollStop
 	return c, nil
 }
 
@@ -149,6 +154,9 @@ func (c *CQ) Wait(ctx context.Context) error {
 			}
 			if i%64 == 63 {
 				if time.Now().After(deadline) || ctx.Err() != nil {
+					if c.pollStop != nil {
+						c.pollStop()
+					}
 					break
 				}
 				runtime.Gosched()

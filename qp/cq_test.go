@@ -195,3 +195,47 @@ func TestCQWait(t *testing.T) {
 		}
 	})
 }
+
+// TestCQWaitSaysWhenItStopsPolling: a device CQ's Wait that gives up
+// spinning to block calls PollStop once, after its last Progress; one
+// that a completion ends while it spins does not (its caller polls on).
+// The spin runs in real time: it never blocks, so virtual time would
+// not pass.
+func TestCQWaitSaysWhenItStopsPolling(t *testing.T) {
+	var progress, stops, progressAfterStop int
+	var cq *CQ
+	pushAt := -1 // the Progress call that completes a WR, or -1
+	cq, err := NewDeviceCQ(4, DeviceCQOptions{
+		BusyPoll: 200 * time.Microsecond,
+		Progress: func() {
+			progress++
+			if stops > 0 {
+				progressAfterStop++
+			}
+			if progress == pushAt {
+				cq.push(&WC{WRID: 1}, false)
+			}
+		},
+		PollStop: func() { stops++ },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	if err := cq.Wait(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Wait on an empty CQ: %v, want context.DeadlineExceeded", err)
+	}
+	if progress == 0 || stops != 1 || progressAfterStop != 0 {
+		t.Fatalf("Wait that blocked: %d progress calls, %d PollStop calls, %d progress calls after it; want >0, 1, 0",
+			progress, stops, progressAfterStop)
+	}
+
+	progress, stops, pushAt = 0, 0, 3
+	if err := cq.Wait(context.Background()); err != nil {
+		t.Fatalf("Wait that a completion ends: %v", err)
+	}
+	if progress != 3 || stops != 0 {
+		t.Fatalf("Wait that a completion ended: %d progress calls and %d PollStop calls, want 3 and 0", progress, stops)
+	}
+}

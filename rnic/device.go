@@ -379,6 +379,9 @@ func (d *Device) CreateCQ(cqe int) (*qp.CQ, error) {
 	if d.poller != nil {
 		opts.Progress = d.progress
 	}
+	if s, ok := d.poller.(link.PollStopper); ok {
+		opts.PollStop = s.StopPolling
+	}
 	return qp.NewDeviceCQ(cqe, opts)
 }
 

@@ -135,3 +135,15 @@ type Pollable interface {
 	Link
 	Poller() Poller
 }
+
+// PollStopper is a Poller that wants to hear when a goroutine that polled
+// it through TryReadBatch stops polling, as a polled device does when its
+// CQ.Wait gives up spinning and blocks. A link whose senders skip waking
+// the goroutine in WaitReadable while someone polls (shmlink) then wakes
+// it again at once, instead of noticing the silence later.
+type PollStopper interface {
+	// StopPolling says that the caller, which polled through
+	// TryReadBatch, stops; it may start again at any time. It does not
+	// block.
+	StopPolling()
+}

@@ -3,10 +3,14 @@
 package shmlink_test
 
 import (
+	"fmt"
 	"net/netip"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/rnic/shmlink"
 )
 
 var (
@@ -47,4 +51,132 @@ func TestDevicesExchangeOverShm(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestPolledPingPongThatParks plays SEND ping-pong between devices in
+// polling mode whose CQ.Wait spins for a microsecond, then blocks, with a
+// receiver's sleep and a poll's lease as good as endless: a device whose
+// waiter stopped polling can only be woken because CQ.Wait says that it
+// stops (link.PollStopper), after which its senders wake it again.
+func TestPolledPingPongThatParks(t *testing.T) {
+	defer shmlink.SetWakeTimeouts(time.Hour, time.Hour)()
+	dir := t.TempDir()
+	a := openPeer(t, dir, devA, 1, time.Microsecond)
+	b := openPeer(t, dir, devB, 2, time.Microsecond)
+	a.connect(t, b.endpoint(), 14, 7)
+	b.connect(t, a.endpoint(), 14, 7)
+	const rounds = 1000
+	errs := make(chan error, 2)
+	for _, x := range []struct {
+		p     *peer
+		first bool // sends first
+	}{{a, true}, {b, false}} {
+		go func() { errs <- x.p.pingPong(rounds, x.first) }()
+	}
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestPolledDevicesExchangeWithoutTimeouts runs the exchange over devices
+// in polling mode, round after round, with a receiver's sleep as good as
+// endless: between the exchange's waits the program stops polling
+// without saying so (it waits for the other side's WRITE), while its
+// peer still needs its device to read, so the lease must bring its
+// polling flag down.
+func TestPolledDevicesExchangeWithoutTimeouts(t *testing.T) {
+	defer shmlink.SetWakeTimeouts(time.Hour, 0)()
+	dir := t.TempDir()
+	a := openPeer(t, dir, devA, 1, time.Microsecond)
+	b := openPeer(t, dir, devB, 2, time.Microsecond)
+	ea, eb := a.endpoint(), b.endpoint()
+	a.connect(t, eb, 14, 7)
+	b.connect(t, ea, 14, 7)
+	for round := range 5 {
+		var posted, wrote sync.WaitGroup
+		posted.Add(2)
+		wrote.Add(2)
+		errs := make(chan error, 2)
+		for _, x := range []struct {
+			p      *peer
+			r      endpoint
+			peerID int
+		}{{a, eb, 2}, {b, ea, 1}} {
+			go func() {
+				if round > 0 {
+					if err := x.p.qp.PostRecv(&qp.RecvWR{WRID: 100, SGL: x.p.sge(offRecv)}); err != nil {
+						errs <- err
+						return
+					}
+				}
+				posted.Done()
+				posted.Wait()
+				errs <- x.p.exchange(x.r, x.peerID, func() error { wrote.Done(); wrote.Wait(); return nil })
+			}()
+		}
+		for range 2 {
+			if err := <-errs; err != nil {
+				t.Fatalf("round %d: %v", round, err)
+			}
+		}
+	}
+	for _, p := range []*peer{a, b} {
+		if err := p.clean(); err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+// pingPong sends rounds 8-byte SENDs to its peer, each after the peer's
+// (or, first, before it), with a receive posted ahead for each, and
+// waits for every completion.
+func (p *peer) pingPong(rounds int, first bool) error {
+	msg := []qp.SGE{{Addr: p.mr.Addr() + offSource, Length: 8, LKey: p.mr.LKey()}}
+	recvs, sends := 0, 0
+	// need waits until recvs and sends completions have come.
+	need := func(r, s int) error {
+		for recvs < r || sends < s {
+			wcs, err := p.wait(1, 10*time.Second)
+			if err != nil {
+				return err
+			}
+			for _, wc := range wcs {
+				if wc.Status != qp.WCSuccess {
+					return fmt.Errorf("wr %d: %v", wc.WRID, wc.Status)
+				}
+				if wc.Opcode == qp.WCRecv {
+					recvs++
+				} else {
+					sends++
+				}
+			}
+		}
+		return nil
+	}
+	for i := range rounds {
+		if !first {
+			if err := need(i+1, i); err != nil {
+				return fmt.Errorf("peer %d, round %d: %w", p.id, i, err)
+			}
+		}
+		// The receive for the peer's next message goes in before this
+		// side's message, which the peer's next one answers.
+		if err := p.qp.PostRecv(&qp.RecvWR{WRID: 100, SGL: p.sge(offRecv)}); err != nil {
+			return err
+		}
+		if err := p.qp.PostSend(&qp.SendWR{WRID: 1, Opcode: qp.WRSend, Flags: qp.SendSignaled, SGL: msg}); err != nil {
+			return err
+		}
+		if first {
+			if err := need(i+1, i+1); err != nil {
+				return fmt.Errorf("peer %d, round %d: %w", p.id, i, err)
+			}
+		}
+	}
+	if err := need(rounds, rounds); err != nil {
+		return fmt.Errorf("peer %d, at the end: %w", p.id, err)
+	}
+	return nil
 }

@@ -28,8 +28,9 @@
 //     is open; the kernel lets go when the process dies. A second Open of
 //     the same address fails with ErrAddrInUse.
 //   - "<addr>.port": the device's port, one page: its owner's pid and a
-//     random generation, how many of its receive goroutines sleep, a
-//     counter senders bump when they make a new ring, and a closed flag.
+//     random generation, how many of its receive goroutines sleep, whether
+//     one of them polls, a counter senders bump when they make a new
+//     ring, and a closed flag.
 //   - "<addr>.wake": a FIFO the owner sleeps on and senders write a byte
 //     to, to wake it. Open replaces a stale one (its lock is free)
 //     with a fresh file, so a sender still holding the old one can tell.
@@ -80,6 +81,22 @@
 // TryReadBatch and never sleeps while it polls; one that waits does not
 // burn the CPU that the other ranks on the host need (a 20 µs spin
 // halved a 4-rank AllReduce on a loaded 2-CPU host).
+//
+// A polling device still has a goroutine asleep in WaitReadable, for the
+// packets that come while nobody polls. So that its senders do not write
+// its FIFO after every batch while a poller takes the packets anyway,
+// TryReadBatch raises the port's polling flag, and senders skip the
+// wake-up while it is up (Stats.TxWakesSkipped). The flag comes down,
+// and the rings are looked at once more, when the poller says it stops
+// (link.PollStopper, which rnic calls when CQ.Wait stops spinning), or
+// when the sleeping goroutine, which then sleeps a lease (1 ms) at a
+// time, finds that a whole lease passed without a poll. Raising the flag
+// wakes that goroutine, in case it sleeps for long. That goroutine reads
+// with TryReadBatch too once woken; an empty read of its own (the only
+// poll since it woke, or since a poller stopped) does not count as
+// polling. A flag that another
+// process raises costs the receiver wake-ups, never more than one sleep
+// (50 ms) each: the receiver clears it before it sleeps unless it polls.
 //
 // A full ring pushes back: the sender sleeps up to Config.FullWait on a
 // futex word in the ring (it holds the device's send lock anyway), which

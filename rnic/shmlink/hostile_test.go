@@ -53,11 +53,11 @@ func TestHostileIndicesAndLengths(t *testing.T) {
 	head := evil.head.Load()
 	evil.slot(head)[0], evil.slot(head)[1], evil.slot(head)[2], evil.slot(head)[3] = 0xff, 0xff, 0xff, 0x7f
 	evil.head.Store(head + 1)
-	if n, err := b.read(make([]link.Packet, 4)); n != 0 || err != nil {
+	if n, err := b.read(make([]link.Packet, 4), false); n != 0 || err != nil {
 		t.Fatalf("read of a slot with a huge length = %d, %v", n, err)
 	}
 	evil.head.Store(head + 1 + 1<<40)
-	if n, err := b.read(make([]link.Packet, 4)); n != 0 || err != nil {
+	if n, err := b.read(make([]link.Packet, 4), false); n != 0 || err != nil {
 		t.Fatalf("read of a ring with a huge head = %d, %v", n, err)
 	}
 	if s := b.Stats(); s.RxBadRing != 2 {
@@ -88,7 +88,7 @@ func TestTruncatedRingIsContained(t *testing.T) {
 	if err := os.Truncate(filepath.Join(dir, ringName(addrA, addrB)), ringHeaderLen); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := b.read(make([]link.Packet, 4)); n != 0 || err != nil {
+	if n, err := b.read(make([]link.Packet, 4), false); n != 0 || err != nil {
 		t.Fatalf("read of a truncated ring = %d, %v", n, err)
 	}
 	sendN(t, a, b, 3, 2) // faults on the old ring, then makes a new one

@@ -26,6 +26,21 @@ import (
 // that a test can make a lost wake-up hang.
 var sleepTimeout = 50 * time.Millisecond
 
+// pollLease is how long a receiver counts as polling after its last
+// TryReadBatch: while the polls go on, the goroutine asleep in
+// WaitReadable wakes this often to see whether they stopped; once a whole
+// lease passed without a poll, it clears the port's polling flag and
+// looks at its rings once more, so that a datagram whose wake-up a sender
+// skipped waits at most about two leases when the poller stops without
+// saying so (see StopPolling). A variable so that a test can make a lost
+// wake-up hang.
+var pollLease = time.Millisecond
+
+// pollCountEvery is how many empty polls with the polling flag up count
+// as one for the lease (see markPolling): polls come every few hundred
+// nanoseconds while a poller spins, a lease is a millisecond.
+const pollCountEvery = 16
+
 // retryPeer is how long a sender waits before it looks again for a peer
 // whose port file it could not open.
 const retryPeer = 10 * time.Millisecond
@@ -58,13 +73,20 @@ type Link struct {
 	mapMu  sync.RWMutex
 	closed atomic.Bool
 
-	rx       rxState // owned by the goroutine reading
-	rings    atomic.Pointer[[]*inRing]
-	seen     atomic.Uint32 // the port's ring counter at the last scan
-	wake     *os.File      // the wake FIFO, read through Go's poller
-	wakePath string
-	selfWake int           // the wake FIFO opened for writing, for Close
-	sleepFor time.Duration // sleepTimeout when the link opened
+	rx    rxState // owned by the goroutine reading
+	rings atomic.Pointer[[]*inRing]
+	seen  atomic.Uint32 // the port's ring counter at the last scan
+	// polls counts empty polls (see markPolling); pollsSeen is its value
+	// when the waiter last looked, pollsBase when it last returned or a
+	// poller last stopped (see waitReadable).
+	polls     atomic.Uint64
+	pollsSeen atomic.Uint64
+	pollsBase atomic.Uint64
+	pollLease time.Duration // pollLease when the link opened
+	wake      *os.File      // the wake FIFO, read through Go's poller
+	wakePath  string
+	selfWake  int           // the wake FIFO opened for writing, for Close
+	sleepFor  time.Duration // sleepTimeout when the link opened
 
 	tx    txState // owned by the goroutine in WriteBatch
 	count counters
@@ -72,9 +94,10 @@ type Link struct {
 
 // rxState is the receive side's own state.
 type rxState struct {
-	all  []*inRing // every ring ever mapped, unmapped at Close
-	cur  *inRing   // the ring being read, to blame for a fault
-	next int       // the ring to look at first, for fairness
+	all   []*inRing // every ring ever mapped, unmapped at Close
+	cur   *inRing   // the ring being read, to blame for a fault
+	next  int       // the ring to look at first, for fairness
+	empty uint      // empty polls with the polling flag up
 }
 
 // inRing is a ring addressed to this link.
@@ -111,13 +134,15 @@ type outRing struct {
 }
 
 type counters struct {
-	rxBadRing   atomic.Uint64
-	rxBadFrame  atomic.Uint64
-	rxTruncated atomic.Uint64
-	rxStale     atomic.Uint64
-	txNoPeer    atomic.Uint64
-	txFull      atomic.Uint64
-	txFullWaits atomic.Uint64
+	txWakes        atomic.Uint64
+	txWakesSkipped atomic.Uint64
+	rxBadRing      atomic.Uint64
+	rxBadFrame     atomic.Uint64
+	rxTruncated    atomic.Uint64
+	rxStale        atomic.Uint64
+	txNoPeer       atomic.Uint64
+	txFull         atomic.Uint64
+	txFullWaits    atomic.Uint64
 }
 
 var _ link.Pollable = (*Link)(nil)
@@ -134,7 +159,8 @@ func Open(cfg Config) (*Link, error) {
 		return nil, fmt.Errorf("shmlink: %w", err)
 	}
 	l := &Link{cfg: cfg, local: cfg.Local, is6: !cfg.Local.Addr().Is4(), log: cfg.Logger,
-		pid: uint32(os.Getpid()), gen: newGeneration(), epoch: time.Now(), sleepFor: sleepTimeout}
+		pid: uint32(os.Getpid()), gen: newGeneration(), epoch: time.Now(), sleepFor: sleepTimeout,
+		pollLease: pollLease}
 	l.match = netip.AddrPortFrom(l.local.Addr().WithZone(""), l.local.Port())
 	l.hdr = headersLen(l.is6)
 	l.caps = link.Caps{TOS: true, IPv4ID: 0, MaxDatagram: cfg.SlotSize - slotHeaderLen - l.hdr}
@@ -274,7 +300,7 @@ func (l *Link) scan() {
 // (RxBadRing), likewise. After Close it returns link.ErrClosed.
 func (l *Link) ReadBatch(pkts []link.Packet) (int, error) {
 	for {
-		n, err := l.read(pkts)
+		n, err := l.read(pkts, false)
 		if n > 0 || err != nil || len(pkts) == 0 {
 			return n, err
 		}
@@ -284,8 +310,11 @@ func (l *Link) ReadBatch(pkts []link.Packet) (int, error) {
 	}
 }
 
-// read takes what waits in the rings, without waiting.
-func (l *Link) read(pkts []link.Packet) (n int, err error) {
+// read takes what waits in the rings, without waiting. polled says that
+// a poller calls (TryReadBatch): a poll that finds nothing marks the link
+// as polled (markPolling). One that takes datagrams does not, for it may
+// be the receive goroutine's read after a wake-up, which is no poller.
+func (l *Link) read(pkts []link.Packet, polled bool) (n int, err error) {
 	if err := l.enter(); err != nil {
 		return 0, err
 	}
@@ -330,6 +359,9 @@ func (l *Link) read(pkts []link.Packet) (n int, err error) {
 	}
 	if n > 0 {
 		ringTaken()
+	} else if polled {
+		l.rx.cur = nil
+		l.markPolling()
 	}
 	return n, nil
 }
@@ -357,6 +389,36 @@ func (l *Link) drain(r *inRing, pkts []link.Packet) int {
 		}
 	}
 	return n
+}
+
+// markPolling tells senders that a goroutine polls the rings, so that
+// they need not wake the one asleep in WaitReadable: it sets the port's
+// polling flag, then counts the poll. The order matters to waitReadable,
+// which clears the flag only after it saw the count stand still for a
+// lease: a clear that follows the last poll's count follows its flag
+// too, so it comes after every sender's look at the flag that saw it up,
+// and the look at the rings after the clear sees whatever such a sender
+// published. (The poll's own look may come before the flag goes up: a
+// datagram it missed is the next poll's, or that last look's.) With the
+// flag up already, a poll is counted only now and then (pollCountEvery):
+// the count then only says that polls go on, and an atomic add per empty
+// poll was 6% of a polled round trip's CPU.
+//
+// A waiter that went to sleep before the flag went up may sleep long
+// (sleepTimeout) with nobody to wake it: raising the flag wakes it, so
+// that from then on it sleeps a lease at a time.
+func (l *Link) markPolling() {
+	if l.own.polling.Load() != 0 {
+		if l.rx.empty++; l.rx.empty%pollCountEvery == 0 {
+			l.polls.Add(1)
+		}
+		return
+	}
+	l.own.polling.Store(1)
+	l.polls.Add(1)
+	if l.own.sleepers.Load() != 0 {
+		wake(l.selfWake)
+	}
 }
 
 // isFault reports whether a recovered value is a memory fault turned into
@@ -398,6 +460,13 @@ func (l *Link) pending() (yes bool) {
 
 // waitReadable spins for Config.Spin, then sleeps on the wake FIFO until
 // a sender wakes it, a datagram waits, or the link closes.
+//
+// While another goroutine polls through TryReadBatch, the port's polling
+// flag tells senders not to wake this one: it sleeps a lease at a time
+// (Link.pollLease) and, once a lease passed without a poll, clears the
+// flag and looks once more before it sleeps for long. It never trusts
+// the flag's value: a flag set by someone else only costs it wake-ups,
+// each sleep being bounded (sleepTimeout).
 func (l *Link) waitReadable() error {
 	if err := l.enter(); err != nil {
 		return err
@@ -426,19 +495,36 @@ func (l *Link) waitReadable() error {
 			runtime.Gosched()
 		}
 	}
+	// The goroutine that waits reads after each wait, with TryReadBatch
+	// in rnic: if that read is the only poll since, or since a poller
+	// said it stops, it was no poller's.
+	own := l.polls.Load()-l.pollsBase.Load() <= 1
+	defer func() { l.pollsBase.Store(l.polls.Load()) }()
 	for {
 		l.own.sleepers.Add(1)
+		sleep := l.sleepFor
+		if p := l.polls.Load(); l.pollsSeen.Swap(p) != p && !own {
+			// Polled since the last look: the poller takes what
+			// arrives. Look again after a lease.
+			sleep = min(sleep, l.pollLease)
+		} else if l.own.polling.Load() != 0 {
+			// Nobody polls: senders must wake this goroutine again, and
+			// what they published while the flag was up is looked at
+			// right below.
+			l.own.polling.Store(0)
+		}
 		if l.closed.Load() || l.pending() {
 			l.own.sleepers.Add(^uint32(0))
 			break
 		}
 		var b [64]byte
-		l.wake.SetReadDeadline(time.Now().Add(l.sleepFor))
+		l.wake.SetReadDeadline(time.Now().Add(sleep))
 		l.wake.Read(b[:])
 		l.own.sleepers.Add(^uint32(0))
 		if l.closed.Load() || l.pending() {
 			break
 		}
+		own = false
 	}
 	if l.closed.Load() {
 		return link.ErrClosed
@@ -453,9 +539,32 @@ func (l *Link) Poller() link.Poller { return (*poller)(l) }
 // poller is a Link seen as its link.Poller.
 type poller Link
 
-func (p *poller) TryReadBatch(pkts []link.Packet) (int, error) { return (*Link)(p).read(pkts) }
+func (p *poller) TryReadBatch(pkts []link.Packet) (int, error) { return (*Link)(p).read(pkts, true) }
 
 func (p *poller) WaitReadable() error { return (*Link)(p).waitReadable() }
+
+// StopPolling clears the port's polling flag, so that senders wake the
+// goroutine in WaitReadable again, then looks at the rings once more and
+// wakes that goroutine if a datagram came in after the last poll.
+func (p *poller) StopPolling() { (*Link)(p).stopPolling() }
+
+func (l *Link) stopPolling() {
+	if l.enter() != nil {
+		return
+	}
+	defer l.mapMu.RUnlock()
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if r := recover(); r != nil && !isFault(r) {
+			panic(r) // a fault on the port's page: the waiter's own sleep ends it
+		}
+	}()
+	l.pollsBase.Store(l.polls.Load())
+	l.own.polling.Store(0)
+	if l.pending() {
+		wake(l.selfWake)
+	}
+}
 
 // WriteBatch copies each packet, gathered from Buf, Payload and Tail behind
 // IP and UDP headers, into the ring to its Addr's port, and returns how
@@ -474,12 +583,15 @@ func (l *Link) WriteBatch(pkts []link.Packet) (n int, err error) {
 	for n < valid {
 		n += l.writeSome(pkts[n:valid])
 	}
+	l.wakeTouched()
 	return n, verr
 }
 
 // writeSome puts packets into their rings until they are all in or one
 // faults (a ring file truncated under the mapping), and returns how many
 // it handled, the one that faulted included: it is dropped with its ring.
+// WriteBatch wakes the receivers afterwards, those of the rings written
+// before a fault too.
 func (l *Link) writeSome(pkts []link.Packet) (n int) {
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
@@ -503,7 +615,6 @@ func (l *Link) writeSome(pkts []link.Packet) (n int) {
 		}
 		l.put(o, p)
 	}
-	l.wakeTouched()
 	return n
 }
 
@@ -686,15 +797,36 @@ func (l *Link) waitRoom(o *outRing) bool {
 }
 
 // wakeTouched wakes the receivers of the rings this batch wrote to, those
-// that sleep.
+// that sleep, unless one of their goroutines polls (the port's polling
+// flag): then it counts the wake-up skipped.
 func (l *Link) wakeTouched() {
 	for _, o := range l.tx.touched {
 		o.touched = false
-		if o.port.sleepers.Load() != 0 {
-			wake(o.wakeFd)
-		}
+		l.wakePeer(o)
 	}
 	l.tx.touched = l.tx.touched[:0]
+}
+
+// wakePeer wakes o's receiver if it sleeps and does not poll. A fault on
+// its port's page (the file truncated under the mapping) drops the ring.
+func (l *Link) wakePeer(o *outRing) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if r := recover(); r != nil {
+			if !isFault(r) {
+				panic(r)
+			}
+			o.broken = true
+		}
+	}()
+	switch {
+	case o.port.sleepers.Load() == 0:
+	case o.port.polling.Load() != 0:
+		l.count.txWakesSkipped.Add(1)
+	default:
+		wake(o.wakeFd)
+		l.count.txWakes.Add(1)
+	}
 }
 
 // LocalAddr is the address and port the link was opened on.
@@ -723,6 +855,12 @@ type Stats struct {
 	TxFull uint64
 	// TxFullWaits counts the times a sender found a ring full and waited.
 	TxFullWaits uint64
+	// TxWakes counts the wake-ups written to sleeping receivers after a
+	// batch (one per batch and receiver at most).
+	TxWakes uint64
+	// TxWakesSkipped counts the wake-ups not written because a goroutine
+	// of the receiver was polling its rings (the port's polling flag).
+	TxWakesSkipped uint64
 }
 
 // Stats returns the link's counters.
@@ -731,6 +869,7 @@ func (l *Link) Stats() Stats {
 		RxBadRing: l.count.rxBadRing.Load(), RxBadFrame: l.count.rxBadFrame.Load(),
 		RxTruncated: l.count.rxTruncated.Load(), RxStale: l.count.rxStale.Load(), TxNoPeer: l.count.txNoPeer.Load(),
 		TxFull: l.count.txFull.Load(), TxFullWaits: l.count.txFullWaits.Load(),
+		TxWakes: l.count.txWakes.Load(), TxWakesSkipped: l.count.txWakesSkipped.Load(),
 	}
 }
 

@@ -64,7 +64,7 @@ func TestFrameIsWhatTheWireCarries(t *testing.T) {
 	wire.PutIPv4Header(want, wire.IPv4Fields{Src: addrA.Addr(), Dst: addrB.Addr(), TOS: link.ECT0, TTL: 64, PayloadLen: 8 + len(roce)})
 	wire.PutUDPHeader(want[20:], 4791, 4791, len(roce))
 	want = append(want, roce...)
-	b.read(nil) // maps the new ring, reads nothing
+	b.read(nil, false) // maps the new ring, reads nothing
 	r := (*b.rings.Load())[0]
 	s := r.c.slot(0)
 	if got := s[slotHeaderLen : slotHeaderLen+len(want)]; !bytes.Equal(got, want) {

@@ -7,7 +7,9 @@ import (
 )
 
 // Layout of a port file: one page. The owner writes the first line once;
-// senders write peers, the owner sleepers and closed.
+// senders write peers, the owner sleepers, polling and closed. Polling
+// has a cache line of its own: senders read it after every batch, and the
+// owner's pollers write it only when it changes.
 const (
 	portMagic    = "goroceP1"
 	offPortPID   = 8   // uint32
@@ -15,6 +17,7 @@ const (
 	offSleepers  = 128 // uint32: the owner's goroutines asleep on its wake FIFO
 	offPeers     = 192 // uint32: bumped by a sender that made a new ring
 	offClosed    = 196 // uint32: 1 once the owner closed the link
+	offPolling   = 256 // uint32: not 0 while one of the owner's goroutines polls its rings
 	portFileSize = 4096
 )
 
@@ -27,11 +30,12 @@ type port struct {
 	sleepers *atomic.Uint32
 	peers    *atomic.Uint32
 	closed   *atomic.Uint32
+	polling  *atomic.Uint32
 }
 
 func newPortView(mem []byte, gen uint64) port {
 	return port{mem: mem, gen: gen, sleepers: word32(mem, offSleepers),
-		peers: word32(mem, offPeers), closed: word32(mem, offClosed)}
+		peers: word32(mem, offPeers), closed: word32(mem, offClosed), polling: word32(mem, offPolling)}
 }
 
 // initPort writes a fresh port header into mem (portFileSize zero bytes).
