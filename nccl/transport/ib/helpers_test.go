@@ -17,7 +17,13 @@ import (
 // end of the test.
 func fabric(t testing.TB, n int, cfg Config) ([]*Transport, []*rnic.Device) {
 	t.Helper()
-	network := simlink.NewNetwork(simlink.Config{})
+	return fabricOn(t, simlink.Config{}, n, cfg)
+}
+
+// fabricOn is fabric on a simulated network configured as net.
+func fabricOn(t testing.TB, net simlink.Config, n int, cfg Config) ([]*Transport, []*rnic.Device) {
+	t.Helper()
+	network := simlink.NewNetwork(net)
 	t.Cleanup(func() { network.Close() })
 	ts := make([]*Transport, n)
 	devs := make([]*rnic.Device, n)

@@ -491,11 +491,13 @@ func (t *Transport) pump(c *conn) {
 	}
 }
 
-// Flush drives the connections until the peer has acknowledged every
-// data fragment sent so far, or ctx is done: what a staged send, done as
-// soon as its data is in the FIFO, still owes its peer. Credits are not
-// waited for: a peer that has its data may already have closed. A
-// communicator flushes before it closes its transport.
+// Flush drives the connections until the peer has every data fragment
+// sent so far, or ctx is done: what a staged send, done as soon as its
+// data is in the FIFO, still owes its peer. The peer has a fragment once
+// it has acknowledged its WRITE, or once every slot's credit is back (see
+// delivered). Credits are not waited for otherwise: a peer that has its
+// data may already have closed. A communicator flushes before it closes
+// its transport.
 func (t *Transport) Flush(ctx context.Context) error {
 	for {
 		if err := t.Progress(); err != nil {
@@ -509,7 +511,7 @@ func (t *Transport) Flush(ctx context.Context) error {
 			if c.err != nil {
 				return c.err
 			}
-			busy = busy || len(c.sends) > 0
+			busy = busy || !c.delivered(t.cfg.Slots)
 		}
 		if !busy {
 			return nil
@@ -518,6 +520,27 @@ func (t *Transport) Flush(ctx context.Context) error {
 			return err
 		}
 	}
+}
+
+// delivered reports whether the peer has every fragment c's sends wrote:
+// each WRITE acknowledged, or every one of the slots credits back, which
+// the peer returns only for fragments it has consumed. The credits cover
+// a lost ACK of the last WRITEs: the peer, having all it needs, may close
+// before the retransmission that would draw the ACK again, and the WRITE
+// would fail (transport retry counter exceeded) with its data delivered.
+func (c *conn) delivered(slots int) bool {
+	if len(c.sends) == 0 {
+		return true
+	}
+	if c.credits < slots {
+		return false
+	}
+	for _, r := range c.sends {
+		if r.posted < r.frags {
+			return false
+		}
+	}
+	return true
 }
 
 // Wait blocks until the CQ has a completion or ctx is done. Credits owed

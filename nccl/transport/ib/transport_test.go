@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"errors"
 	"math/rand/v2"
+	"net/netip"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/goroce/goroce/nccl/transport"
+	"github.com/goroce/goroce/rnic/simlink"
+	"github.com/goroce/goroce/wire"
 )
 
 // Messages larger than the whole FIFO stream through it in order, zero-
@@ -222,6 +225,50 @@ func TestStagedSendAndFlush(t *testing.T) {
 		for i := range got {
 			if got[i] != byte(i*3) {
 				t.Fatalf("byte %d: %d, want %d (the staged copy)", i, got[i], byte(i*3))
+			}
+		}
+	})
+}
+
+// Flush returns once the peer has consumed every fragment, as its returned
+// credits say, even if the ACKs of the last WRITEs are lost and the peer,
+// having all it needs, closes: it would answer no retransmission. Rank 1's
+// ACKs are all dropped here.
+func TestFlushTrustsCreditsOverLostACKs(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rank1 := netip.MustParseAddrPort("10.0.0.2:4791")
+		noACKs := simlink.Config{Impairments: []simlink.Impairment{{Action: simlink.Drop, Match: func(p *simlink.Packet) bool {
+			return p.Src == rank1 && wire.BTH(p.Data).Opcode() == wire.RCAck
+		}}}}
+		ts, _ := fabricOn(t, noACKs, 2, Config{Slots: 4, SlotSize: 1024})
+		msg := make([]byte, 3000)
+		for i := range msg {
+			msg[i] = byte(i * 5)
+		}
+		if _, err := ts[0].Isend(1, msg); err != nil {
+			t.Fatal(err)
+		}
+		got := make([]byte, 3000)
+		r, err := ts[1].Irecv(0, got)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := waitAll(t, map[transport.Request]*Transport{r: ts[1]}); err != nil {
+			t.Fatal(err)
+		}
+		// Rank 1 has its data: it returns its credits and closes.
+		if err := ts[1].Flush(t.Context()); err != nil {
+			t.Fatalf("rank 1's Flush: %v", err)
+		}
+		if err := ts[1].Close(); err != nil {
+			t.Fatal(err)
+		}
+		if err := ts[0].Flush(t.Context()); err != nil {
+			t.Fatalf("rank 0's Flush, its peer's credits all back, its ACKs lost: %v", err)
+		}
+		for i := range got {
+			if got[i] != byte(i*5) {
+				t.Fatalf("byte %d: %d, want %d", i, got[i], byte(i*5))
 			}
 		}
 	})
