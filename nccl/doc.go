@@ -67,6 +67,9 @@
 //	GOROCE_LINK          the RNIC's wire: udp (default), RoCEv2 over UDP sockets, or shm,
 //	                     the same frames through shared-memory rings (every rank on one host)
 //	GOROCE_SHM_DIR       where shm's ring files live (default /dev/shm/goroce-<uid>)
+//	GOROCE_VERIFY_ICRC   1: the RNIC verifies the ICRC of shm's frames too, which by default it
+//	                     trusts as the kernel trusts loopback (rnic.Config.AlwaysVerifyICRC);
+//	                     UDP's are always verified
 //
 // Bit-identical results: each reduced element is computed by one rank in a
 // fixed order (ring) or by partners with commutative kernels (recursive

@@ -197,7 +197,7 @@ func CommInitRank(ctx context.Context, nranks int, id UniqueID, rank int, opts O
 			return fail(err)
 		}
 		dc := rnic.Config{Addr: addr, MTU: opts.MTU, Logger: opts.Logger, PeerMemory: peerMemory, BusyPoll: busy,
-			MaxUnackedPSNs: fifoWindow(ic)}
+			MaxUnackedPSNs: fifoWindow(ic), AlwaysVerifyICRC: getenv("GOROCE_VERIFY_ICRC") == "1"}
 		if dc.Link, err = linkFromEnv(addr, opts.Logger); err != nil {
 			return fail(err)
 		}

@@ -60,3 +60,26 @@ func TestCommInitRankShm(t *testing.T) {
 		t.Errorf("port files left after Destroy: %v", left)
 	}
 }
+
+// TestShmICRCFromEnv: over shared memory the RNIC accepts frames without
+// verifying their ICRC, as the kernel trusts loopback, and
+// GOROCE_VERIFY_ICRC=1 makes it verify them all. Two ranks run an
+// AllReduce each way; the results are checked, and so are the counters:
+// by default every frame is skipped (icrc_skipped > 0), verified none
+// fails (icrc_err 0) and none is skipped.
+func TestShmICRCFromEnv(t *testing.T) {
+	for i, verify := range []string{"", "1"} {
+		t.Run("GOROCE_VERIFY_ICRC="+verify, func(t *testing.T) {
+			setEnv(t, map[string]string{"GOROCE_LINK": "shm", "GOROCE_SHM_DIR": t.TempDir(), "GOROCE_VERIFY_ICRC": verify})
+			comms := initComms(t, 2, 17+i, func(int) Options { return Options{Slots: 4, SlotSize: 16 << 10} })
+			testAllReduce(t, comms, rand.New(rand.NewPCG(17, uint64(i))), Float32, Sum, 20000, false)
+			for r, c := range comms {
+				skipped, bad := c.Device().Counter("icrc_skipped"), c.Device().Counter("icrc_err")
+				if verify == "1" && skipped != 0 || verify == "" && skipped == 0 || bad != 0 {
+					t.Errorf("rank %d: icrc_skipped = %d, icrc_err = %d; want icrc_skipped %s, icrc_err 0",
+						r, skipped, bad, map[string]string{"": "above 0", "1": "0"}[verify])
+				}
+			}
+		})
+	}
+}

@@ -43,6 +43,11 @@ type Config struct {
 	// wire.SolveIPv4ID), which Linux rxe's packets need; that check keeps
 	// 16 of the CRC's 32 bits.
 	StrictICRC bool
+	// AlwaysVerifyICRC verifies the ICRC of packets from a link that
+	// reports link.Caps.Intact too. By default the device accepts those
+	// unverified and counts them (icrc_skipped), as a kernel trusts
+	// loopback; packets from any other link, UDP's, are always verified.
+	AlwaysVerifyICRC bool
 	// BusyPoll, if positive, puts the device in polling mode, the latency
 	// mode: the goroutine that polls a CQ runs the receive path itself, as
 	// a polled NIC driver does. CQ.Poll on an empty CQ first takes what
@@ -164,6 +169,7 @@ type Device struct {
 type DeviceCounters struct {
 	ICRCErr        atomic.Uint64 // packets whose ICRC did not verify (dropped)
 	ICRCIDSolved   atomic.Uint64 // IPv4 packets accepted after solving for their ID
+	ICRCSkipped    atomic.Uint64 // packets from an intact link accepted unverified (Config.AlwaysVerifyICRC)
 	Malformed      atomic.Uint64 // datagrams that are not well-formed RoCEv2 (dropped)
 	UnknownQP      atomic.Uint64 // packets for a QPN the device does not have (dropped)
 	CNPs           atomic.Uint64 // CNPs received
@@ -693,6 +699,7 @@ func (d *Device) Counters() []Counter {
 		{"drop_bad_qkey", c.DroppedBadQKey.Load()}, {"drop_unexpected", c.DroppedUnexpected.Load()},
 		{"drop_responses", c.DroppedResponses.Load()},
 		{"icrc_err", v.ICRCErr.Load()}, {"icrc_ipv4_id_solved", v.ICRCIDSolved.Load()},
+		{"icrc_skipped", v.ICRCSkipped.Load()},
 		{"malformed", v.Malformed.Load()}, {"unknown_qpn", v.UnknownQP.Load()},
 		{"cnp_received", v.CNPs.Load()}, {"cnp_handled", v.CNPsHandled.Load()}, {"cnp_sent", v.CNPsSent.Load()},
 		{"ecn_marked_packets", v.ECNMarked.Load()}, {"rate_reductions", v.RateReductions.Load()}, {"link_sent_pkts", v.LinkSentPkts.Load()},

@@ -168,6 +168,10 @@
 // (qp.NewDeviceCQ). The embedding stays because async events name the
 // *qp.QP (qp.Event.QP): a program matches them against rnic.QP.QP.
 //
-// ICRC: every received packet is checked; see Config.StrictICRC for what
-// is verified of IPv4 packets whose Identification a UDP socket cannot see.
+// ICRC: every packet sent carries a valid ICRC, and every packet received
+// is checked, except those of a link that cannot corrupt them
+// (link.Caps.Intact: the shared-memory wire), which are accepted and
+// counted as icrc_skipped unless Config.AlwaysVerifyICRC; see
+// Config.StrictICRC for what is verified of IPv4 packets whose
+// Identification a UDP socket cannot see.
 package rnic

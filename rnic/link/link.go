@@ -79,6 +79,15 @@ type Caps struct {
 	// holds before it drops what arrives (a socket's SO_RCVBUF); 0 means
 	// unknown or unbounded.
 	ReadBuffer int
+	// Intact reports that the link delivers each datagram with exactly
+	// the bytes the sender's WriteBatch gathered, or not at all: nothing
+	// between the two ends can corrupt it (shared memory on one host,
+	// shmlink). A receiver may then accept a datagram without verifying
+	// its ICRC, as Linux accepts loopback packets with
+	// CHECKSUM_UNNECESSARY; senders still write a valid ICRC, so traces
+	// and captures show the same bytes (rnic.Config.AlwaysVerifyICRC).
+	// A network link, udplink's, is never intact.
+	Intact bool
 }
 
 // Link moves batches of datagrams. ReadBatch is called by one goroutine at a

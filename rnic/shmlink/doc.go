@@ -16,7 +16,12 @@
 // the peer's, and the RoCEv2 packet from BTH to ICRC: what udplink's socket
 // would put on the wire. The receiver reads the source address, port and
 // TOS byte from those headers, so link.Caps reports TOS true and IPv4ID 0,
-// and the ICRC verifies as it does for a UDP link with IPv4 ID 0.
+// and the ICRC verifies as it does for a UDP link with IPv4 ID 0. A frame
+// crosses as one copy into the ring and one out of it, with nothing in
+// between that could flip a bit, so link.Caps reports Intact as well: the
+// device accepts the frame without verifying its ICRC (which only a buggy
+// or hostile writer of the ring could have got wrong, and a hostile one
+// can compute a valid ICRC as well), unless rnic.Config.AlwaysVerifyICRC.
 //
 // # Files and rings
 //

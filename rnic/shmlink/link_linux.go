@@ -163,7 +163,7 @@ func Open(cfg Config) (*Link, error) {
 		pollLease: pollLease}
 	l.match = netip.AddrPortFrom(l.local.Addr().WithZone(""), l.local.Port())
 	l.hdr = headersLen(l.is6)
-	l.caps = link.Caps{TOS: true, IPv4ID: 0, MaxDatagram: cfg.SlotSize - slotHeaderLen - l.hdr}
+	l.caps = link.Caps{TOS: true, IPv4ID: 0, MaxDatagram: cfg.SlotSize - slotHeaderLen - l.hdr, Intact: true}
 	l.tx.peers = make(map[netip.AddrPort]*outRing)
 	l.tx.absent = make(map[netip.AddrPort]time.Duration)
 

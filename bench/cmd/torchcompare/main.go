@@ -5,7 +5,8 @@
 // backends. It prints every measurement, then per rank count the median
 // over the rounds and goroce's ratios to gloo against issue 27's targets:
 // at least 1.2 times gloo's bandwidth at 16 MiB, at most gloo's time at
-// 8 B.
+// 8 B. Each measurement's line ends with the load average when its job
+// began.
 //
 //	go run ./bench/cmd/torchcompare                  # -np 2,4 -rounds 3
 //	go run ./bench/cmd/torchcompare -np 2 -rounds 1
@@ -90,14 +91,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 		for _, np := range ranks {
 			for i := range backends {
 				b := backends[(i+round)%2] // alternate which goes first
+				load := loadAverage()
 				got, err := job(dir, py, env, np, b)
 				if err != nil {
 					fmt.Fprintf(stderr, "torchcompare: %d ranks, %s: %v\n", np, b, err)
 					return 1
 				}
 				for _, s := range sizes {
-					fmt.Fprintf(stdout, "round %d  np %d  %-6s  %9d B  %12.1f us  %8.3f GB/s busbw\n",
-						round, np, b, s.bytes, got[s.bytes], busbw(s.bytes, np, got[s.bytes]))
+					fmt.Fprintf(stdout, "round %d  np %d  %-6s  %9d B  %12.1f us  %8.3f GB/s busbw  load %s\n",
+						round, np, b, s.bytes, got[s.bytes], busbw(s.bytes, np, got[s.bytes]), load)
 					if us[np] == nil {
 						us[np] = map[string]map[int][]float64{}
 					}
@@ -120,6 +122,17 @@ func run(args []string, stdout, stderr io.Writer) int {
 			np, big, bg, bl, bg/bl, verdict(bg >= 1.2*bl))
 	}
 	return 0
+}
+
+// loadAverage is the machine's load average over the last minute when a
+// job starts (/proc/loadavg), or "?" where there is none: on a shared
+// machine it says how far to trust the job's numbers.
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if f := strings.Fields(string(b)); err == nil && len(f) > 0 {
+		return f[0]
+	}
+	return "?"
 }
 
 func verdict(ok bool) string {
