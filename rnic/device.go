@@ -618,6 +618,12 @@ func (d *Device) post(q *QP) {
 		q.w.ring(q)
 		return
 	}
+	d.sendNow(q)
+}
+
+// sendNow sends what q may send now from a sender of the device's pool,
+// in the calling goroutine.
+func (d *Device) sendNow(q *QP) {
 	s := d.borrowSender()
 	s.send(d.clock.Now(), q)
 	d.senders.Put(s)
@@ -682,8 +688,12 @@ func (q *QP) PostRecv(wr *qp.RecvWR) error {
 	return q.QP.PostRecv(wr)
 }
 
-// Destroy removes the QP from the device (ibv_destroy_qp). Outstanding WRs
-// are discarded.
+// Destroy removes the QP from the device (ibv_destroy_qp). It first sends
+// what the QP may send now, as its worker would: the answers it owes the
+// peer and the requests posted but not yet sent, within its window and
+// the DCQCN budget (inline, those left in PostSend), so that a post
+// followed at once by Destroy sends the same on either path of
+// Config.PostMode. Outstanding WRs are then discarded.
 func (q *QP) Destroy() error {
 	d := q.d
 	d.mu.Lock()
@@ -699,24 +709,14 @@ func (q *QP) Destroy() error {
 	// for a sender (in polling mode, for the next post or poll), and a
 	// program that exits right after its last completion, as
 	// ibv_rc_pingpong does, must not leave the peer retrying into the void.
-	d.answerLast(q)
+	// And what was posted for the worker to send: the CM's DREP, posted
+	// on QP1 just before the CM destroys it.
+	if !d.closed.Load() {
+		d.sendNow(q)
+	}
 	q.w.remove(q)
 	q.eng.Detach()
 	return q.PD().Release()
-}
-
-// answerLast sends q's queued responses (ACKs, NAKs, READ responses,
-// atomic replies) and no new request, as Destroy lets the QP go.
-func (d *Device) answerLast(q *QP) {
-	if d.closed.Load() {
-		return
-	}
-	s := d.borrowSender()
-	d.sendMu.Lock()
-	q.eng.Transmit(d.clock.Now(), s.out, 0) // budget 0: responses only
-	s.flush(d.clock.Now())
-	d.sendMu.Unlock()
-	d.senders.Put(s)
 }
 
 // Counters returns the device's counters, named as `rdma statistic` shows

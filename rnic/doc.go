@@ -47,7 +47,7 @@
 //	                          Modify then rings the worker: the flush of ERR,
 //	                          new timers); Rate (congestion.mu); Destroy
 //	                          (Device.mu; then, one after the other, a
-//	                          pooled sender for the QP's last answers,
+//	                          pooled sender for what the QP may still send,
 //	                          worker.mu, the QP's lock)
 //
 // So the requester runs in the worker, the receive path and, in polling

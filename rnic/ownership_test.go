@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -145,5 +146,37 @@ func TestPostModeInvalid(t *testing.T) {
 	}
 	if !errors.Is(err, ErrInvalidArg) || !strings.Contains(err.Error(), "PostMode(3)") {
 		t.Fatalf("Open: %v, want ErrInvalidArg naming PostMode(3)", err)
+	}
+}
+
+// TestDestroyAfterPost: a SEND posted just before its QP is destroyed
+// still leaves (Destroy sends what the worker was rung for), as it does
+// when posted inline, in either direction. GOMAXPROCS 1 keeps the QP's
+// worker from running between PostSend and Destroy, so only Destroy can
+// send it.
+func TestDestroyAfterPost(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	for _, dir := range []string{"a→b", "b→a"} {
+		t.Run(dir, func(t *testing.T) {
+			a, b, _ := newPair(t, pairConfig{})
+			from, to := a, b
+			if dir == "b→a" {
+				from, to = b, a
+			}
+			to.postRecv(t, 1, 0, 64)
+			msg := "sent, then destroyed " + dir
+			copy(from.buf[128:], msg)
+			from.postSend(t, qp.SendWR{WRID: 2, Opcode: qp.WRSend, SGL: []qp.SGE{from.sge(128, len(msg))}})
+			if err := from.qp.Destroy(); err != nil {
+				t.Fatal(err)
+			}
+			wc, ok := to.pollFor(t, 10*time.Second)
+			if !ok {
+				t.Fatal("the SEND posted before Destroy never arrived")
+			}
+			if wc.Status != qp.WCSuccess || wc.WRID != 1 || string(to.buf[:wc.ByteLen]) != msg {
+				t.Fatalf("completion %+v, buffer %q, want wr_id 1 with %q", wc, to.buf[:wc.ByteLen], msg)
+			}
+		})
 	}
 }
