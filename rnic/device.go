@@ -34,9 +34,9 @@ type Config struct {
 	// Workers is the number of worker goroutines, which run the QPs'
 	// timers and send what posts make ready (unless PostMode says the
 	// posting goroutine does) and what the other paths leave (see the
-	// package doc);
-	// QPs are spread over them by QPN. Every sender takes one device-wide
-	// send lock, so more workers add no transmit parallelism. Default 1.
+	// package doc); QPs are spread over them by QPN. Every sender takes
+	// one device-wide send lock, so more workers add no transmit
+	// parallelism. Default 1.
 	Workers int
 	// StrictICRC accepts an IPv4 packet only if its ICRC verifies with
 	// the IPv4 Identification every goroce sender produces: 0, or a GSO
