@@ -18,9 +18,12 @@ const allAccess = mr.AccessLocalWrite | mr.AccessRemoteWrite | mr.AccessRemoteRe
 // udpPair opens two devices over real UDP on loopback and connects an RC
 // QP pair between them.
 func udpPair(b testing.TB, ips [2]string, mtu int, busy time.Duration) (x, y *end) {
-	return linkPair(b, ips, mtu, busy, func(ip string) (link.Link, error) {
-		return udplink.Open(udplink.Config{Local: netip.AddrPortFrom(netip.MustParseAddr(ip), 0), EphemeralPort: true, RoCEv2GSO: true})
-	})
+	return linkPair(b, ips, mtu, busy, openUDP)
+}
+
+// openUDP opens a UDP link with GSO on an ephemeral port at ip.
+func openUDP(ip string) (link.Link, error) {
+	return udplink.Open(udplink.Config{Local: netip.AddrPortFrom(netip.MustParseAddr(ip), 0), EphemeralPort: true, RoCEv2GSO: true})
 }
 
 // shmPair opens two devices over shared-memory links (files in a
@@ -91,32 +94,26 @@ func BenchmarkWires(b *testing.B) {
 }
 
 // BenchmarkOwnership measures the two ways a posted WR reaches the wire,
-// side by side on UDP loopback: inline (the posting goroutine transmits,
-// the default) and through the QP's worker (Config.PostToWorker, the
-// single-owner model), for an 8-byte SEND round trip with blocking and
-// busy-polling waits and for 64 KiB RDMA WRITEs, 16 in flight. The
-// package doc quotes its figures.
+// side by side on UDP loopback: inline (Config.PostInline: the posting
+// goroutine transmits, the default in polling mode) and through the QP's
+// worker (Config.PostToWorker, the single-owner model, the default
+// otherwise), for an 8-byte SEND round trip and for 64 KiB RDMA WRITEs,
+// 16 in flight, each with blocking and busy-polling waits. The package
+// doc quotes its figures.
 func BenchmarkOwnership(b *testing.B) {
-	udp := func(ip string) (link.Link, error) {
-		return udplink.Open(udplink.Config{Local: netip.AddrPortFrom(netip.MustParseAddr(ip), 0), EphemeralPort: true, RoCEv2GSO: true})
-	}
-	for _, post := range []struct {
-		name     string
-		toWorker bool
-	}{{"inline", false}, {"worker", true}} {
+	for _, post := range []PostMode{PostInline, PostToWorker} {
 		for _, busy := range []time.Duration{0, 50 * time.Microsecond} {
 			mode := map[bool]string{false: "blocking", true: "busypoll"}[busy > 0]
-			b.Run("send_lat_8B_"+mode+"/"+post.name, func(b *testing.B) {
-				x, y := configuredPair(b, [2]string{"127.78.5.1", "127.78.5.2"}, udp,
-					Config{MTU: 4096, BusyPoll: busy, PostToWorker: post.toWorker})
+			cfg := Config{MTU: 4096, BusyPoll: busy, PostMode: post}
+			b.Run("send_lat_8B_"+mode+"/"+post.String(), func(b *testing.B) {
+				x, y := configuredPair(b, [2]string{"127.78.5.1", "127.78.5.2"}, openUDP, cfg)
 				pingPong(b, x, y)
 			})
+			b.Run("write_bw_64KiB_"+mode+"/"+post.String(), func(b *testing.B) {
+				x, y := configuredPair(b, [2]string{"127.78.5.3", "127.78.5.4"}, openUDP, cfg)
+				writeBW(b, x, y)
+			})
 		}
-		b.Run("write_bw_64KiB/"+post.name, func(b *testing.B) {
-			x, y := configuredPair(b, [2]string{"127.78.5.3", "127.78.5.4"}, udp,
-				Config{MTU: 4096, PostToWorker: post.toWorker})
-			writeBW(b, x, y)
-		})
 	}
 }
 

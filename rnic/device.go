@@ -32,9 +32,11 @@ type Config struct {
 	// MTU is the port's active MTU: 256, 512, 1024, 2048 or 4096 (default).
 	MTU int
 	// Workers is the number of worker goroutines, which run the QPs'
-	// timers and send what the inline paths leave (see the package doc);
-	// QPs are spread over them by QPN. Every sender takes one device-wide
-	// send lock, so more workers add no transmit parallelism. Default 1.
+	// timers and send what posts make ready (unless PostMode says the
+	// posting goroutine does) and what the other paths leave (see the
+	// package doc); QPs are spread over them by QPN. Every sender takes
+	// one device-wide send lock, so more workers add no transmit
+	// parallelism. Default 1.
 	Workers int
 	// StrictICRC accepts an IPv4 packet only if its ICRC verifies with
 	// the IPv4 Identification every goroce sender produces: 0, or a GSO
@@ -56,17 +58,18 @@ type Config struct {
 	// A received packet then reaches the application in the goroutine that
 	// waits for it, with no goroutine to wake in between. While nobody
 	// polls, the device's receive goroutine takes the packets as usual.
-	// It costs a core while the application spins. It needs a link that
-	// can be polled (link.Pollable, udplink with recvmmsg); on other links
-	// it only makes CQ.Wait spin. Default off.
+	// By default (PostMode) the posting goroutine then sends what it posts,
+	// as it waits for the answer anyway. It costs a core while the
+	// application spins. It needs a link that can be polled
+	// (link.Pollable, udplink with recvmmsg); on other links it only makes
+	// CQ.Wait spin (and posts inline). Default off.
 	BusyPoll time.Duration
-	// PostToWorker makes PostSend and PostRecv only ring the QP's worker,
-	// which then transmits: the QP's sends are built by one goroutine, its
-	// worker (the single-owner model). By default the posting goroutine
-	// transmits itself (the inline doorbell), which the package doc's
-	// measurements show is much the faster on the polled latency path
-	// (BenchmarkOwnership compares the two).
-	PostToWorker bool
+	// PostMode says which goroutine sends what PostSend and PostRecv make
+	// ready: by default (PostAuto) the QP's worker, unless the device polls
+	// (BusyPoll > 0), where the posting goroutine sends it itself. The
+	// package doc gives the measurements behind this default
+	// (BenchmarkOwnership); PostInline and PostToWorker force one path.
+	PostMode PostMode
 	// MaxUnackedPSNs is the RC window of the device's QPs: how many PSNs a
 	// requester lets out before it waits for an ACK. Default
 	// qp.DefaultMaxUnackedPSNs (128, as rxe); at most qp.MaxWindowPSNs.
@@ -108,6 +111,39 @@ type Config struct {
 	// runs the device in virtual time, on a simlink network with the same
 	// clock (see package clock).
 	Clock clock.Clock
+}
+
+// PostMode is Config.PostMode: which goroutine transmits the work a post
+// makes ready.
+type PostMode int
+
+const (
+	// PostAuto is the default: PostInline in polling mode (Config.BusyPoll
+	// > 0), PostToWorker otherwise.
+	PostAuto PostMode = iota
+	// PostInline makes the posting goroutine transmit inside PostSend and
+	// PostRecv (an inline doorbell), as far as the window and the DCQCN
+	// budget allow, with no hand-off to the QP's worker: the fast path
+	// for a goroutine that polls its CQ.
+	PostInline
+	// PostToWorker makes PostSend and PostRecv only ring the QP's worker,
+	// which transmits: the QP's sends are built by one goroutine (the
+	// single-owner model), which sends a batch of posts with one lock and
+	// one system call.
+	PostToWorker
+)
+
+// String returns the mode's name, such as "auto".
+func (m PostMode) String() string {
+	switch m {
+	case PostAuto:
+		return "auto"
+	case PostInline:
+		return "inline"
+	case PostToWorker:
+		return "worker"
+	}
+	return fmt.Sprintf("PostMode(%d)", int(m))
 }
 
 // Tap sees packets: roce is the UDP payload (BTH to ICRC), ipID the IPv4
@@ -228,6 +264,16 @@ func Open(cfg Config) (*Device, error) {
 	}
 	if cfg.Workers <= 0 {
 		cfg.Workers = 1
+	}
+	switch cfg.PostMode {
+	case PostAuto:
+		cfg.PostMode = PostToWorker
+		if cfg.BusyPoll > 0 {
+			cfg.PostMode = PostInline
+		}
+	case PostInline, PostToWorker:
+	default:
+		return nil, fmt.Errorf("%w: %v (want PostAuto, PostInline or PostToWorker)", ErrInvalidArg, cfg.PostMode)
 	}
 	if cfg.MaxUnackedPSNs < 0 || cfg.MaxUnackedPSNs > qp.MaxWindowPSNs {
 		return nil, fmt.Errorf("%w: MaxUnackedPSNs %d (want 1 to %d, or 0 for %d)", ErrInvalidArg,
@@ -569,16 +615,24 @@ func (d *Device) createQP(pd *mr.PD, ia *qp.InitAttr, qpn uint32) (*QP, error) {
 	return q, nil
 }
 
-// post sends what q may send right away, in the goroutine that posted the
-// work (an inline doorbell): no hand-off to a worker on the latency path.
+// post hands what a post made ready on q to its transmitter
+// (Config.PostMode): the QP's worker, or, inline, the goroutine that
+// posted the work, which sends what q may send right away, with no
+// hand-off to a worker on the polled latency path.
 func (d *Device) post(q *QP) {
 	if d.closed.Load() {
 		return
 	}
-	if d.cfg.PostToWorker {
+	if d.cfg.PostMode == PostToWorker {
 		q.w.ring(q)
 		return
 	}
+	d.sendNow(q)
+}
+
+// sendNow sends what q may send now from a sender of the device's pool,
+// in the calling goroutine.
+func (d *Device) sendNow(q *QP) {
 	s := d.borrowSender()
 	s.send(d.clock.Now(), q)
 	d.senders.Put(s)
@@ -643,8 +697,12 @@ func (q *QP) PostRecv(wr *qp.RecvWR) error {
 	return q.QP.PostRecv(wr)
 }
 
-// Destroy removes the QP from the device (ibv_destroy_qp). Outstanding WRs
-// are discarded.
+// Destroy removes the QP from the device (ibv_destroy_qp). It first sends
+// what the QP may send now, as its worker would: the answers it owes the
+// peer and the requests posted but not yet sent, within its window and
+// the DCQCN budget (inline, those left in PostSend), so that a post
+// followed at once by Destroy sends the same on either path of
+// Config.PostMode. Outstanding WRs are then discarded.
 func (q *QP) Destroy() error {
 	d := q.d
 	d.mu.Lock()
@@ -660,24 +718,14 @@ func (q *QP) Destroy() error {
 	// for a sender (in polling mode, for the next post or poll), and a
 	// program that exits right after its last completion, as
 	// ibv_rc_pingpong does, must not leave the peer retrying into the void.
-	d.answerLast(q)
+	// And what was posted for the worker to send: the CM's DREP, posted
+	// on QP1 just before the CM destroys it.
+	if !d.closed.Load() {
+		d.sendNow(q)
+	}
 	q.w.remove(q)
 	q.eng.Detach()
 	return q.PD().Release()
-}
-
-// answerLast sends q's queued responses (ACKs, NAKs, READ responses,
-// atomic replies) and no new request, as Destroy lets the QP go.
-func (d *Device) answerLast(q *QP) {
-	if d.closed.Load() {
-		return
-	}
-	s := d.borrowSender()
-	d.sendMu.Lock()
-	q.eng.Transmit(d.clock.Now(), s.out, 0) // budget 0: responses only
-	s.flush(d.clock.Now())
-	d.sendMu.Unlock()
-	d.senders.Put(s)
 }
 
 // Counters returns the device's counters, named as `rdma statistic` shows

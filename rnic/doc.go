@@ -5,10 +5,13 @@
 //	app ──PostSend──► qp engines ──► sender: ICRC, WriteBatch ──► link
 //	app ◄──CQ.Poll─── CQ ◄── qp engines ◄── receive path: ReadBatch, parse, ICRC, QPN
 //
-// There is no one goroutine per QP: the QP's engines (package qp) run in
-// whichever goroutine has work for them, one at a time under the QP's
-// lock, and every packet leaves through a sender under the device's
-// sendMu. The tables below say who runs what and which lock guards what;
+// Each QP has an owner, its worker, which sends what is posted to it and
+// runs its timers. The receive path runs the QP's engines (package qp) for
+// what arrives and sends the answers, and in polling mode the posting and
+// the polling goroutines run them too, as measured fast paths (see "Why
+// the worker transmits unless the device polls"). Whoever runs them, they
+// run one at a time under the QP's lock, and every packet leaves through a
+// sender under the device's sendMu. The tables below say who runs what and which lock guards what;
 // they are the only place the lock order is written down.
 //
 // # Who runs what
@@ -16,8 +19,9 @@
 //	goroutine                 runs                                             when
 //	────────────────────────  ───────────────────────────────────────────────  ──────────────────────────────
 //	the caller of PostSend    Engine.Transmit: the requester (new requests),   each post (Env.Post: an inline
-//	(or of PostRecv in ERR)   queued responses, the flush of ERR; a sender     doorbell), within the DCQCN
-//	                          from the device's pool                           budget; then rearm
+//	(or of PostRecv in ERR),  queued responses, the flush of ERR; a sender     doorbell), within the DCQCN
+//	in polling mode or with   from the device's pool                           budget; then rearm. Otherwise
+//	PostMode PostInline                                                        a post only rings the worker
 //	receive goroutine         Engine.Receive: the completer (ACK, NAK, READ    each ReadBatch batch; then
 //	(Device.receive, or       response, ATOMIC ACK) or the responder           answer: the touched QPs'
 //	receivePolled)            (requests); the notification point (CE → CNP)    Engine.Transmit and the CNPs;
@@ -28,10 +32,11 @@
 //	                          the app's next post, the next idle poll
 //	                          (sendOwed) or their worker (rung), whichever
 //	                          comes first
-//	worker (one of            Engine.Advance: the completer's timers (ACK      its doorbell: a timer fired, a
-//	Config.Workers; a QP's    timeout, RNR wait); the reaction point's timers  state change, a go-back, answers
-//	is fixed by its QPN)      and the pacer's release (congestion.advance);    a poller left owed; Close's
-//	                          Engine.Transmit of every ready QP; its sender    drain
+//	worker (one of            Engine.Advance: the completer's timers (ACK      its doorbell: a post (the
+//	Config.Workers; a QP's    timeout, RNR wait); the reaction point's timers  default, PostToWorker), a timer
+//	is fixed by its QPN)      and the pacer's release (congestion.advance);    fired, a state change, a
+//	                          Engine.Transmit of every ready QP, the posted    go-back, answers a poller left
+//	                          requests among them; its sender                  owed; Close's drain
 //	the QP's timer            QP.fired: rings the QP's worker, nothing else    the earlier of the engine's and
 //	(Config.Clock's AfterFunc)                                                 DCQCN's deadlines
 //	the CM goroutine          QP1's completions: the CM messages, which it     QP1's CQ has completions
@@ -41,36 +46,38 @@
 //	the application           Modify, Query, Status (the QP's lock; rnic's     any time
 //	                          Modify then rings the worker: the flush of ERR,
 //	                          new timers); Rate (congestion.mu); Destroy
-//	                          (Device.mu, then worker.mu)
+//	                          (Device.mu; then, one after the other, a
+//	                          pooled sender for what the QP may still send,
+//	                          worker.mu, the QP's lock)
 //
-// So the requester runs in a posting goroutine, the receive path and the
-// worker; the completer's ACK handling on the receive path, its timers on
-// the worker; the responder's checks and execution on the receive path,
-// its answers in whichever sender transmits the QP next. The pacer and
+// So the requester runs in the worker, the receive path and, in polling
+// mode, the posting goroutine; the completer's ACK handling on the receive
+// path, its timers on the worker; the responder's checks and execution on
+// the receive path, its answers in whichever sender transmits the QP next. The pacer and
 // the reaction point are told of sends by every sender, of CNPs by the
 // receive path, and of time by the worker.
 //
-// # Why not one owner per QP
+// # Why the worker transmits unless the device polls
 //
-// The worker is the QP's owner of last resort: it runs everything that
-// is not latency-bound (timers, retransmission, what the other paths
-// leave), and every path hands it work through one doorbell. Two paths
-// run engines outside it, and both are measured fast paths, each with its
-// switch: the inline doorbell (the posting goroutine transmits; with
-// Config.PostToWorker it only rings the worker) and the polled receive
-// (Config.BusyPoll: the goroutine that polls a CQ runs the receive path,
-// with no goroutine to wake). BenchmarkOwnership runs the two post paths
-// side by side. On a quiet 2-CPU machine (medians of 3): with polling,
-// the 8-byte round trip took 45.6 µs inline and 191.7 µs through the
-// worker, whose wake-up the poller must wait for; blocking, the two were
-// even (69.0 and 65.7 µs); and 64 KiB WRITEs, 16 in flight, reached
-// 1619 MB/s inline and 1886 MB/s through the worker, which sends a whole
-// batch of posts with one lock and one sendmmsg. So the inline doorbell
-// earns its place on the polled latency path only; making the worker the
-// transmitter whenever the device does not poll is the next step these
-// figures point to. Exclusion does not depend on which path
-// runs: every engine call holds the QP's lock, and every transmit holds
-// sendMu, so each path is as safe as the worker.
+// The worker is the QP's owner: it sends what is posted (by default), runs
+// the timers and retransmission and whatever the other paths leave, and
+// every path hands it work through one doorbell. Two paths run engines
+// outside it, and both are measured fast paths with a switch:
+// Config.PostMode (PostAuto, the default, is PostInline when BusyPoll is
+// set and PostToWorker otherwise) and the polled receive (Config.BusyPoll:
+// the goroutine that polls a CQ runs the receive path, with no goroutine
+// to wake). BenchmarkOwnership runs the two post paths side by side. On a
+// quiet 2-CPU machine (medians of 3): with polling, the 8-byte round trip
+// took 45.6 µs inline and 191.7 µs through the worker, whose wake-up the
+// poller must wait for; blocking, the two were even (69.0 and 65.7 µs);
+// and 64 KiB WRITEs, 16 in flight, reached 1619 MB/s inline and 1886 MB/s
+// through the worker, which sends a whole batch of posts with one lock and
+// one sendmmsg. So the inline doorbell earns its place on the polled
+// latency path only, and that is where the default uses it; a program that
+// polls for bandwidth and not latency may choose PostToWorker. Exclusion
+// does not depend on which path runs: every engine call holds the QP's
+// lock, and every transmit holds sendMu, so each path is as safe as the
+// worker.
 //
 // # Which lock guards what
 //

@@ -2,25 +2,29 @@ package rnic
 
 import (
 	"bytes"
+	"errors"
+	"fmt"
 	"net/netip"
+	"runtime"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/goroce/goroce/qp"
 	"github.com/goroce/goroce/rnic/link"
-	"github.com/goroce/goroce/rnic/udplink"
 )
 
 // postWatch is a Tap that tells whether a packet from src left while
 // PostSend was still running: it holds each sight of such a packet (both
 // devices tap it: the sender as it leaves, the receiver as it arrives)
 // until PostSend has returned, or 2 s have passed, which only an inline
-// transmit, running inside PostSend, waits out.
+// transmit, running inside PostSend, waits out. After one such sight it
+// holds no more: the answer is in.
 type postWatch struct {
 	src      netip.AddrPort
 	returned chan struct{}
-	inside   atomic.Int32 // sights of src's packets that waited out the 2 s
+	inside   atomic.Bool  // a sight of src's packets waited out the 2 s
 	seen     atomic.Int32 // sights of src's packets
 }
 
@@ -29,29 +33,55 @@ func (w *postWatch) Tap(_ time.Time, src, _ netip.AddrPort, _ uint16, _ uint8, _
 		return
 	}
 	w.seen.Add(1)
+	if w.inside.Load() {
+		return
+	}
 	select {
 	case <-w.returned:
 	case <-time.After(2 * time.Second):
-		w.inside.Add(1)
+		w.inside.Store(true)
 	}
 }
 
-// TestPostToWorker: with Config.PostToWorker, PostSend only queues the
-// work and the QP's worker sends it; WRITEs and SENDs in both directions
-// deliver their bytes.
-func TestPostToWorker(t *testing.T) {
+// TestPostMode: which goroutine transmits a post. By default the QP's
+// worker does (PostSend only queues the work), unless the device polls,
+// where the posting goroutine sends inside PostSend; PostInline and
+// PostToWorker force either path in either mode. WRITEs and SENDs in both
+// directions deliver their bytes on every path.
+func TestPostMode(t *testing.T) {
+	for i, c := range []struct {
+		name   string
+		busy   time.Duration
+		mode   PostMode
+		inline bool // whether x's packets must leave inside PostSend
+	}{
+		{"blocking/default", 0, PostAuto, false},
+		{"busypoll/default", 50 * time.Microsecond, PostAuto, true},
+		{"blocking/inline", 0, PostInline, true},
+		{"busypoll/worker", 50 * time.Microsecond, PostToWorker, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ips := [2]string{fmt.Sprintf("127.78.6.%d", 2*i+1), fmt.Sprintf("127.78.6.%d", 2*i+2)}
+			testPostMode(t, ips, Config{MTU: 1024, BusyPoll: c.busy, PostMode: c.mode}, c.inline)
+		})
+	}
+}
+
+// testPostMode runs TestPostMode's case for devices opened with cfg at
+// ips: x's first WRITE leaves inside PostSend if and only if inline.
+func testPostMode(t *testing.T, ips [2]string, cfg Config, inline bool) {
 	watch := &postWatch{returned: make(chan struct{})}
 	udp := func(ip string) (link.Link, error) {
-		l, err := udplink.Open(udplink.Config{Local: netip.AddrPortFrom(netip.MustParseAddr(ip), 0), EphemeralPort: true})
+		l, err := openUDP(ip)
 		if err == nil && watch.src == (netip.AddrPort{}) {
 			watch.src = l.LocalAddr()
 		}
 		return l, err
 	}
-	x, y := configuredPair(t, [2]string{"127.78.6.1", "127.78.6.2"}, udp,
-		Config{MTU: 1024, PostToWorker: true, Tap: watch})
+	cfg.Tap = watch
+	x, y := configuredPair(t, ips, udp, cfg)
 
-	// The first WRITE: its packets must leave after PostSend returned.
+	// The first WRITE: its packets leave inside PostSend only if inline.
 	for i := range 5000 {
 		x.buf[i] = byte(i*7 + 1)
 	}
@@ -59,8 +89,11 @@ func TestPostToWorker(t *testing.T) {
 		SGL: []qp.SGE{x.sge(0, 5000)}, RemoteAddr: y.mr.Addr() + 100, RKey: y.mr.RKey()})
 	close(watch.returned)
 	x.expect(t, 1, qp.WCSuccess)
-	if n := watch.inside.Load(); n > 0 {
-		t.Fatalf("%d of %d sights of x's packets came while PostSend ran: the posting goroutine transmitted", n, watch.seen.Load())
+	switch got := watch.inside.Load(); {
+	case got && !inline:
+		t.Fatalf("a packet of x's left while PostSend ran (%d sights in all): the posting goroutine transmitted, not the worker", watch.seen.Load())
+	case !got && inline:
+		t.Fatalf("none of x's packets left while PostSend ran (%d sights in all): the posting goroutine did not transmit", watch.seen.Load())
 	}
 	if !bytes.Equal(y.buf[100:5100], x.buf[:5000]) {
 		t.Fatal("x→y WRITE: y's buffer differs from what x wrote")
@@ -100,5 +133,50 @@ func TestPostToWorker(t *testing.T) {
 	}
 	if got := string(x.buf[32768 : 32768+11]); got != "from y to x" {
 		t.Fatalf("x received %q", got)
+	}
+}
+
+// TestPostModeInvalid: Open refuses a PostMode it does not know, before it
+// opens a link.
+func TestPostModeInvalid(t *testing.T) {
+	d, err := Open(Config{Addr: netip.MustParseAddrPort("127.78.6.9:0"), PostMode: PostToWorker + 1})
+	if err == nil {
+		d.Close()
+		t.Fatal("Open accepted PostMode(3)")
+	}
+	if !errors.Is(err, ErrInvalidArg) || !strings.Contains(err.Error(), "PostMode(3)") {
+		t.Fatalf("Open: %v, want ErrInvalidArg naming PostMode(3)", err)
+	}
+}
+
+// TestDestroyAfterPost: a SEND posted just before its QP is destroyed
+// still leaves (Destroy sends what the worker was rung for), as it does
+// when posted inline, in either direction. GOMAXPROCS 1 keeps the QP's
+// worker from running between PostSend and Destroy, so only Destroy can
+// send it.
+func TestDestroyAfterPost(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	for _, dir := range []string{"a→b", "b→a"} {
+		t.Run(dir, func(t *testing.T) {
+			a, b, _ := newPair(t, pairConfig{})
+			from, to := a, b
+			if dir == "b→a" {
+				from, to = b, a
+			}
+			to.postRecv(t, 1, 0, 64)
+			msg := "sent, then destroyed " + dir
+			copy(from.buf[128:], msg)
+			from.postSend(t, qp.SendWR{WRID: 2, Opcode: qp.WRSend, SGL: []qp.SGE{from.sge(128, len(msg))}})
+			if err := from.qp.Destroy(); err != nil {
+				t.Fatal(err)
+			}
+			wc, ok := to.pollFor(t, 10*time.Second)
+			if !ok {
+				t.Fatal("the SEND posted before Destroy never arrived")
+			}
+			if wc.Status != qp.WCSuccess || wc.WRID != 1 || string(to.buf[:wc.ByteLen]) != msg {
+				t.Fatalf("completion %+v, buffer %q, want wr_id 1 with %q", wc, to.buf[:wc.ByteLen], msg)
+			}
+		})
 	}
 }

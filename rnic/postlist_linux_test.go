@@ -58,8 +58,8 @@ func captureTo(t *testing.T, raw *ipv4.RawConn, x, y *end, n int) (pkts []wire.D
 }
 
 // TestPostSendListWire posts the same 40 small RDMA WRITEs twice between
-// two devices over UDP on loopback, first one PostSend each, then as one
-// PostSendList after the QPs were reset to the same PSNs, and captures
+// two devices over UDP on loopback, first one PostSend each (inline), then
+// as one PostSendList after the QPs were reset to the same PSNs, and captures
 // what reaches the wire with a raw socket. The list leaves in a few GSO
 // sends instead of 40 datagrams, and its packets, split apart, are those
 // of the single posts byte for byte, but for the IPv4 Identification the
@@ -69,7 +69,10 @@ func TestPostSendListWire(t *testing.T) {
 	if os.Geteuid() != 0 {
 		testenv.SkipOrFail(t, "needs root for a raw socket (CAP_NET_RAW); CI runs as root")
 	}
-	x, y := udpPair(t, [2]string{"127.78.9.1", "127.78.9.2"}, 4096, 0)
+	// Posted inline, each PostSend leaves at once in a datagram of its
+	// own; the QP's worker (the default without polling) would gather
+	// posts that came while it was busy into one send, as a list does.
+	x, y := configuredPair(t, [2]string{"127.78.9.1", "127.78.9.2"}, openUDP, Config{MTU: 4096, PostMode: PostInline})
 	c, err := net.ListenPacket("ip4:udp", y.dev.Addr().Addr().String())
 	if err != nil {
 		t.Fatalf("raw socket: %v", err)

@@ -6,8 +6,8 @@
 // TryReadBatch from whichever goroutine holds its receive lock (its receive
 // goroutine or one polling a CQ) while its receive goroutine may park in
 // WaitReadable; it calls WriteBatch from whichever goroutine is sending (a
-// posting goroutine, the receive path or a worker), one at a time under its
-// send lock (rnic's package doc has the table). udplink owns only the
+// QP's worker, the receive path, or in polling mode a posting goroutine),
+// one at a time under its send lock (rnic's package doc has the table). udplink owns only the
 // socket.
 //
 // # What the socket is made to do
