@@ -62,8 +62,8 @@ type Options struct {
 	// BusyPoll is how long the progress loop spins on the device before
 	// it sleeps: the device's polling mode (rnic.Config.BusyPoll), where
 	// the goroutine that waits for a transfer receives its packets
-	// itself, as NCCL's proxy thread spins on its CQ, and sends what it
-	// posts (rnic.Config.PostMode; off, the QPs' workers send). Zero picks
+	// itself, as NCCL's proxy thread spins on its CQ. A rank sends what it
+	// posts in the posting call either way (rnic.PostInline). Zero picks
 	// DefaultBusyPoll if the ranks on this host fit its CPUs (spinning
 	// ranks that share a CPU slow each other down), else off; negative is
 	// off. GOROCE_BUSY_POLL (a duration, 0 for off) overrides it.

@@ -196,8 +196,13 @@ func CommInitRank(ctx context.Context, nranks int, id UniqueID, rank int, opts O
 		if err != nil {
 			return fail(err)
 		}
+		// PostInline: a rank's posts leave in the call that makes them, so
+		// a collective that returns has put its data on the wire (a staged
+		// send is done once posted, and the worker would send it only at
+		// its next turn): a rank that exits right after a call, without
+		// Destroy, does not fail its peers' copy of that call.
 		dc := rnic.Config{Addr: addr, MTU: opts.MTU, Logger: opts.Logger, PeerMemory: peerMemory, BusyPoll: busy,
-			MaxUnackedPSNs: fifoWindow(ic), AlwaysVerifyICRC: getenv("GOROCE_VERIFY_ICRC") == "1"}
+			PostMode: rnic.PostInline, MaxUnackedPSNs: fifoWindow(ic), AlwaysVerifyICRC: getenv("GOROCE_VERIFY_ICRC") == "1"}
 		if dc.Link, err = linkFromEnv(addr, opts.Logger); err != nil {
 			return fail(err)
 		}
