@@ -1,6 +1,7 @@
 package qp_test
 
 import (
+	"bytes"
 	"testing"
 
 	"github.com/goroce/goroce/qp"
@@ -59,4 +60,25 @@ func TestRequesterSegments(t *testing.T) {
 			deadline(0),
 		}},
 	})
+}
+
+// A UC (or UD) send completes once it is built, before the device sends the
+// batch, so the program may reuse its buffer at once: the packets must not
+// read it afterwards (RC's may: it completes only when ACKed).
+func TestUnreliableSendOwnsItsPayload(t *testing.T) {
+	r := newRig(t, rigOpts{typ: qp.UC})
+	want := fill(0, 300)
+	copy(r.mem, want)
+	post{id: 1, op: qp.WRSend, n: 300}.run(r)
+	r.out.Reset()
+	r.eng.Transmit(r.now, r.out, 64)
+	wcs{{1, qp.WCSuccess, qp.WCSend, 300}}.run(r)
+	clear(r.mem[:300]) // the program reuses the buffer
+	var got []byte
+	for _, p := range r.out.Packets() {
+		got = append(got, p.Payload...)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("after the completion and the buffer's reuse, the packets carry %x..., want %x...", got[:8], want[:8])
+	}
 }

@@ -13,8 +13,9 @@ const maxHeaderLen = 48
 // OutPacket is a packet a QP wants sent. Its headers live in the packet;
 // its payload is a slice of registered memory (never copied on the way to
 // the link) unless it spans scatter/gather elements, in which case it is
-// gathered into the packet's own bounce buffer. The device adds pad and
-// ICRC.
+// gathered into the packet's own bounce buffer, or it is a UC or UD
+// request's, which completes before the device sends it and so is copied
+// there too. The device adds pad and ICRC.
 type OutPacket struct {
 	head    [maxHeaderLen]byte
 	headLen int
@@ -82,6 +83,17 @@ func (p *OutPacket) bounceBuf(n int) []byte {
 		p.bounce = make([]byte, n, max(n, 4096))
 	}
 	return p.bounce[:n]
+}
+
+// own returns payload in the packet's own buffer: a copy, unless gather
+// put it there already.
+func (p *OutPacket) own(payload []byte) []byte {
+	if cap(p.bounce) > 0 && &p.bounce[:1][0] == &payload[0] {
+		return payload
+	}
+	dst := p.bounceBuf(len(payload))
+	copy(dst, payload)
+	return dst
 }
 
 // AddCNP adds a RoCEv2 congestion notification packet for the flow whose

@@ -254,6 +254,13 @@ func (r *requester) emit(now time.Time, w *sendWQE, out *Outbox, limit int) int 
 		}
 		if size > 0 {
 			p.Payload = gather(w.bufs, r.off, int(size), p)
+			if q.typ != RC {
+				// UC and UD complete the WR once it is built (below),
+				// before the device has sent the batch: the packet keeps
+				// a copy, as a NIC has read the buffer by the time it
+				// completes the WR, and the program may reuse it.
+				p.Payload = p.own(p.Payload)
+			}
 		}
 		r.off += size
 		r.psn = r.psn.Next()
