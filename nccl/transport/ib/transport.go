@@ -496,8 +496,9 @@ func (t *Transport) pump(c *conn) {
 // data is in the FIFO, still owes its peer. The peer has a fragment once
 // it has acknowledged its WRITE, or once every slot's credit is back (see
 // delivered). Credits are not waited for otherwise: a peer that has its
-// data may already have closed. A communicator flushes before it closes
-// its transport.
+// data may already have closed. Flush also posts the credits this side
+// still owes, for the peer's Flush. A communicator flushes before it
+// closes its transport.
 func (t *Transport) Flush(ctx context.Context) error {
 	for {
 		if err := t.Progress(); err != nil {
@@ -511,7 +512,10 @@ func (t *Transport) Flush(ctx context.Context) error {
 			if c.err != nil {
 				return c.err
 			}
-			busy = busy || !c.delivered(t.cfg.Slots)
+			// What this side consumed goes back before it may close: a
+			// peer whose last ACKs were lost waits for these credits.
+			c.returnCredits()
+			busy = busy || c.creditOwe > 0 || !c.delivered(t.cfg.Slots)
 		}
 		if !busy {
 			return nil

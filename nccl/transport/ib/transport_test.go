@@ -233,29 +233,48 @@ func TestStagedSendAndFlush(t *testing.T) {
 // Flush returns once the peer has consumed every fragment, as its returned
 // credits say, even if the ACKs of the last WRITEs are lost and the peer,
 // having all it needs, closes: it would answer no retransmission. Rank 1's
-// ACKs are all dropped here.
+// ACKs are all dropped here. The peer's Flush returns the credits it
+// still owes even when it finds a completion to take on its way out (its
+// own send's, here): a CI run caught it closing with one credit owed, and
+// rank 0 then waited for ACKs that never came.
 func TestFlushTrustsCreditsOverLostACKs(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		rank1 := netip.MustParseAddrPort("10.0.0.2:4791")
 		noACKs := simlink.Config{Impairments: []simlink.Impairment{{Action: simlink.Drop, Match: func(p *simlink.Packet) bool {
 			return p.Src == rank1 && wire.BTH(p.Data).Opcode() == wire.RCAck
 		}}}}
-		ts, _ := fabricOn(t, noACKs, 2, Config{Slots: 4, SlotSize: 1024})
+		// Eight slots: three fragments owe fewer credits than the half
+		// that goes back at once, so they wait for an idle moment.
+		ts, _ := fabricOn(t, noACKs, 2, Config{Slots: 8, SlotSize: 1024})
 		msg := make([]byte, 3000)
 		for i := range msg {
 			msg[i] = byte(i * 5)
-		}
-		if _, err := ts[0].Isend(1, msg); err != nil {
-			t.Fatal(err)
 		}
 		got := make([]byte, 3000)
 		r, err := ts[1].Irecv(0, got)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := waitAll(t, map[transport.Request]*Transport{r: ts[1]}); err != nil {
+		if _, err := ts[0].Isend(1, msg); err != nil {
 			t.Fatal(err)
 		}
+		synctest.Wait() // all three fragments are in rank 1's CQ
+		if err := ts[1].Progress(); err != nil {
+			t.Fatal(err)
+		}
+		if done, err := r.Test(); !done || err != nil {
+			t.Fatalf("rank 1's receive after one Progress: done %v, %v", done, err)
+		}
+		if owe := ts[1].conns[0].creditOwe; owe != 3 {
+			t.Fatalf("rank 1 owes %d credits, want 3 (the test needs them owed)", owe)
+		}
+		// Rank 1 answers with a message of its own; its completion is
+		// waiting when Flush polls.
+		reply := []byte("credits follow")
+		if _, err := ts[1].Isend(0, reply); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
 		// Rank 1 has its data: it returns its credits and closes.
 		if err := ts[1].Flush(t.Context()); err != nil {
 			t.Fatalf("rank 1's Flush: %v", err)
@@ -270,6 +289,17 @@ func TestFlushTrustsCreditsOverLostACKs(t *testing.T) {
 			if got[i] != byte(i*5) {
 				t.Fatalf("byte %d: %d, want %d", i, got[i], byte(i*5))
 			}
+		}
+		back := make([]byte, len(reply))
+		rr, err := ts[0].Irecv(1, back)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := waitAll(t, map[transport.Request]*Transport{rr: ts[0]}); err != nil {
+			t.Fatal(err)
+		}
+		if string(back) != string(reply) {
+			t.Errorf("rank 0 got %q from rank 1, want %q", back, reply)
 		}
 	})
 }
