@@ -25,35 +25,12 @@ var run = clitest.Command("perf", Run)
 // the event, not only the side channel's EOF (issue 25).
 func TestPerfServerSaysWhyItsQPFailed(t *testing.T) {
 	srvAddr, cliAddr := clitest.LoopbackPair()
-	open := func(args ...string) *perfContext {
-		t.Helper()
-		cfg, code, ok := parsePerf(args, io.Discard, io.Discard)
-		if !ok {
-			t.Fatalf("perf %v: exit %d", args, code)
-		}
-		pc, err := newPerfContext(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			pc.dev.Close()
-			pc.closeObs()
-		})
-		return pc
-	}
-	srv := open("write_bw", "--addr", srvAddr)
-	cli := open("write_bw", srvAddr, "--addr", cliAddr)
+	srv := openPerf(t, perfStall, "write_bw", "--addr", srvAddr)
+	cli := openPerf(t, perfStall, "write_bw", srvAddr, "--addr", cliAddr)
+	connectPerf(t, srv, cli, func(d *perfDest) {
+		d.rkey += 0x100 // the next region index: the server has none
+	})
 	s, c := srv.qps[0], cli.qps[0]
-	s.remote, c.remote = c.local, s.local
-	c.remote.rkey += 0x100 // the next region index: the server has none
-	for _, p := range []struct {
-		pc *perfContext
-		q  *perfQP
-	}{{srv, s}, {cli, c}} {
-		if err := p.pc.connect(p.q); err != nil {
-			t.Fatal(err)
-		}
-	}
 	cli.prepare(c, 64)
 	c.send.Flags = qp.SendSignaled
 	if err := c.qp.PostSend(&c.send); err != nil {

@@ -129,9 +129,16 @@ func (pc *perfContext) waitFor(ctx context.Context, what string, ready func() bo
 // awaitClient is a passive server's run: it waits for the client's done
 // line, and fails if for cfg.stall no packet arrives while it waits (a
 // client that hangs without closing the side channel).
+//
+// Polling (the default), this goroutine runs the device's receive path,
+// as a polled driver's thread does, so that no arrival has a parked
+// goroutine to wake (a wake-up the sender's CPU pays for on loopback).
+// Each poll looks for the done line with a non-blocking receive; the
+// context and the clock are read once every pollChecks empty polls (a
+// select over all of them on every poll had been two thirds of a shm
+// write_bw server's CPU). With -e it blocks in a select, a ticker
+// bounding its stall checks.
 func (pc *perfContext) awaitClient(ctx context.Context, done chan peerDone) (peerDone, error) {
-	tick := time.NewTicker(pc.cfg.stall / 4)
-	defer tick.Stop()
 	last, since := pc.dev.Counter("link_rcvd_pkts"), time.Now()
 	stalled := func(now time.Time) error {
 		if c := pc.dev.Counter("link_rcvd_pkts"); c != last {
@@ -141,19 +148,31 @@ func (pc *perfContext) awaitClient(ctx context.Context, done chan peerDone) (pee
 		}
 		return nil
 	}
-	for i := 0; ; i++ {
-		var idle <-chan time.Time // blocks: with -e, wait in the select
-		if !pc.cfg.events {
-			// Polling: this goroutine runs the device's receive path, as
-			// a polled driver's thread does, so that no arrival has a
-			// parked goroutine to wake (a wake-up the sender's CPU pays
-			// for on loopback).
+	if !pc.cfg.events {
+		for i := 1; ; i++ {
 			pc.dev.Progress()
-			if i%16 == 15 {
+			select {
+			case d := <-done:
+				return d, d.err
+			default:
+			}
+			if i%16 == 0 {
 				runtime.Gosched()
 			}
-			idle = closedTime
+			if i%pollChecks != 0 {
+				continue
+			}
+			if err := ctx.Err(); err != nil {
+				return peerDone{}, err
+			}
+			if err := stalled(time.Now()); err != nil {
+				return peerDone{}, err
+			}
 		}
+	}
+	tick := time.NewTicker(pc.cfg.stall / 4)
+	defer tick.Stop()
+	for {
 		select {
 		case d := <-done:
 			return d, d.err
@@ -163,14 +182,6 @@ func (pc *perfContext) awaitClient(ctx context.Context, done chan peerDone) (pee
 			if err := stalled(now); err != nil {
 				return peerDone{}, err
 			}
-		case <-idle:
 		}
 	}
 }
-
-// closedTime is a channel that is always ready: a select's default.
-var closedTime = func() chan time.Time {
-	c := make(chan time.Time)
-	close(c)
-	return c
-}()
