@@ -17,7 +17,8 @@
 // machine with few cores would measure the contention). A library that is
 // not installed is skipped with a line saying so; the exit status is
 // still 0. Exit status 1 means a library failed or returned a wrong sum,
-// 2 bad flags. Absolute numbers on shared machines swing between runs;
+// 2 bad flags; a round's output ends with what failed, each with its
+// rank count and the first line its processes wrote to stderr. Absolute numbers on shared machines swing between runs;
 // ratios from one run are what to compare. With -repeats N every library
 // runs N times, in N rounds of one run each, and a last table gives issue
 // 5's target round by round with the median ratio, which decides: one
@@ -170,9 +171,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) ([]cpucol
 	var cpuRounds [][]cpucoll.CPUCost
 	code = exitOK
 	for round := 1; round <= o.repeats; round++ {
-		results, costs, ok := measure(ctx, o, libs, progs, round, stderr)
+		results, costs, failed := measure(ctx, o, libs, progs, round, stderr)
 		all = append(all, results...)
-		if !ok {
+		if len(failed) > 0 {
 			code = exitFail
 		}
 		if ctx.Err() != nil {
@@ -191,6 +192,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) ([]cpucol
 			cpucoll.WriteCPU(stdout, costs, o.cfg.Iters)
 			fmt.Fprintln(stdout)
 		}
+		writeFailures(stdout, failed)
 		rounds = append(rounds, results)
 		cpuRounds = append(cpuRounds, costs)
 	}
@@ -207,11 +209,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) ([]cpucol
 
 // measure runs every library with every rank count once, one after the
 // other, and with -cpu measures each one's CPU cost per call at the
-// largest size right after it. It reports false if any failed.
-func measure(ctx context.Context, o *options, libs []cpucoll.Library, progs cpucoll.Programs, round int, stderr io.Writer) ([]cpucoll.Result, []cpucoll.CPUCost, bool) {
+// largest size right after it. It returns what failed, one line each
+// (the full error goes to stderr).
+func measure(ctx context.Context, o *options, libs []cpucoll.Library, progs cpucoll.Programs, round int, stderr io.Writer) ([]cpucoll.Result, []cpucoll.CPUCost, []string) {
 	var results []cpucoll.Result
 	var costs []cpucoll.CPUCost
-	ok := true
+	var failed []string
 	for _, n := range o.ranks {
 		for _, l := range libs {
 			cfg := o.cfg
@@ -226,14 +229,46 @@ func measure(ctx context.Context, o *options, libs []cpucoll.Library, progs cpuc
 			}
 			if err != nil {
 				fmt.Fprintf(stderr, "collcompare: %v\n", err)
-				ok = false
+				failed = append(failed, failure(l.Name, n, err))
 				if ctx.Err() != nil {
-					return results, costs, false
+					return results, costs, failed
 				}
 			}
 		}
 	}
-	return results, costs, ok
+	return results, costs, failed
+}
+
+// failure is the line that says why library lib failed with n ranks:
+// the first line of err, and the first line its processes wrote to
+// stderr, which says what broke (the error goes on with the end of every
+// process's stderr).
+func failure(lib string, n int, err error) string {
+	lines := strings.Split(err.Error(), "\n")
+	prefix := fmt.Sprintf("%s, %d ranks: ", lib, n)
+	why := prefix + strings.TrimPrefix(lines[0], prefix)
+	for i, l := range lines[:len(lines)-1] {
+		if strings.HasPrefix(l, "process ") && strings.HasSuffix(l, " stderr:") {
+			if first := strings.TrimSpace(lines[i+1]); first != "" {
+				return why + ": " + first
+			}
+		}
+	}
+	return why
+}
+
+// writeFailures says, under a round's tables, which libraries failed with
+// which rank counts: their figures are missing from every table, and the
+// targets they enter say "not measured".
+func writeFailures(w io.Writer, failed []string) {
+	if len(failed) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "failed (not in the tables; the full errors are on stderr):")
+	for _, f := range failed {
+		fmt.Fprintf(w, "  %s\n", f)
+	}
+	fmt.Fprintln(w)
 }
 
 // measureOne runs one library with one rank count, then, if cpu is set,

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -116,14 +118,43 @@ func TestSkipsWhatIsNotInstalled(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("exit %d, want 0\n%s", code, stderr.String())
 	}
-	for _, line := range []string{
+	wantLines(t, stdout.String(),
 		"collcompare: skipping openmpi-tcp, openmpi-shm: openmpi is not installed (no mpicc, no mpirun)",
 		"apt-get install -y openmpi-bin libopenmpi-dev",
 		"collcompare: skipping goroce: goroce cannot be built (no go command); -goroce names a prebuilt binary",
-		"collcompare: nothing to measure",
-	} {
-		if !strings.Contains(stdout.String(), line) {
-			t.Errorf("output lacks %q:\n%s", line, stdout.String())
+		"collcompare: nothing to measure")
+}
+
+// TestSaysWhatFailed runs the command with a goroce binary that fails as
+// a rank does when its QP gives up: the round's output must say, beside
+// its tables, which library failed with how many ranks and the rank's own
+// reason, not leave its figures silently missing, and the exit status
+// must be 1.
+func TestSaysWhatFailed(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "goroce")
+	script := "#!/bin/sh\necho 'goroce nccl-perf: rank 1: ib: work request failed: transport retry counter exceeded' >&2\nexit 1\n"
+	if err := os.WriteFile(bin, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr strings.Builder
+	_, code := run(context.Background(), []string{"-np", "2", "-sizes", "8", "-iters", "1", "-only", "goroce,goroce-shm",
+		"-goroce", bin, "-addr-base", "127.83.1.10"}, &stdout, &stderr)
+	if code != exitFail {
+		t.Errorf("exit %d, want %d", code, exitFail)
+	}
+	wantLines(t, stdout.String(),
+		"failed (not in the tables; the full errors are on stderr):\n",
+		"  goroce, 2 ranks: exit status 1: goroce nccl-perf: rank 1: ib: work request failed: transport retry counter exceeded\n",
+		"  goroce-shm, 2 ranks: exit status 1: goroce nccl-perf: rank 1: ib: work request failed: transport retry counter exceeded\n",
+		"2 ranks: goroce 16 MiB busbw >= 1.0x openmpi-tcp       not measured")
+}
+
+// wantLines fails the test for each of lines that out lacks.
+func wantLines(t *testing.T, out string, lines ...string) {
+	t.Helper()
+	for _, line := range lines {
+		if !strings.Contains(out, line) {
+			t.Errorf("output lacks %q:\n%s", line, out)
 		}
 	}
 }
