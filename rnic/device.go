@@ -731,30 +731,38 @@ func (q *QP) Destroy() error {
 // Counters returns the device's counters, named as `rdma statistic` shows
 // rxe's, in a stable order.
 func (d *Device) Counters() []Counter {
+	return d.appendCounters(make([]Counter, 0, numCounters))
+}
+
+// numCounters is how many counters Counters lists.
+const numCounters = 41
+
+// appendCounters appends the device's counters to cs.
+func (d *Device) appendCounters(cs []Counter) []Counter {
 	c, v := &d.counters, &d.dev
-	return []Counter{
-		{"sent_pkts", c.SentPkts.Load()}, {"rcvd_pkts", c.RcvdPkts.Load()},
-		{"duplicate_request", c.DuplicateRequest.Load()}, {"out_of_seq_request", c.OutOfSeqRequest.Load()},
-		{"rcvd_rnr_err", c.RcvdRNRErr.Load()}, {"send_rnr_err", c.SendRNRErr.Load()},
-		{"rcvd_seq_err", c.RcvdSeqErr.Load()}, {"ack_deferred", c.AckDeferred.Load()},
-		{"retry_exceeded_err", c.RetryExceededErr.Load()}, {"retry_rnr_exceeded_err", c.RetryRNRExceededErr.Load()},
-		{"completer_retry_err", c.CompleterRetryErr.Load()}, {"send_err", c.SendErr.Load()},
-		{"rdma_sends", c.RDMASends.Load()}, {"rdma_recvs", c.RDMARecvs.Load()},
-		{"sent_seq_err", c.SentSeqErr.Load()}, {"local_ack_timeouts", c.Timeouts.Load()},
-		{"retransmitted_pkts", c.RetransmittedPkts.Load()}, {"rem_access_err", c.RemAccessErr.Load()},
-		{"rem_inv_req_err", c.RemInvReqErr.Load()}, {"uc_dropped_msgs", c.UCDroppedMessages.Load()},
-		{"drop_bad_source", c.DroppedBadSource.Load()}, {"drop_bad_state", c.DroppedBadState.Load()},
-		{"drop_bad_qkey", c.DroppedBadQKey.Load()}, {"drop_unexpected", c.DroppedUnexpected.Load()},
-		{"drop_responses", c.DroppedResponses.Load()},
-		{"icrc_err", v.ICRCErr.Load()}, {"icrc_ipv4_id_solved", v.ICRCIDSolved.Load()},
-		{"icrc_skipped", v.ICRCSkipped.Load()},
-		{"malformed", v.Malformed.Load()}, {"unknown_qpn", v.UnknownQP.Load()},
-		{"cnp_received", v.CNPs.Load()}, {"cnp_handled", v.CNPsHandled.Load()}, {"cnp_sent", v.CNPsSent.Load()},
-		{"ecn_marked_packets", v.ECNMarked.Load()}, {"rate_reductions", v.RateReductions.Load()}, {"link_sent_pkts", v.LinkSentPkts.Load()},
-		{"link_rcvd_pkts", v.LinkRcvdPkts.Load()}, {"sent_bytes", v.SentBytes.Load()},
-		{"rcvd_bytes", v.RcvdBytes.Load()}, {"link_send_err", v.SendErrors.Load()},
-		{"polled_pkts", v.PolledPkts.Load()},
-	}
+	return append(cs,
+		Counter{"sent_pkts", c.SentPkts.Load()}, Counter{"rcvd_pkts", c.RcvdPkts.Load()},
+		Counter{"duplicate_request", c.DuplicateRequest.Load()}, Counter{"out_of_seq_request", c.OutOfSeqRequest.Load()},
+		Counter{"rcvd_rnr_err", c.RcvdRNRErr.Load()}, Counter{"send_rnr_err", c.SendRNRErr.Load()},
+		Counter{"rcvd_seq_err", c.RcvdSeqErr.Load()}, Counter{"ack_deferred", c.AckDeferred.Load()},
+		Counter{"retry_exceeded_err", c.RetryExceededErr.Load()}, Counter{"retry_rnr_exceeded_err", c.RetryRNRExceededErr.Load()},
+		Counter{"completer_retry_err", c.CompleterRetryErr.Load()}, Counter{"send_err", c.SendErr.Load()},
+		Counter{"rdma_sends", c.RDMASends.Load()}, Counter{"rdma_recvs", c.RDMARecvs.Load()},
+		Counter{"sent_seq_err", c.SentSeqErr.Load()}, Counter{"local_ack_timeouts", c.Timeouts.Load()},
+		Counter{"retransmitted_pkts", c.RetransmittedPkts.Load()}, Counter{"rem_access_err", c.RemAccessErr.Load()},
+		Counter{"rem_inv_req_err", c.RemInvReqErr.Load()}, Counter{"uc_dropped_msgs", c.UCDroppedMessages.Load()},
+		Counter{"drop_bad_source", c.DroppedBadSource.Load()}, Counter{"drop_bad_state", c.DroppedBadState.Load()},
+		Counter{"drop_bad_qkey", c.DroppedBadQKey.Load()}, Counter{"drop_unexpected", c.DroppedUnexpected.Load()},
+		Counter{"drop_responses", c.DroppedResponses.Load()},
+		Counter{"icrc_err", v.ICRCErr.Load()}, Counter{"icrc_ipv4_id_solved", v.ICRCIDSolved.Load()},
+		Counter{"icrc_skipped", v.ICRCSkipped.Load()},
+		Counter{"malformed", v.Malformed.Load()}, Counter{"unknown_qpn", v.UnknownQP.Load()},
+		Counter{"cnp_received", v.CNPs.Load()}, Counter{"cnp_handled", v.CNPsHandled.Load()}, Counter{"cnp_sent", v.CNPsSent.Load()},
+		Counter{"ecn_marked_packets", v.ECNMarked.Load()}, Counter{"rate_reductions", v.RateReductions.Load()}, Counter{"link_sent_pkts", v.LinkSentPkts.Load()},
+		Counter{"link_rcvd_pkts", v.LinkRcvdPkts.Load()}, Counter{"sent_bytes", v.SentBytes.Load()},
+		Counter{"rcvd_bytes", v.RcvdBytes.Load()}, Counter{"link_send_err", v.SendErrors.Load()},
+		Counter{"polled_pkts", v.PolledPkts.Load()},
+	)
 }
 
 // Counter is one named counter value.
@@ -764,8 +772,10 @@ type Counter struct {
 }
 
 // Counter returns the value of the named counter (0 if unknown).
+// It allocates nothing: a program may read one in its polling loop.
 func (d *Device) Counter(name string) uint64 {
-	for _, c := range d.Counters() {
+	var buf [numCounters]Counter
+	for _, c := range d.appendCounters(buf[:0]) {
 		if c.Name == name {
 			return c.Value
 		}

@@ -29,9 +29,9 @@
 //	a CQ poller (polling      the receive path as above, under rxMu (TryLock:  CQ.Poll on an empty CQ,
 //	mode: Config.BusyPoll)    one at a time, the others return); CNPs leave    CQ.Wait while it spins,
 //	                          at once; the touched QPs' answers leave with     Device.Progress
-//	                          the app's next post, the next idle poll
-//	                          (sendOwed) or their worker (rung), whichever
-//	                          comes first
+//	                          the app's next post, the poller before it
+//	                          reads again (sendOwed) or their worker (rung),
+//	                          whichever comes first
 //	worker (one of            Engine.Advance: the completer's timers (ACK      its doorbell: a post (the
 //	Config.Workers; a QP's    timeout, RNR wait); the reaction point's timers  default, PostToWorker), a timer
 //	is fixed by its QPN)      and the pacer's release (congestion.advance);    fired, a state change, a

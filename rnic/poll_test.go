@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"fmt"
 	"runtime"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/wire"
 )
 
 // pollBound bounds every spin of these tests: far beyond what loopback
@@ -161,5 +163,71 @@ func TestPollingModeConcurrentPollers(t *testing.T) {
 		if err := <-errs; err != nil {
 			t.Error(err)
 		}
+	}
+}
+
+// A polled device that reads a stream faster than one batch at a time
+// acknowledges each batch before it reads the next: the peer's window
+// reopens while the rest of the stream is still being read, instead of
+// once the link falls idle (issue 24: the ACK of a full window held back
+// until the last packet had been read turned write_bw into a relay). x
+// sends one WRITE of 128 packets (a whole window; AckReq on its 64th and
+// 128th) while y's receive path is held; y then reads them 64 at a time.
+// GOMAXPROCS 1 keeps y's worker, rung by each batch, from sending the ACK
+// between the reads: only the poller's order is under test.
+func TestPolledBatchAcknowledgedBeforeTheNextRead(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	tap := &recordingTap{}
+	x, y := configuredPair(t, [2]string{"127.78.10.1", "127.78.10.2"}, openUDP,
+		Config{MTU: 1024, BusyPoll: time.Millisecond, Tap: tap})
+	const size = 128 << 10
+	pattern(x.buf[:size], 5)
+	y.dev.rxMu.Lock() // neither y's receive goroutine nor a poller reads
+	x.postSend(t, qp.SendWR{WRID: 1, Opcode: qp.WRRDMAWrite, Flags: qp.SendSignaled,
+		SGL: []qp.SGE{x.sge(0, size)}, RemoteAddr: y.mr.Addr(), RKey: y.mr.RKey()})
+	deadline := time.Now().Add(pollBound)
+	for y.dev.dev.LinkRcvdPkts.Load() < size/1024 {
+		y.dev.poll()
+		if time.Now().After(deadline) {
+			y.dev.rxMu.Unlock()
+			t.Fatalf("y read %d of %d packets within %v", y.dev.dev.LinkRcvdPkts.Load(), size/1024, pollBound)
+		}
+	}
+	y.dev.poll() // what the last batch called for leaves
+	y.dev.rxMu.Unlock()
+	if wc := spinPoll(t, x); wc.Opcode != qp.WCRDMAWrite {
+		t.Fatalf("completion %+v, want RDMA_WRITE", wc)
+	}
+	if !bytes.Equal(y.buf[:size], x.buf[:size]) {
+		t.Fatal("the WRITE's bytes differ at its target")
+	}
+
+	// x's WRITE packets and y's ACKs, in the order they were sent. The
+	// tap sees each packet twice, sent and received, and the sender's
+	// sight comes first.
+	var psns, acks []wire.PSN
+	tap.mu.Lock()
+	for _, r := range tap.pkts {
+		p, err := wire.Parse(r.roce)
+		if err != nil {
+			t.Fatalf("tap: %v", err)
+		}
+		psn := p.BTH().PSN()
+		switch {
+		case r.src == x.dev.local && p.Info().Op == wire.OpWrite && !slices.Contains(psns, psn):
+			psns = append(psns, psn)
+		case r.src == y.dev.local && p.Opcode() == wire.RCAck && !slices.Contains(acks, psn):
+			acks = append(acks, psn)
+		}
+	}
+	tap.mu.Unlock()
+	if len(psns) != size/1024 {
+		t.Fatalf("x sent %d WRITE packets, want %d", len(psns), size/1024)
+	}
+	// The first batch holds packets 0-63: its ACK, for the 64th, leaves
+	// before the read of the second; coalescing then leaves one ACK per
+	// batch, the last for the 128th.
+	if want := []wire.PSN{psns[63], psns[127]}; !slices.Equal(acks, want) {
+		t.Errorf("y's ACKs: psn %v, want %v (one per batch of 64, each before the next read)", acks, want)
 	}
 }

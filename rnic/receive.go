@@ -121,7 +121,21 @@ func (d *Device) progress() {
 	if !d.rxMu.TryLock() {
 		return
 	}
+	d.poll()
+	d.rxMu.Unlock()
+}
+
+// poll reads the link until a read leaves nothing behind, delivering each
+// batch. Called with rxMu held.
+func (d *Device) poll() {
 	for {
+		if len(d.rx.owed) > 0 {
+			// What the last batch called for leaves before the next read,
+			// so that the ACKs of a stream that keeps the link busy go
+			// out once a batch rather than once the link falls idle,
+			// when the peer's window has long been full.
+			d.sendOwed(d.rx)
+		}
 		n, err := d.tryRead(d.rx)
 		if n > 0 {
 			d.dev.PolledPkts.Add(uint64(n))
@@ -131,25 +145,21 @@ func (d *Device) progress() {
 			}
 			// What the packets call for goes out with this goroutine's
 			// next post to the QP, right behind the request it posts (see
-			// qp.Engine.Transmit), or at its next poll that finds the link idle,
-			// or from the QPs' worker, whichever comes first: the poller
-			// takes its completions before the system call that sends the
-			// ACKs, and the ACK of a message it answers rides with the
-			// answer.
+			// qp.Engine.Transmit), or before its next read, or from the
+			// QPs' worker, whichever comes first: the poller takes its
+			// completions before the system call that sends the ACKs, and
+			// the ACK of a message it answers rides with the answer.
 			for _, q := range d.rx.touched {
 				if !containsQP(d.rx.owed, q) {
 					d.rx.owed = append(d.rx.owed, q)
 				}
 				q.w.ring(q)
 			}
-		} else if err == nil && len(d.rx.owed) > 0 {
-			d.sendOwed(d.rx)
 		}
 		if err != nil || n < len(d.rx.pkts) {
 			break // a short batch leaves nothing behind (link.Poller)
 		}
 	}
-	d.rxMu.Unlock()
 }
 
 // sendOwed sends what the QPs in rx.owed still have to send (nothing, as
