@@ -6,14 +6,17 @@
 //
 //	go run ./bench/cmd/verbscompare               # 7 rounds
 //	go run ./bench/cmd/verbscompare -rounds 11 -n 10000
+//	go run ./bench/cmd/verbscompare -server 127.0.9.1 -client 127.0.9.2
 //
 // The pairs, and issue 22's targets (the median of the rounds' ratios):
 //
 //	preloaded ib_write_bw -s 65536   vs  goroce perf write_bw -s 65536   BW average, ≥ 0.9×
 //	preloaded ib_send_lat -s 8       vs  goroce perf send_lat -s 8       t_typical,  ≤ 1.2×
 //
-// Every run is a server on 127.0.0.1 and a client on 127.0.0.2, with the
-// same -n and -u, pinned to CPUs 1 and 0 where taskset(1) and two CPUs are there
+// Every run is a server on 127.0.0.1 and a client on 127.0.0.2 (-server
+// and -client: a device binds UDP port 4791 at its address, so a second
+// run on one machine, or anything else with a device there, needs other
+// addresses), with the same -n and -u, pinned to CPUs 1 and 0 where taskset(1) and two CPUs are there
 // (as bench/cmd/compare pins goroce perf); the client's figures count.
 // Each round runs every pair once on each side, back to back, the
 // preloaded side first in odd rounds and second in even ones (A B, B A,
@@ -43,6 +46,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -99,11 +103,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	iters := fs.Int("n", 5000, "operations per run (-n of both tools)")
 	goroce := fs.String("goroce", "", "goroce `binary` with the verbs libraries beside it (default: build both from the source in -src)")
 	src := fs.String("src", ".", "the goroce source `dir` to build from")
+	serverAddr := fs.String("server", "127.0.0.1", "the server's device `address` (loopback)")
+	clientAddr := fs.String("client", "127.0.0.2", "the client's device `address` (loopback)")
 	if err := fs.Parse(args); err != nil {
 		return exitUsage
 	}
 	if *rounds < 1 || *iters < 1 || fs.NArg() > 0 {
 		fmt.Fprintln(stderr, "verbscompare: -rounds and -n must be positive, and there are no arguments")
+		return exitUsage
+	}
+	addrs, err := loopbackPair(*serverAddr, *clientAddr)
+	if err != nil {
+		fmt.Fprintln(stderr, "verbscompare:", err)
 		return exitUsage
 	}
 	fail := func(err error) int {
@@ -126,8 +137,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return fail(err)
 		}
 	}
-	fmt.Fprintf(stdout, "verbscompare: %d rounds, -n %d, server 127.0.0.1, client 127.0.0.2%s\n",
-		*rounds, *iters, pinNote())
+	fmt.Fprintf(stdout, "verbscompare: %d rounds, -n %d, server %s, client %s%s\n",
+		*rounds, *iters, addrs[0], addrs[1], pinNote())
 	fmt.Fprintf(stdout, "load average before: %s\n\n", loadAverage())
 	res := make([]result, len(pairs))
 	for r := 1; r <= *rounds; r++ {
@@ -137,14 +148,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 				sides = []bool{false, true}
 			}
 			for _, preloaded := range sides {
-				v, err := measure(ctx, bin, p, preloaded, *iters)
+				v, err := measure(ctx, bin, addrs, p, preloaded, *iters)
 				if err != nil && ctx.Err() == nil {
 					// Once: a run a loaded machine stalled is run
 					// again, and its failure shown in full.
 					fmt.Fprintf(stdout, "round %d  %-16s %-22s failed; again (its output on stderr)\n", r, p.name,
 						sideName(p, preloaded))
 					fmt.Fprintf(stderr, "verbscompare: round %d, run again: %v\n", r, err)
-					v, err = measure(ctx, bin, p, preloaded, *iters)
+					v, err = measure(ctx, bin, addrs, p, preloaded, *iters)
 				}
 				if err != nil {
 					return fail(err)
@@ -217,8 +228,26 @@ func buildAll(ctx context.Context, src, dir string, stderr io.Writer) (string, e
 	return bin, build.Build(ctx, src, dir, "")
 }
 
-// measure runs one side of a pair once and returns the client's figure.
-func measure(ctx context.Context, bin string, p pair, preloaded bool, iters int) (float64, error) {
+// loopbackPair checks the server's and the client's addresses: two
+// distinct IPv4 loopback addresses (IPv6 has one, ::1).
+func loopbackPair(server, client string) ([2]netip.Addr, error) {
+	var a [2]netip.Addr
+	for i, s := range []string{server, client} {
+		ip, err := netip.ParseAddr(s)
+		if err != nil || !ip.Is4() || !ip.IsLoopback() {
+			return a, fmt.Errorf("%q is not an IPv4 loopback address (127.x.y.z)", s)
+		}
+		a[i] = ip
+	}
+	if a[0] == a[1] {
+		return a, fmt.Errorf("-server and -client are both %v: each device needs its own address", a[0])
+	}
+	return a, nil
+}
+
+// measure runs one side of a pair once, the server on addrs[0] and the
+// client on addrs[1], and returns the client's figure.
+func measure(ctx context.Context, bin string, addrs [2]netip.Addr, p pair, preloaded bool, iters int) (float64, error) {
 	port, err := freePort()
 	if err != nil {
 		return 0, err
@@ -233,7 +262,8 @@ func measure(ctx context.Context, bin string, p pair, preloaded bool, iters int)
 		}
 		return append([]string{"perf", p.test, "--addr", addr}, common...)
 	}
-	out, err := runPair(ctx, bin, port, argv("127.0.0.1"), append(argv("127.0.0.2"), "127.0.0.1"))
+	server, client := addrs[0].String(), addrs[1].String()
+	out, err := runPair(ctx, bin, port, argv(server), append(argv(client), server))
 	if err != nil {
 		return 0, fmt.Errorf("%s: %v", sideName(p, preloaded), err)
 	}
