@@ -40,7 +40,7 @@ var openChannels atomic.Int32
 // (each look that finds nothing to do doubles the wait).
 const (
 	spinLookMin = time.Millisecond
-	spinLookMax = 16 * time.Millisecond
+	spinLookMax = 8 * time.Millisecond
 )
 
 // spinYield is how many turns of the spinning loop end with it offering
