@@ -59,7 +59,12 @@
 // per call, to move what the device's CQ holds into it (and, on an empty
 // CQ, run the receive path). The ring's unread completions count toward
 // the CQ's depth (qp.CQ.SetHeld), so it overruns as a CQ of that depth
-// does.
+// does. A program that polls no CQ while packets arrive, the passive side
+// of RDMA WRITEs and READs (ib_write_bw's and ib_read_lat's servers wait on
+// their TCP socket), has a goroutine of the device run the receive path in
+// a loop until the polling budget passes without a packet (spin.go), as
+// goroce perf's passive server does, instead of waking the receive
+// goroutine for each burst: ib_read_lat 8 B went from 66-73 to 20 µs.
 //
 // Completion channels and the async fd are eventfds in semaphore mode, so
 // poll and epoll work on them; the core adds one per event and the shim's
