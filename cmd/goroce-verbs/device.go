@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -34,6 +35,7 @@ var dev struct {
 	closeCapture func() error
 	stopProfile  func()
 	done         chan struct{}
+	spinExited   chan struct{} // closed when spinReceive has returned
 }
 
 // asyncs holds the async event queue of each open context (ibv_context
@@ -122,6 +124,18 @@ func debugf(format string, args ...any) {
 	}
 }
 
+// counterLine gives d's counters that are not 0, as "name value" pairs,
+// as goroce stat prints a native device's.
+func counterLine(d *rnic.Device) string {
+	var b strings.Builder
+	for _, c := range d.Counters() {
+		if c.Value != 0 {
+			fmt.Fprintf(&b, " %s %d", c.Name, c.Value)
+		}
+	}
+	return strings.TrimPrefix(b.String(), " ")
+}
+
 // errno maps an error of the Go API to the errno value rdma-core gives for
 // the same failure.
 func errno(err error) C.int {
@@ -165,8 +179,13 @@ func goroce_open(asyncFD C.int, h *C.uint32_t) C.int {
 	dev.d, dev.refs, dev.closeCapture = d, 1, closeCapture
 	dev.stopProfile = startProfile()
 	*h = C.uint32_t(asyncs.add(newEventQueue[C.struct_goroce_async_event](int(asyncFD))))
-	dev.done = make(chan struct{})
+	dev.done, dev.spinExited = make(chan struct{}), make(chan struct{})
 	go forwardAsync(d, dev.done)
+	if cfg.BusyPoll > 0 {
+		go spinReceive(d, cfg.BusyPoll, dev.done, dev.spinExited)
+	} else {
+		close(dev.spinExited)
+	}
 	debugf("goroce0 open on %v", d.Addr())
 	return 0
 }
@@ -187,6 +206,8 @@ func goroce_close(h C.uint32_t) C.int {
 		return 0
 	}
 	close(dev.done)
+	<-dev.spinExited // no Progress once the device closes
+	debugf("goroce0 closes: %s", counterLine(dev.d))
 	err := dev.d.Close()
 	dev.closeCapture()
 	dev.stopProfile()

@@ -69,6 +69,7 @@ func (e *eventQueue[T]) drop(match func(T) bool) {
 //export goroce_create_channel
 func goroce_create_channel(fd C.int, h *C.uint32_t) C.int {
 	*h = C.uint32_t(chs.add(newEventQueue[uintptr](int(fd))))
+	openChannels.Add(1)
 	return 0
 }
 
@@ -77,6 +78,7 @@ func goroce_destroy_channel(h C.uint32_t) C.int {
 	if _, ok := chs.remove(uint32(h)); !ok {
 		return C.int(syscall.EINVAL)
 	}
+	openChannels.Add(-1)
 	return 0
 }
 

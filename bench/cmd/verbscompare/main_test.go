@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"regexp"
 	"testing"
 )
 
@@ -60,5 +61,64 @@ func TestVerdict(t *testing.T) {
 		if ratio < c.ratio-1e-9 || ratio > c.ratio+1e-9 || met != c.wantMet {
 			t.Errorf("%s %v vs %v: ratio %v met %v, want %v %v", c.p.name, c.pre, c.nat, ratio, met, c.ratio, c.wantMet)
 		}
+	}
+}
+
+// TestLoopbackPair: -server and -client must be two distinct IPv4
+// loopback addresses (each device binds UDP port 4791 at its own).
+func TestLoopbackPair(t *testing.T) {
+	for _, c := range []struct {
+		server, client string
+		ok             bool
+	}{
+		{"127.0.0.1", "127.0.0.2", true},
+		{"127.0.9.1", "127.0.9.2", true},
+		{"127.0.0.1", "127.0.0.1", false}, // one address for both devices
+		{"10.0.0.1", "127.0.0.2", false},  // not loopback
+		{"::1", "127.0.0.2", false},       // IPv6 has one loopback address: not two devices
+		{"127.0.0.1", "localhost", false},
+	} {
+		a, err := loopbackPair(c.server, c.client)
+		if (err == nil) != c.ok {
+			t.Errorf("loopbackPair(%q, %q) = %v, %v; want ok %v", c.server, c.client, a, err, c.ok)
+		}
+		if err == nil && (a[0].String() != c.server || a[1].String() != c.client) {
+			t.Errorf("loopbackPair(%q, %q) = %v", c.server, c.client, a)
+		}
+	}
+}
+
+// TestSameWork checks that both sides of each pair are asked for the same
+// work: the same -s, -n, -u and -p, and for write_bw the CQ moderation
+// goroce perf's banner shows (testdata/goroce_write_bw.txt, "CQ
+// Moderation : 100"), which perftest, whose own banner shows 1 for a
+// 64 KiB WRITE by default (testdata/ib_write_bw.txt), gets with -Q.
+func TestSameWork(t *testing.T) {
+	flagOf := func(argv []string, name string) string {
+		for i, a := range argv[:len(argv)-1] {
+			if a == name {
+				return argv[i+1]
+			}
+		}
+		return ""
+	}
+	for _, p := range pairs {
+		pre, nat := argv(p, true, "127.0.0.2", 5000, 18515), argv(p, false, "127.0.0.2", 5000, 18515)
+		for _, f := range []string{"-s", "-n", "-u", "-p"} {
+			if flagOf(pre, f) != flagOf(nat, f) {
+				t.Errorf("%s: %s %q preloaded, %q goroce perf (%q, %q)", p.name, f, flagOf(pre, f), flagOf(nat, f), pre, nat)
+			}
+		}
+	}
+	banner, err := os.ReadFile(filepath.Join("testdata", "goroce_write_bw.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`CQ Moderation\s*:\s*(\d+)`).FindSubmatch(banner)
+	if m == nil {
+		t.Fatal("goroce perf's banner shows no CQ Moderation")
+	}
+	if pre := argv(pairs[0], true, "127.0.0.2", 5000, 18515); flagOf(pre, "-Q") != string(m[1]) {
+		t.Errorf("preloaded %s: -Q %q, want goroce perf's CQ moderation %s (%q)", pairs[0].tool, flagOf(pre, "-Q"), m[1], pre)
 	}
 }
