@@ -771,6 +771,12 @@ type Counter struct {
 	Value uint64
 }
 
+// LinkRcvdPkts returns the link_rcvd_pkts counter, the datagrams the link
+// has handed the device, at the cost of one atomic load (Counter looks its name up): a
+// loop that polls the device can read it on every turn to see whether
+// anything arrived.
+func (d *Device) LinkRcvdPkts() uint64 { return d.dev.LinkRcvdPkts.Load() }
+
 // Counter returns the value of the named counter (0 if unknown).
 // It allocates nothing: a program may read one in its polling loop.
 func (d *Device) Counter(name string) uint64 {
