@@ -182,7 +182,11 @@ func (m cmMsg) localCommID() uint32 { return binary.BigEndian.Uint32(m.data) }
 // cmProblems checks the CM messages of an rping on port: the connection
 // the REP accepted is REQ, REP, RTU from the client, then DREQ from the
 // client and DREP; any other message must be a REQ to another port or a
-// REQ to port that a REJ (reason 8) refused, and that REJ.
+// REQ to port that a REJ (reason 8) refused, and that REJ. A message
+// that repeats the connection's previous one byte for byte is a MAD
+// retransmission (IBTA 12.6: the first went unanswered, e.g. a REQ that
+// reached a preloaded server before it had its device open) and counts
+// once.
 func cmProblems(cms []cmMsg, port uint16) []string {
 	var ps []string
 	conn := map[uint32]bool{}
@@ -200,11 +204,15 @@ func cmProblems(cms []cmMsg, port uint16) []string {
 		}
 	}
 	var got []string
+	var last cmMsg
 	for _, m := range cms {
 		_, reqPort, _ := wire.SplitServiceID(wire.CMReq(m.data).ServiceID())
 		switch {
+		case conn[m.localCommID()] && m.from == last.from && m.attr == last.attr && bytes.Equal(m.data, last.data):
+			// a retransmission of the message before it
 		case conn[m.localCommID()]:
 			got = append(got, m.String())
+			last = m
 		case m.attr == wire.CMAttrREQ && reqPort != port: // another case's
 		case m.attr == wire.CMAttrREQ && refused[m.localCommID()]:
 		case m.attr == wire.CMAttrREJ && refused[wire.CMRej(m.data).RemoteCommID()]:

@@ -68,8 +68,9 @@ func TestRpingWireMatchesRealRping(t *testing.T) {
 	}
 }
 
-// TestRpingCMProblems: connects that a REJ refused (no listener yet) and
-// another case's REQ pass; a stray message or a missing DREP does not.
+// TestRpingCMProblems: connects that a REJ refused (no listener yet),
+// retransmitted messages and another case's REQ pass; a stray message, a
+// second REQ that differs from the first, or a missing DREP does not.
 func TestRpingCMProblems(t *testing.T) {
 	msg := func(from string, attr uint16, fill func([]byte)) cmMsg {
 		b := make([]byte, wire.MADLen-wire.MADHeaderLen)
@@ -97,6 +98,17 @@ func TestRpingCMProblems(t *testing.T) {
 	}
 	if ps := cmProblems(slices.Concat([]cmMsg{req(1, 7174)}, conn), 7174); len(ps) != 1 || !strings.Contains(ps[0], "outside the connection: client:0x10") {
 		t.Errorf("a REQ nobody refused: %q", ps)
+	}
+	if ps := cmProblems(slices.Concat(conn[:1], conn), 7174); len(ps) != 0 {
+		t.Errorf("a REQ sent twice (the first unanswered), then the connection: %q", ps)
+	}
+	again := req(2, 7174)
+	again.data[20] ^= 1 // another REQ with the same ID is not a retransmission
+	if ps := cmProblems(slices.Concat([]cmMsg{again}, conn), 7174); len(ps) != 1 || !strings.Contains(ps[0], "CM messages [client:0x10 client:0x10") {
+		t.Errorf("two different REQs with one ID: %q", ps)
+	}
+	if ps := cmProblems(slices.Concat(conn[:2], conn[1:]), 7174); len(ps) != 0 {
+		t.Errorf("a REP sent twice: %q", ps)
 	}
 	if ps := cmProblems(conn[:4], 7174); len(ps) != 1 || !strings.Contains(ps[0], "CM messages") {
 		t.Errorf("no DREP: %q", ps)
