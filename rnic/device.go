@@ -168,6 +168,7 @@ type Device struct {
 	log     *zap.Logger
 	tracer  *tracer
 	poller  link.Poller // in polling mode
+	lender  link.Lender // a link that lends what it reads (shmlink)
 	workers []*worker
 	events  chan qp.Event
 	closing chan struct{}
@@ -339,6 +340,12 @@ func Open(cfg Config) (*Device, error) {
 		d.clock.Go(w.run)
 	}
 	d.rx = newRxPath(d)
+	if lr, ok := l.(link.Lender); ok {
+		// The receive path reads the frames where they lie (see
+		// deliverBatch), saving a copy per byte.
+		lr.LendReads()
+		d.lender = lr
+	}
 	if pl, ok := l.(link.Pollable); ok && cfg.BusyPoll > 0 {
 		d.poller = pl.Poller()
 	}

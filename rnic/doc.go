@@ -181,4 +181,10 @@
 // counted as icrc_skipped unless Config.AlwaysVerifyICRC; see
 // Config.StrictICRC for what is verified of IPv4 packets whose
 // Identification a UDP socket cannot see.
+//
+// In place: from a link that lends what it reads (link.Lender: the
+// shared-memory wire), the receive path parses each frame where it lies
+// in the ring and the QP scatters its payload from there into the MR or
+// the receive buffer; the batch goes back to the link (ReleaseBatch) once
+// delivered, before the answers are sent, whatever became of each packet.
 package rnic

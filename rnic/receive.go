@@ -3,6 +3,7 @@ package rnic
 import (
 	"errors"
 	"net/netip"
+	"runtime/debug"
 	"time"
 
 	"github.com/goroce/goroce/rnic/link"
@@ -208,24 +209,69 @@ func (d *Device) answer(rx *rxPath, qs []*QP, now time.Time) {
 // deliverBatch delivers the batch's first n packets to their QPs, which
 // it lists in rx.touched, with the CNPs to send in rx.cnps. It returns
 // the time it took as now.
+//
+// From a link that lends (link.Lender, shmlink) the packets are frames
+// where they lie in memory the sender shares: they are parsed and their
+// payloads scattered into the MRs or receive buffers from there, a copy
+// fewer per byte than copying them out first, and the batch is released
+// once delivered, whatever became of each packet. wire.Parse reads the
+// fields it takes the layout from once, so a sender that rewrites a frame
+// meanwhile changes values, not where the device reads or writes. A fault
+// reading the shared memory (its file truncated under the mapping) drops
+// the packet (counted Malformed) instead of crashing the process.
 func (d *Device) deliverBatch(rx *rxPath, n int) (now time.Time) {
 	now = d.clock.Now()
 	view := *d.view.Load()
 	rx.touched, rx.cnps = rx.touched[:0], rx.cnps[:0]
 	bytes := 0
-	for i := range rx.pkts[:n] {
-		bytes += len(rx.pkts[i].Buf)
-		q, cnp := d.deliver(now, &rx.pkts[i], view)
-		if q != nil && !containsQP(rx.touched, q) {
-			rx.touched = append(rx.touched, q)
+	if d.lender == nil {
+		bytes = d.deliverSome(now, rx, rx.pkts[:n], view)
+	} else {
+		for i := 0; i < n; {
+			k, b := d.deliverLent(now, rx, rx.pkts[i:n], view)
+			i, bytes = i+k, bytes+b
 		}
-		if cnp {
-			rx.cnps = append(rx.cnps, cnpTo{q: q, addr: rx.pkts[i].Addr})
-		}
+		d.lender.ReleaseBatch()
 	}
 	d.dev.LinkRcvdPkts.Add(uint64(n)) // once a batch: an atomic add costs
 	d.dev.RcvdBytes.Add(uint64(bytes))
 	return now
+}
+
+// deliverSome delivers pkts, noting in rx the QPs they touched and the
+// CNPs to send, and returns their bytes.
+func (d *Device) deliverSome(now time.Time, rx *rxPath, pkts []link.Packet, view map[uint32]*QP) (bytes int) {
+	for i := range pkts {
+		bytes += len(pkts[i].Buf)
+		q, cnp := d.deliver(now, &pkts[i], view)
+		if q != nil && !containsQP(rx.touched, q) {
+			rx.touched = append(rx.touched, q)
+		}
+		if cnp {
+			rx.cnps = append(rx.cnps, cnpTo{q: q, addr: pkts[i].Addr})
+		}
+	}
+	return bytes
+}
+
+// deliverLent delivers lent packets as deliverSome does until one faults,
+// and returns how many it handled, the one that faulted included, and
+// their bytes.
+func (d *Device) deliverLent(now time.Time, rx *rxPath, pkts []link.Packet, view map[uint32]*QP) (n, bytes int) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if r := recover(); r != nil {
+			if _, fault := r.(interface{ Addr() uintptr }); !fault {
+				panic(r)
+			}
+			d.dev.Malformed.Add(1)
+			n++
+		}
+	}()
+	for n = 0; n < len(pkts); n++ {
+		bytes += d.deliverSome(now, rx, pkts[n:n+1], view)
+	}
+	return n, bytes
 }
 
 // cnpTo is a CNP to send: for the flow that q receives from addr.

@@ -23,11 +23,18 @@ var (
 )
 
 // Packet is a parsed RoCEv2 packet: a view of the UDP payload from the BTH to
-// the ICRC, plus its opcode's layout. It is two words and a pointer; passing
-// it by value does not allocate.
+// the ICRC, plus its opcode's layout. Passing it by value does not allocate.
+//
+// The opcode and the pad count, which decide where the headers and the
+// payload lie, are read once, by Parse: a packet parsed where its sender
+// can still write it (a shared-memory ring, rnic/shmlink) keeps the layout
+// Parse checked whatever the bytes become, and its header fields are
+// values, never offsets.
 type Packet struct {
 	b    []byte
 	info *OpInfo
+	op   Opcode
+	pad  uint8
 }
 
 // Parse checks that b is a well-formed RoCEv2 packet (known opcode, TVer 0,
@@ -38,7 +45,8 @@ func Parse(b []byte) (Packet, error) {
 	if len(b) < BTHLen+ICRCLen {
 		return Packet{}, ErrTruncated
 	}
-	info := &opTable[b[0]]
+	op := Opcode(b[0])
+	info := &opTable[op]
 	if !info.Valid() {
 		return Packet{}, ErrBadOpcode
 	}
@@ -50,13 +58,14 @@ func Parse(b []byte) (Packet, error) {
 	if area < 0 {
 		return Packet{}, ErrTruncated
 	}
-	if bth.PadCnt() > area {
+	pad := bth.PadCnt()
+	if pad > area {
 		return Packet{}, ErrBadPad
 	}
 	if !info.Payload && area != 0 {
 		return Packet{}, ErrNoPayload
 	}
-	return Packet{b: b, info: info}, nil
+	return Packet{b: b, info: info, op: op, pad: uint8(pad)}, nil
 }
 
 // Bytes returns the whole packet, BTH to ICRC.
@@ -65,8 +74,8 @@ func (p Packet) Bytes() []byte { return p.b }
 // Info returns the layout of the packet's opcode.
 func (p Packet) Info() *OpInfo { return p.info }
 
-// Opcode returns the packet's opcode.
-func (p Packet) Opcode() Opcode { return Opcode(p.b[0]) }
+// Opcode returns the packet's opcode, as Parse read it.
+func (p Packet) Opcode() Opcode { return p.op }
 
 // BTH returns the Base Transport Header.
 func (p Packet) BTH() BTH { return BTH(p.b[:BTHLen]) }
@@ -103,9 +112,10 @@ func (p Packet) ext(h Header, n int) []byte {
 	return p.b[off : off+n : off+n]
 }
 
-// Payload returns the payload without its padding.
+// Payload returns the payload without its padding (the pad count Parse
+// read).
 func (p Packet) Payload() []byte {
-	end := len(p.b) - ICRCLen - BTH(p.b).PadCnt()
+	end := len(p.b) - ICRCLen - int(p.pad)
 	return p.b[p.info.HeaderLen:end:end]
 }
 

@@ -206,3 +206,31 @@ func TestZeroAllocations(t *testing.T) {
 		t.Errorf("SolveIPv4ID: %v allocations, want 0", allocs)
 	}
 }
+
+// TestParsedLayoutHoldsWhenBytesChange rewrites a parsed packet's opcode and
+// pad count, as a sender that can still write the buffer (a shared-memory
+// ring) could: the packet keeps the layout Parse checked, so its header
+// views and its payload stay inside the bytes Parse measured.
+func TestParsedLayoutHoldsWhenBytesChange(t *testing.T) {
+	buf := make([]byte, 64)
+	h := Headers{BTH: BTHFields{Opcode: RCSendOnly, DestQP: 7}}
+	n, err := Build(buf, &h, nil) // no payload, no pad: a payload area of 0
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := Parse(buf[:n])
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf[0] = byte(RCAtomicAck) // a layout with an AETH and an AtomicAckETH
+	buf[1] |= 3 << 4           // a pad count of 3 in an area of 0 bytes
+	if got := p.Opcode(); got != RCSendOnly {
+		t.Errorf("Opcode() = %v after the byte changed, want %v as parsed", got, RCSendOnly)
+	}
+	if got := len(p.Payload()); got != 0 {
+		t.Errorf("len(Payload()) = %d after the pad count changed, want 0 as parsed", got)
+	}
+	if p.AtomicAckETH() != nil || p.AETH() != nil {
+		t.Errorf("headers of the new opcode appeared: AETH %v, AtomicAckETH %v", p.AETH(), p.AtomicAckETH())
+	}
+}

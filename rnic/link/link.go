@@ -156,3 +156,28 @@ type PollStopper interface {
 	// block.
 	StopPolling()
 }
+
+// Lender is a link that can lend the datagrams it receives instead of
+// copying them: with lending on, ReadBatch and its Poller's TryReadBatch
+// set each Packet's Buf to the datagram where it lies in memory the link
+// shares with the sender (shmlink's rings), and that memory stays the
+// reader's, and the sender's to reuse no sooner, until the reader calls
+// ReleaseBatch or reads again (which releases the last batch first).
+// Whatever the reader does with a datagram, delivers it or drops it, the
+// space of every datagram of the batch is released exactly once.
+//
+// The sender may still write lent bytes. A reader must read each field
+// it takes a length or offset from once (wire.Parse does, for the opcode
+// and pad count) and take a payload as the bytes it copied: a payload
+// rewritten during the copy is the sender's fault, never a read or write
+// outside the lent datagram.
+type Lender interface {
+	// LendReads turns lending on for every later read. It is called
+	// before the first read.
+	LendReads()
+	// ReleaseBatch gives back what the last read lent; it does nothing
+	// when nothing is lent. It is called by the goroutine that read, or
+	// one serialised with it as reads are, and never blocks on I/O. A
+	// link closed while a batch is lent keeps that memory until then.
+	ReleaseBatch()
+}

@@ -3,8 +3,10 @@
 package shmlink
 
 import (
-	"github.com/goroce/goroce/wire/testenv"
+	"net/netip"
 	"testing"
+
+	"github.com/goroce/goroce/wire/testenv"
 
 	"github.com/goroce/goroce/rnic/link"
 )
@@ -12,7 +14,8 @@ import (
 // TestZeroAllocs checks that, once warm, a WriteBatch of 64 gathered
 // datagrams and the reads that receive them allocate nothing, with the
 // receiver both polling (TryReadBatch) and blocking (ReadBatch, which
-// spins and may sleep on the futex).
+// spins and may sleep on the futex), copying the datagrams out or lending
+// them in place (LendReads, then ReleaseBatch).
 func TestZeroAllocs(t *testing.T) {
 	if raceEnabled {
 		testenv.SkipPartial(t, "race", "the race detector allocates; run without -race")
@@ -20,6 +23,8 @@ func TestZeroAllocs(t *testing.T) {
 	dir := t.TempDir()
 	a := openLink(t, dir, addrA, Config{})
 	b := openLink(t, dir, addrB, Config{})
+	lc := openLink(t, dir, netipAddrC, Config{})
+	lc.LendReads()
 	region := make([]byte, 64*1024)
 	hdr, tail := make([]byte, 12), make([]byte, 4)
 	send := make([]link.Packet, 64)
@@ -31,10 +36,22 @@ func TestZeroAllocs(t *testing.T) {
 	for i := range bufs {
 		bufs[i] = make([]byte, 2048)
 	}
+	lent := func(read func([]link.Packet) (int, error)) func([]link.Packet) (int, error) {
+		return func(pkts []link.Packet) (int, error) {
+			n, err := read(pkts)
+			lc.ReleaseBatch()
+			return n, err
+		}
+	}
 	for _, c := range []struct {
 		name string
+		to   netip.AddrPort
 		read func([]link.Packet) (int, error)
-	}{{"ReadBatch", b.ReadBatch}, {"TryReadBatch", b.Poller().TryReadBatch}} {
+	}{{"ReadBatch", addrB, b.ReadBatch}, {"TryReadBatch", addrB, b.Poller().TryReadBatch},
+		{"lent ReadBatch", netipAddrC, lent(lc.ReadBatch)}, {"lent TryReadBatch", netipAddrC, lent(lc.Poller().TryReadBatch)}} {
+		for i := range send {
+			send[i].Addr = c.to
+		}
 		var err error
 		roundTrip := func() {
 			if _, err = a.WriteBatch(send); err != nil {

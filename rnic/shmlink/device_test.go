@@ -5,12 +5,15 @@ package shmlink_test
 import (
 	"fmt"
 	"net/netip"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/rnic/link"
 	"github.com/goroce/goroce/rnic/shmlink"
+	"github.com/goroce/goroce/wire"
 )
 
 var (
@@ -48,6 +51,60 @@ func TestDevicesExchangeOverShm(t *testing.T) {
 				if err := p.clean(); err != nil {
 					t.Error(err)
 				}
+				// The device read the frames in place (link.Lender):
+				// the payloads above went from the rings into the MRs.
+				if s := p.link.Stats(); s.RxLent == 0 {
+					t.Errorf("peer %d: RxLent = 0, want the frames read in place", p.id)
+				}
+			}
+		})
+	}
+}
+
+// TestDroppedFramesFreeTheirSlots sends a device four rings' worth of
+// frames that it drops, malformed or to a QPN it does not have, through
+// a ring of 8 slots whose sender waits for room: the device releases the
+// slots of what it drops, so the sender never finds the ring full for
+// long, and every frame is counted.
+func TestDroppedFramesFreeTheirSlots(t *testing.T) {
+	for _, busy := range []time.Duration{0, 50 * time.Microsecond} {
+		t.Run("busypoll="+busy.String(), func(t *testing.T) {
+			dir := t.TempDir()
+			b := openPeer(t, dir, devB, 2, busy)
+			raw, err := shmlink.Open(shmlink.Config{Local: devA, Dir: dir, Slots: 8, FullWait: 5 * time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer raw.Close()
+			const frames = 32
+			for i := range frames {
+				roce := make([]byte, 64)
+				h := wire.Headers{BTH: wire.BTHFields{Opcode: wire.RCSendOnly, DestQP: 0xabcdef}}
+				n, err := wire.Build(roce, &h, []byte("unknown qpn"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				roce = roce[:n]
+				if i%2 == 1 {
+					roce = []byte{0xff, 1, 2, 3} // no such opcode, too short
+				}
+				if k, err := raw.WriteBatch([]link.Packet{{Buf: roce, Addr: devB}}); k != 1 || err != nil {
+					t.Fatalf("frame %d: WriteBatch = %d, %v", i, k, err)
+				}
+			}
+			deadline := time.Now().Add(10 * time.Second)
+			for b.dev.Counter("malformed")+b.dev.Counter("unknown_qpn") < frames {
+				if time.Now().After(deadline) {
+					t.Fatalf("malformed %d, unknown_qpn %d after %v, want %d in all",
+						b.dev.Counter("malformed"), b.dev.Counter("unknown_qpn"), 10*time.Second, frames)
+				}
+				runtime.Gosched()
+			}
+			if s := raw.Stats(); s.TxFull != 0 {
+				t.Fatalf("the sender dropped %d frames for a full ring, want 0", s.TxFull)
+			}
+			if s := b.link.Stats(); s.RxLent != frames {
+				t.Fatalf("RxLent = %d, want %d", s.RxLent, frames)
 			}
 		})
 	}

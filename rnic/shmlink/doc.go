@@ -17,8 +17,9 @@
 // would put on the wire. The receiver reads the source address, port and
 // TOS byte from those headers, so link.Caps reports TOS true and IPv4ID 0,
 // and the ICRC verifies as it does for a UDP link with IPv4 ID 0. A frame
-// crosses as one copy into the ring and one out of it, with nothing in
-// between that could flip a bit, so link.Caps reports Intact as well: the
+// crosses as one copy into the ring and, for a device, none out of it
+// (the device reads it in place, LendReads), with nothing in between
+// that could flip a bit, so link.Caps reports Intact as well: the
 // device accepts the frame without verifying its ICRC (which only a buggy
 // or hostile writer of the ring could have got wrong, and a hostile one
 // can compute a valid ICRC as well), unless rnic.Config.AlwaysVerifyICRC.
@@ -50,7 +51,12 @@
 // A ring is a header and a power-of-two number of fixed-size slots
 // (Config.Slots of Config.SlotSize bytes). The producer writes a slot's
 // length and bytes, then publishes its head index; the consumer copies the
-// slot out, then publishes its tail index. A process that dies leaves
+// slot out, or lends it to its reader in place (link.Lender, which rnic's
+// device uses: the payload goes from the slot straight into the MR), then
+// publishes its tail index, for a lent batch once the reader releases it
+// (ReleaseBatch, or its next read). The tail is an index, so releasing a
+// batch frees every slot of it, those of frames the link or the device
+// dropped too, exactly once. A process that dies leaves
 // each slot published or not, never torn, so the ring stays consistent:
 // the next receiver at the address drops what its predecessor left unread,
 // and what a ring made for its predecessor holds (a sender that found the
@@ -65,11 +71,16 @@
 // size once, when it maps it), and bounds every index and length it reads
 // from shared memory before use: a head more than a ring's worth ahead of
 // the tail, or a slot length beyond the slot, drops the ring's contents and
-// is counted (Stats.RxBadRing). A slot's bytes are copied into the
-// receiver's buffer before they are parsed, so a writer changing them
-// afterwards changes nothing. A file truncated under the mapping makes the
-// next access fault; the link turns that fault into a dropped ring
-// (runtime/debug.SetPanicOnFault) instead of a crash.
+// is counted (Stats.RxBadRing). A slot's length is read once and bounds
+// the frame cut from it; the IP and UDP lengths are read once each
+// (wire.SplitUDP), and so are the opcode and pad count that lay out the
+// RoCEv2 packet (wire.Parse). A writer that changes a frame's bytes while
+// it is read, copied out or lent in place, changes values, never where the
+// receiver reads or writes. A file truncated under the mapping makes the
+// next access fault; the link, and the device reading a lent frame, turn
+// that fault into a dropped ring or packet
+// (runtime/debug.SetPanicOnFault) instead of a crash. Close leaves the
+// rings of a lent batch mapped until it is released.
 //
 // # Waking up
 //

@@ -73,9 +73,13 @@ type Link struct {
 	mapMu  sync.RWMutex
 	closed atomic.Bool
 
-	rx    rxState // owned by the goroutine reading
-	rings atomic.Pointer[[]*inRing]
-	seen  atomic.Uint32 // the port's ring counter at the last scan
+	rx rxState // owned by the goroutine reading
+	// lendMu orders ReleaseBatch with Close: a ring a batch is lent
+	// from stays mapped until the batch is released.
+	lendMu    sync.Mutex
+	unmapLent bool // Close left the rings mapped for ReleaseBatch to unmap
+	rings     atomic.Pointer[[]*inRing]
+	seen      atomic.Uint32 // the port's ring counter at the last scan
 	// polls counts empty polls (see markPolling); pollsSeen is its value
 	// when the waiter last looked, pollsBase when it last returned or a
 	// poller last stopped (see waitReadable).
@@ -98,6 +102,8 @@ type rxState struct {
 	cur   *inRing   // the ring being read, to blame for a fault
 	next  int       // the ring to look at first, for fairness
 	empty uint      // empty polls with the polling flag up
+	lend  bool      // reads lend datagrams in place (LendReads)
+	lent  []*inRing // the rings with slots lent and not yet released
 }
 
 // inRing is a ring addressed to this link.
@@ -140,6 +146,7 @@ type counters struct {
 	rxBadFrame     atomic.Uint64
 	rxTruncated    atomic.Uint64
 	rxStale        atomic.Uint64
+	rxLent         atomic.Uint64
 	txNoPeer       atomic.Uint64
 	txFull         atomic.Uint64
 	txFullWaits    atomic.Uint64
@@ -265,6 +272,7 @@ func (l *Link) scan() {
 		}
 		r := &inRing{name: name, ino: ino, c: consumer{ring: rg}}
 		r.c.next = rg.tail.Load()
+		r.c.freed = r.c.next
 		forGen := binary.LittleEndian.Uint64(mem[offForGen:])
 		if h := rg.head.Load(); rg.rgen.Load() != 0 || forGen != l.gen || h-r.c.next > rg.mask+1 {
 			// A receiver before this one mapped the ring, or the sender
@@ -315,6 +323,9 @@ func (l *Link) ReadBatch(pkts []link.Packet) (int, error) {
 // as polled (markPolling). One that takes datagrams does not, for it may
 // be the receive goroutine's read after a wake-up, which is no poller.
 func (l *Link) read(pkts []link.Packet, polled bool) (n int, err error) {
+	if l.rx.lend {
+		l.ReleaseBatch()
+	}
 	if err := l.enter(); err != nil {
 		return 0, err
 	}
@@ -345,13 +356,13 @@ func (l *Link) read(pkts []link.Packet, polled bool) (n int, err error) {
 			continue
 		}
 		l.rx.cur = r
-		if k := l.drain(r, pkts[n:]); k > 0 {
-			n += k
-			if r.c.waiting.Load() != 0 {
-				// The producer sleeps until the ring has room.
-				r.c.tailSeq.Add(1)
-				wakeAll(r.c.tailSeq)
-			}
+		k := l.drain(r, pkts[n:])
+		n += k
+		switch {
+		case l.rx.lend && r.c.lent():
+			l.rx.lent = append(l.rx.lent, r)
+		case k > 0:
+			wakeProducer(r)
 		}
 	}
 	if len(rings) > 0 {
@@ -359,25 +370,50 @@ func (l *Link) read(pkts []link.Packet, polled bool) (n int, err error) {
 	}
 	if n > 0 {
 		ringTaken()
-	} else if polled {
+		if l.rx.lend {
+			l.count.rxLent.Add(uint64(n))
+		}
+	} else if len(l.rx.lent) > 0 {
+		// Only frames dropped: nothing is the caller's to release.
+		l.releaseLent()
+	}
+	if n == 0 && polled {
 		l.rx.cur = nil
 		l.markPolling()
 	}
 	return n, nil
 }
 
-// drain moves datagrams from r into pkts until r is empty or pkts full.
+// wakeProducer wakes r's producer if it sleeps until the ring has room.
+func wakeProducer(r *inRing) {
+	if r.c.waiting.Load() != 0 {
+		r.c.tailSeq.Add(1)
+		wakeAll(r.c.tailSeq)
+	}
+}
+
+// drain moves datagrams from r into pkts until r is empty or pkts full:
+// copied into each packet's buffer, or, when the link lends (LendReads),
+// left where they lie in their slots.
 func (l *Link) drain(r *inRing, pkts []link.Packet) int {
 	n := 0
 	for n < len(pkts) {
 		p := &pkts[n]
-		buf := p.Buf[:cap(p.Buf)]
-		k, res := r.c.take(buf)
+		var frame []byte
+		var res takeResult
+		if l.rx.lend {
+			frame, res = r.c.lend()
+		} else {
+			buf := p.Buf[:cap(p.Buf)]
+			var k int
+			k, res = r.c.take(buf)
+			frame = buf[:k]
+		}
 		switch res {
 		case takeEmpty:
 			return n
 		case takeOK:
-			if parseFrame(buf[:k], l.match, p) {
+			if parseFrame(frame, l.match, p) {
 				n++
 			} else {
 				l.count.rxBadFrame.Add(1)
@@ -389,6 +425,56 @@ func (l *Link) drain(r *inRing, pkts []link.Packet) int {
 		}
 	}
 	return n
+}
+
+// LendReads makes later reads lend their datagrams where they lie in the
+// rings (link.Lender): each packet's Buf is then a slice of a ring slot,
+// the frame's RoCEv2 bytes, and the offered buffers are not used. The
+// slots of a batch, those of the frames the read dropped included, stay
+// unreleased until ReleaseBatch or the next read. Call it before the
+// first read.
+func (l *Link) LendReads() { l.rx.lend = true }
+
+// ReleaseBatch releases the slots the last read lent, and wakes the
+// producers that wait for room in those rings (link.Lender). A ring that
+// faults on the way (its file truncated) is dropped as a read drops it.
+func (l *Link) ReleaseBatch() {
+	if len(l.rx.lent) == 0 {
+		return
+	}
+	l.lendMu.Lock()
+	defer l.lendMu.Unlock()
+	l.releaseLent()
+	if l.unmapLent {
+		l.unmapLent = false
+		l.unmapRx()
+	}
+}
+
+// releaseLent releases every lent slot; the caller holds mapMu or lendMu,
+// so the rings are mapped.
+func (l *Link) releaseLent() {
+	for _, r := range l.rx.lent {
+		l.releaseRing(r)
+	}
+	clear(l.rx.lent)
+	l.rx.lent = l.rx.lent[:0]
+}
+
+// releaseRing releases what r lent, turning a fault into a broken ring.
+func (l *Link) releaseRing(r *inRing) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if e := recover(); e != nil {
+			if !isFault(e) {
+				panic(e)
+			}
+			r.broken.Store(true)
+			l.count.rxBadRing.Add(1)
+		}
+	}()
+	r.c.release(r.c.next)
+	wakeProducer(r)
 }
 
 // markPolling tells senders that a goroutine polls the rings, so that
@@ -829,6 +915,13 @@ func (l *Link) wakePeer(o *outRing) {
 	}
 }
 
+// unmapRx unmaps every ring the link received on.
+func (l *Link) unmapRx() {
+	for _, r := range l.rx.all {
+		unix.Munmap(r.c.mem)
+	}
+}
+
 // LocalAddr is the address and port the link was opened on.
 func (l *Link) LocalAddr() netip.AddrPort { return l.local }
 
@@ -848,6 +941,9 @@ type Stats struct {
 	// RxStale counts datagrams dropped because they were left in a ring
 	// by an earlier receiver at this address (a process that died).
 	RxStale uint64
+	// RxLent counts datagrams read in place: lent to the reader where
+	// they lay in a ring instead of copied out (LendReads).
+	RxLent uint64
 	// TxNoPeer counts packets dropped because their destination had no
 	// open port (never opened, closed, or its ring faulted).
 	TxNoPeer uint64
@@ -867,7 +963,8 @@ type Stats struct {
 func (l *Link) Stats() Stats {
 	return Stats{
 		RxBadRing: l.count.rxBadRing.Load(), RxBadFrame: l.count.rxBadFrame.Load(),
-		RxTruncated: l.count.rxTruncated.Load(), RxStale: l.count.rxStale.Load(), TxNoPeer: l.count.txNoPeer.Load(),
+		RxTruncated: l.count.rxTruncated.Load(), RxStale: l.count.rxStale.Load(),
+		RxLent: l.count.rxLent.Load(), TxNoPeer: l.count.txNoPeer.Load(),
 		TxFull: l.count.txFull.Load(), TxFullWaits: l.count.txFullWaits.Load(),
 		TxWakes: l.count.txWakes.Load(), TxWakesSkipped: l.count.txWakesSkipped.Load(),
 	}
@@ -892,9 +989,14 @@ func (l *Link) Close() error {
 		}
 		l.drop(o)
 	}
-	for _, r := range l.rx.all {
-		unix.Munmap(r.c.mem)
+	l.lendMu.Lock()
+	if len(l.rx.lent) > 0 {
+		// A batch is lent: its rings stay mapped until it is released.
+		l.unmapLent = true
+	} else {
+		l.unmapRx()
 	}
+	l.lendMu.Unlock()
 	if inode(l.portPath) == l.portIno {
 		os.Remove(l.portPath)
 		os.Remove(l.wakePath)

@@ -33,12 +33,13 @@ const (
 // registered buffer; one side of an exchange, in this process or in a
 // child process.
 type peer struct {
-	id  int // which pattern its source region holds
-	dev *rnic.Device
-	cq  *qp.CQ
-	qp  *rnic.QP
-	buf []byte
-	mr  *mr.MR
+	id   int // which pattern its source region holds
+	link *shmlink.Link
+	dev  *rnic.Device
+	cq   *qp.CQ
+	qp   *rnic.QP
+	buf  []byte
+	mr   *mr.MR
 }
 
 // endpoint is what peers tell each other to connect: what a real program
@@ -77,7 +78,7 @@ func openPeer(t testing.TB, dir string, addr netip.AddrPort, id int, busyPoll ti
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { dev.Close() })
-	p := &peer{id: id, dev: dev}
+	p := &peer{id: id, link: l, dev: dev}
 	p.newQP(t)
 	return p
 }

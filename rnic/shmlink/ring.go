@@ -135,7 +135,8 @@ func (p *producer) publish() {
 // consumer is the receiving side of a ring. Not safe for concurrent use.
 type consumer struct {
 	ring
-	next uint64 // the next slot to read; tail as the consumer knows it
+	next  uint64 // the next slot to read
+	freed uint64 // the slots before it are released: tail as the consumer wrote it
 }
 
 // takeResult says what take found.
@@ -156,31 +157,46 @@ func (c *consumer) pending() bool { return c.head.Load() != c.tail.Load() }
 // take copies the oldest published datagram into buf and releases its
 // slot. Every value read from shared memory is checked before use.
 func (c *consumer) take(buf []byte) (int, takeResult) {
+	frame, res := c.lend()
+	if res == takeEmpty {
+		return 0, res
+	}
+	c.release(c.next)
+	if res == takeOK && len(frame) > len(buf) {
+		return 0, takeTruncated
+	}
+	return copy(buf, frame), res
+}
+
+// lend returns the oldest published datagram where it lies in its slot
+// and moves next past the slot, which stays the consumer's until release
+// frees it. The slot's length is read once and checked against the slot
+// before the frame is cut; the frame's own bytes may still change (a
+// sender that breaks the protocol), its bounds do not. An index or length
+// out of bounds skips what it concerns, to be released like the rest.
+func (c *consumer) lend() ([]byte, takeResult) {
 	head := c.head.Load()
 	if head == c.next {
-		return 0, takeEmpty
+		return nil, takeEmpty
 	}
 	if head-c.next > c.mask+1 {
-		c.release(head)
-		return 0, takeBadIndex
+		c.next = head
+		return nil, takeBadIndex
 	}
 	s := c.slot(c.next)
 	n := int(binary.LittleEndian.Uint32(s))
-	switch {
-	case n > c.maxFrame():
-		c.release(c.next + 1)
-		return 0, takeBadSlot
-	case n > len(buf):
-		c.release(c.next + 1)
-		return 0, takeTruncated
+	c.next++
+	if n > c.maxFrame() {
+		return nil, takeBadSlot
 	}
-	copy(buf[:n], s[slotHeaderLen:slotHeaderLen+n])
-	c.release(c.next + 1)
-	return n, takeOK
+	return s[slotHeaderLen : slotHeaderLen+n : slotHeaderLen+n], takeOK
 }
+
+// lent reports whether slots before next are not released yet.
+func (c *consumer) lent() bool { return c.next != c.freed }
 
 // release frees the slots before next.
 func (c *consumer) release(next uint64) {
-	c.next = next
+	c.next, c.freed = next, next
 	c.tail.Store(next)
 }
