@@ -263,3 +263,30 @@ func TestScaledRED(t *testing.T) {
 			p.RPGTimeReset, p.MinTimeBetweenCNPs, p.RPGAIRate, p.RPGMinRate, p.RateToSetOnFirstCNP)
 	}
 }
+
+// TestJudgeFlag: -judge takes "all" (the default) or "mechanism", and
+// nothing else.
+func TestJudgeFlag(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string // the judge, or "" for an error
+	}{
+		{nil, judgeAll},
+		{[]string{"-judge", "mechanism"}, judgeMechanism},
+		{[]string{"-judge", "all"}, judgeAll},
+		{[]string{"-judge", "performance"}, ""},
+	} {
+		var stderr strings.Builder
+		o, err := parseFlags(tc.args, &stderr)
+		switch {
+		case tc.want == "" && err == nil:
+			t.Errorf("%q: no error, want one", tc.args)
+		case tc.want == "" && !strings.Contains(err.Error(), `-judge "performance"`):
+			t.Errorf("%q: error %v, want it to name the value", tc.args, err)
+		case tc.want != "" && err != nil:
+			t.Errorf("%q: %v", tc.args, err)
+		case tc.want != "" && o.judge != tc.want:
+			t.Errorf("%q: judge %q, want %q", tc.args, o.judge, tc.want)
+		}
+	}
+}

@@ -21,6 +21,20 @@ const (
 	minUtilization = 0.9
 )
 
+// What -judge holds a run to.
+const (
+	judgeAll       = "all"
+	judgeMechanism = "mechanism"
+)
+
+// okOr is "ok" for no misses, else the misses.
+func okOr(bad []string) string {
+	if len(bad) == 0 {
+		return "ok"
+	}
+	return "MISSED: " + strings.Join(bad, "; ")
+}
+
 // verdict checks a run against the criteria and returns what it
 // missed: the mechanism's (mechanism) and the performance's (performance).
 func verdict(o *outcome, sum experiment.Summary) []string {
@@ -130,10 +144,6 @@ func report(w io.Writer, o *outcome, dir string) []string {
 		}
 	}
 	bad := verdict(o, sum)
-	if len(bad) == 0 {
-		fmt.Fprintln(w, "verdict: ok")
-	} else {
-		fmt.Fprintf(w, "verdict: MISSED: %s\n", strings.Join(bad, "; "))
-	}
+	fmt.Fprintf(w, "verdict: %s\n", okOr(bad))
 	return bad
 }
