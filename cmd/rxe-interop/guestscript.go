@@ -10,14 +10,25 @@ import (
 // "RXE-INTEROP mtu 9000: <ibv_devinfo's active_mtu line>".
 const markerMTU = "RXE-INTEROP mtu "
 
+// refusalPattern is refusals as one extended regular expression for the
+// guest's grep -iE: a quote matches any character, a line's end is $.
+func refusalPattern() string {
+	r := strings.NewReplacer("'", ".", "\n", "$")
+	ps := make([]string, len(refusals))
+	for i, s := range refusals {
+		ps[i] = r.Replace(s)
+	}
+	return strings.Join(ps, "|")
+}
+
 // guestScript is the /bin/sh program the guest runs once rxe0 is up
 // (busybox and rdma-core's tools): rxe's side of every case, in order,
 // between the lab's "RXELAB-CASE BEGIN/END" markers, so `rxe-lab wait`
 // prints a RESULT line per case too. caseTimeout bounds each case.
 //
 // A server case waits (up to caseTimeout) for goroce to connect. A client
-// case retries while goroce is not listening yet (a refused connect:
-// rdma_client says "rdma_connect: Connection refused"); the suite starts
+// case retries while goroce is not listening yet (a refused connect, see
+// refusals: rdma_client says "rdma_connect: Connection refused"); the suite starts
 // goroce's server before the guest reaches the case, so that is rare.
 func guestScript(cases []interopCase, caseTimeout time.Duration) string {
 	var b strings.Builder
@@ -45,7 +56,7 @@ run_case() {  # run_case ROLE NAME CMD...
     while :; do
       i=$((i+1))
       timeout "$CT" "$@" > /tmp/case.out 2>&1; rc=$?
-      if [ $rc = 0 ] || [ $i -ge 40 ] || ! grep -qiE "couldn.t connect|RDMA_CM_EVENT_REJECTED|connection refused" /tmp/case.out; then break; fi
+      if [ $rc = 0 ] || [ $i -ge 40 ] || ! grep -qiE "` + refusalPattern() + `" /tmp/case.out; then break; fi
       sleep 0.25
     done
     cat /tmp/case.out

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"time"
 )
@@ -48,17 +49,27 @@ func runGoroceClient(ctx context.Context, l *lab, goroce string, c interopCase, 
 		r.attempts++
 		r.err = goroceCmd(ctx, l, goroce, c, logf, &stderr).Run()
 		r.lastLine = lastLine(stderr.String())
-		// goroce says "couldn't connect", rdma-core's examples and
-		// perftest "Couldn't connect" (perftest then prints more);
-		// rping, whose REQ finds no listener yet, gets a REJ, which
-		// rdma_client's rdma_connect reports as ECONNREFUSED.
-		low := strings.ToLower(stderr.String())
-		refused := strings.Contains(low, "couldn't connect") || strings.Contains(low, "rdma_cm_event_rejected") ||
-			strings.Contains(low, "connection refused")
-		if r.err == nil || !refused || ctx.Err() != nil || rxeEnded() {
+		if r.err == nil || !refusedConnect(stderr.String()) || ctx.Err() != nil || rxeEnded() {
 			return r
 		}
 	}
+}
+
+// refusals are what a client prints, lower-cased, when it reached its
+// peer before the peer's server listened: goroce's "couldn't connect",
+// rdma-core's examples' and perftest's "Couldn't connect"; rping's REQ
+// answered by a REJ (no listener), which rdma_client's rdma_connect
+// reports as ECONNREFUSED; and udaddy's SIDR REQ answered by a SIDR REP
+// whose status is 1, "service ID not supported" (IBTA 12.11.2), which
+// librdmacm reports as RDMA_CM_EVENT_UNREACHABLE with that status.
+var refusals = []string{"couldn't connect", "rdma_cm_event_rejected", "connection refused",
+	"rdma_cm_event_unreachable, error: 1\n"}
+
+// refusedConnect reports whether a client's output says its connect was
+// refused (see refusals): the case runs again while the peer starts.
+func refusedConnect(out string) bool {
+	low := strings.ToLower(out)
+	return slices.ContainsFunc(refusals, func(r string) bool { return strings.Contains(low, r) })
 }
 
 // startGoroceServer starts goroce listening for rxe's client; wait for it
