@@ -161,7 +161,7 @@ func tableOf(out []byte, jobErr error) ([]Row, error) {
 	rows, err := ParseTable(bytes.NewReader(out))
 	if werr := wrongIn(rows); werr != nil {
 		if jobErr != nil {
-			return nil, fmt.Errorf("%w\n%v", werr, jobErr)
+			return nil, fmt.Errorf("%w\n%w", werr, jobErr)
 		}
 		return nil, werr
 	}
@@ -301,22 +301,58 @@ func runJob(ctx context.Context, cfg *Config, res *Result, env []string, argvs .
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
-		var msg strings.Builder
+		e := &JobError{Err: err, Stderr: make([]string, len(stderrs)), Stdout: lastLines(stdout.String(), 4)}
 		if errors.Is(context.Cause(ctx), context.DeadlineExceeded) {
-			fmt.Fprintf(&msg, "timed out after %v: ", cfg.Timeout)
+			e.Timeout = cfg.Timeout
 		}
-		fmt.Fprintf(&msg, "%v", err)
 		for i := range stderrs {
-			if tail := lastLines(stderrs[i].String(), 8); tail != "" {
-				fmt.Fprintf(&msg, "\nprocess %d stderr:\n%s", i, tail)
-			}
+			e.Stderr[i] = lastLines(stderrs[i].String(), 8)
 		}
-		if tail := lastLines(stdout.String(), 4); tail != "" {
-			fmt.Fprintf(&msg, "\nstdout:\n%s", tail)
-		}
-		return stdout.Bytes(), errors.New(msg.String())
+		return stdout.Bytes(), e
 	}
 	return stdout.Bytes(), nil
+}
+
+// JobError is a job whose processes failed: what each wrote last says why.
+type JobError struct {
+	Err     error         // the processes' errors, joined
+	Timeout time.Duration // the job's time limit, if it ran out; else 0
+	Stderr  []string      // the last lines each process wrote to stderr, by process
+	Stdout  string        // the last lines of the first process's stdout
+}
+
+// Error gives the errors, then every process's last stderr lines and the
+// last stdout lines.
+func (e *JobError) Error() string {
+	var msg strings.Builder
+	if e.Timeout > 0 {
+		fmt.Fprintf(&msg, "timed out after %v: ", e.Timeout)
+	}
+	fmt.Fprintf(&msg, "%v", e.Err)
+	for i, tail := range e.Stderr {
+		if tail != "" {
+			fmt.Fprintf(&msg, "\nprocess %d stderr:\n%s", i, tail)
+		}
+	}
+	if e.Stdout != "" {
+		fmt.Fprintf(&msg, "\nstdout:\n%s", e.Stdout)
+	}
+	return msg.String()
+}
+
+// Unwrap returns the processes' errors.
+func (e *JobError) Unwrap() error { return e.Err }
+
+// FirstStderrLine is the first of the last lines the first process that
+// wrote to stderr wrote ("" if none did): as a rule, what broke.
+func (e *JobError) FirstStderrLine() string {
+	for _, tail := range e.Stderr {
+		if tail != "" {
+			first, _, _ := strings.Cut(tail, "\n")
+			return strings.TrimSpace(first)
+		}
+	}
+	return ""
 }
 
 func lastLines(s string, n int) string {

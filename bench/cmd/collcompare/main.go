@@ -39,6 +39,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -241,17 +242,15 @@ func measure(ctx context.Context, o *options, libs []cpucoll.Library, progs cpuc
 
 // failure is the line that says why library lib failed with n ranks:
 // the first line of err, and the first line its processes wrote to
-// stderr, which says what broke (the error goes on with the end of every
-// process's stderr).
+// stderr (cpucoll.JobError), which says what broke.
 func failure(lib string, n int, err error) string {
-	lines := strings.Split(err.Error(), "\n")
+	first, _, _ := strings.Cut(err.Error(), "\n")
 	prefix := fmt.Sprintf("%s, %d ranks: ", lib, n)
-	why := prefix + strings.TrimPrefix(lines[0], prefix)
-	for i, l := range lines[:len(lines)-1] {
-		if strings.HasPrefix(l, "process ") && strings.HasSuffix(l, " stderr:") {
-			if first := strings.TrimSpace(lines[i+1]); first != "" {
-				return why + ": " + first
-			}
+	why := prefix + strings.TrimPrefix(first, prefix)
+	var je *cpucoll.JobError
+	if errors.As(err, &je) {
+		if line := je.FirstStderrLine(); line != "" {
+			return why + ": " + line
 		}
 	}
 	return why
