@@ -26,6 +26,7 @@ type Flow struct {
 	clock     clock.Clock    // the Scenario's
 	msgSize   uint64         // bytes per WRITE
 	completed atomic.Uint64  // payload bytes of the WRITEs completed successfully: the goodput
+	left      int            // WRITEs Run left in flight when it returned, for Drain
 }
 
 // NewFlow creates a QP on s and one on the receiver r, and connects them.
@@ -72,6 +73,7 @@ func (f *Flow) Run(ctx context.Context, start time.Time) error {
 	sleep := newSleeper(clk, ctx)
 	defer sleep.stop()
 	completion := clk.NewWaiter(f.cq.Events(), ctx.Done())
+	defer func() { f.left = inFlight }()
 	for ctx.Err() == nil {
 		n := f.cq.Poll(wcs)
 		for _, wc := range wcs[:n] {
@@ -106,6 +108,36 @@ func (f *Flow) Run(ctx context.Context, start time.Time) error {
 		inFlight++
 		// A flow held back by its window does not catch up in a burst.
 		next = later(next, clk.Now()).Add(f.gap)
+	}
+	return nil
+}
+
+// Drain waits, after Run has returned, for the WRITEs Run left in flight
+// to complete: then every packet the flow sent has been acknowledged, so
+// the receiver has counted it and none is still in a queue on the way.
+// It returns ctx's error if they have not all completed when ctx ends, or
+// the error of a WRITE that failed.
+func (f *Flow) Drain(ctx context.Context) error {
+	wcs := make([]qp.WC, f.window)
+	completion := f.clock.NewWaiter(f.cq.Events(), ctx.Done())
+	for f.left > 0 {
+		n := f.cq.Poll(wcs)
+		for _, wc := range wcs[:n] {
+			if wc.Status != qp.WCSuccess {
+				return fmt.Errorf("WRITE wr_id %d completed with %v", wc.WRID, wc.Status)
+			}
+		}
+		f.completed.Add(uint64(n) * f.msgSize)
+		f.left -= n
+		if n > 0 {
+			continue
+		}
+		if err := f.cq.ReqNotify(false); err != nil {
+			return err
+		}
+		if f.cq.Len() == 0 && completion.Wait() == 1 {
+			return fmt.Errorf("%d WRITEs still in flight: %w", f.left, ctx.Err())
+		}
 	}
 	return nil
 }

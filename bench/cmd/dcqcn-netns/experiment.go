@@ -40,6 +40,11 @@ type outcome struct {
 	ICRCErrors uint64
 	// figures is tc -s's qdiscs and classes of the bottleneck at the end.
 	figures string
+	// drained reports that every WRITE posted completed before the
+	// devices closed: nothing the senders sent was still on its way, so
+	// every packet the bottleneck marked and did not drop reached the
+	// receiver.
+	drained bool
 }
 
 // frameBytes is the length of the Ethernet frame of a full RDMA WRITE
@@ -116,8 +121,8 @@ func runNetns(ctx context.Context, cfg config) (out *outcome, err error) {
 	if err := r.open(params); err != nil {
 		return nil, err
 	}
-	res, err := r.traffic(ctx)
-	out = &outcome{res: res, marker: cfg.marker}
+	res, drained, err := r.traffic(ctx)
+	out = &outcome{res: res, marker: cfg.marker, drained: drained}
 	out.queue, _ = r.neck.stats(context.Background())
 	out.figures, _ = r.neck.figures(context.Background())
 	out.ECNMarked = r.receiver.Counter("ecn_marked_packets")
@@ -189,9 +194,9 @@ func (r *netnsRun) open(params cc.Params) error {
 }
 
 // traffic runs the flows for Duration and samples every Interval.
-func (r *netnsRun) traffic(ctx context.Context) (*experiment.Result, error) {
+func (r *netnsRun) traffic(ctx context.Context) (res *experiment.Result, drained bool, err error) {
 	sc := &r.cfg.sc
-	res := &experiment.Result{Scenario: *sc, FlowErrors: make([]error, sc.Flows)}
+	res = &experiment.Result{Scenario: *sc, FlowErrors: make([]error, sc.Flows)}
 	t0 := time.Now()
 	flowCtx, stop := context.WithCancel(ctx)
 	var wg sync.WaitGroup
@@ -202,10 +207,11 @@ func (r *netnsRun) traffic(ctx context.Context) (*experiment.Result, error) {
 		}
 		wg.Go(func() { res.FlowErrors[i] = f.Run(flowCtx, t0.Add(start)) })
 	}
-	err := r.sample(ctx, t0, res)
+	err = r.sample(ctx, t0, res)
 	stop()
-	r.closeDevices() // wakes flows blocked in PostSend
 	wg.Wait()
+	drained = r.drain(ctx)
+	r.closeDevices()
 	t := &res.Totals
 	for _, c := range r.counts {
 		res.Delivered = append(res.Delivered, c.Load())
@@ -225,7 +231,29 @@ func (r *netnsRun) traffic(ctx context.Context) (*experiment.Result, error) {
 		t.Retransmitted += d.Counter("retransmitted_pkts")
 		t.Timeouts += d.Counter("local_ack_timeouts")
 	}
-	return res, err
+	return res, drained, err
+}
+
+// drainTime bounds the wait for the WRITEs in flight when the flows stop:
+// a full queue at the slowest bottleneck drains in well under a second,
+// and a go-back-N resend after a drop takes the QP's ACK timeout.
+const drainTime = 3 * time.Second
+
+// drain waits, at most drainTime, for the WRITEs the flows left in flight
+// to complete, so that the receiver's counters and the bottleneck's are
+// read with nothing on the way between them (a packet the bottleneck
+// counted but the receiver never saw is one its close cut off). It
+// reports whether they all completed.
+func (r *netnsRun) drain(ctx context.Context) bool {
+	ctx, cancel := context.WithTimeout(ctx, drainTime)
+	defer cancel()
+	ok := true
+	for _, f := range r.flows {
+		if f.Drain(ctx) != nil {
+			ok = false
+		}
+	}
+	return ok
 }
 
 // sample records a Sample every Interval until Duration has passed: the
