@@ -44,6 +44,9 @@ type CQ struct {
 	// avail mirrors n (written under mu) for lock-free checks while
 	// busy-polling.
 	avail atomic.Int32
+	// notified is set by the first ReqNotify and stays set: the program
+	// learns of this CQ's completions from events (Engine.Transmit).
+	notified atomic.Bool
 	// held, if set, counts completions polled but not yet read by the
 	// program (SetHeld); they count toward the depth.
 	held func() int
@@ -189,8 +192,13 @@ func (c *CQ) ReqNotify(solicitedOnly bool) error {
 		return c.err
 	}
 	c.armed, c.solicitedOnly = true, solicitedOnly
+	c.notified.Store(true)
 	return nil
 }
+
+// eventDriven reports whether the program has asked for this CQ's
+// completion events (ReqNotify) at least once.
+func (c *CQ) eventDriven() bool { return c != nil && c.notified.Load() }
 
 // Events delivers one value per notification requested with ReqNotify (the
 // completion channel of ibv_get_cq_event).
