@@ -29,6 +29,12 @@ type flow struct {
 	// ReadRepeats counts READ response packets sent again for a READ
 	// request that came again (a responder must answer a duplicate READ).
 	ReadRepeats int
+	// AheadOfACK counts request packets this side sent while it owed an
+	// acknowledgement for a request the other side had asked one for
+	// (AckReq), before sending it: a NIC acknowledges a message before its
+	// completion can wake the program that answers it, so only a device
+	// that defers its ACKs sends an answer first (eventOrder).
+	AheadOfACK int
 	// Data holds, packet by packet, the payloads this side sent (SEND,
 	// WRITE, READ response) with their opcodes, for the data checks.
 	Data []sentPayload
@@ -84,6 +90,7 @@ func countWire(path, goroceAddr string, timeout time.Duration, skipCM bool) (wir
 	first := [2]map[psnKey]time.Time{{}, {}}
 	naked := [2]bool{}     // whether the other side has sent a NAK yet
 	readAgain := [2]bool{} // whether the other side has sent a READ request again
+	owesACK := [2]bool{}   // whether this side owes the other an acknowledgement
 	for {
 		rec, err := r.Next()
 		if errors.Is(err, io.EOF) {
@@ -109,6 +116,17 @@ func countWire(path, goroceAddr string, timeout time.Duration, skipCM bool) (wir
 		}
 		info := p.Info()
 		pay := p.Payload()
+		switch {
+		case info.Has(wire.HasAETH): // an ACK, NAK, READ response or atomic ACK
+			owesACK[side] = false
+		case info.Request && info.Transport == wire.RC:
+			if owesACK[side] {
+				fl.AheadOfACK++
+			}
+			if p.BTH().AckReq() {
+				owesACK[1-side] = true
+			}
+		}
 		fl.Packets++
 		fl.Bytes += len(pay)
 		switch {
@@ -287,6 +305,9 @@ func wireProblems(c interopCase, w wireCount) []string {
 	wg.ReadResponses += w.goroce.ReadRepeats
 	if pk := (c.Size + c.MTU - 1) / c.MTU; w.goroce.ReadRepeats > w.rxe.Duplicates*pk {
 		ps = append(ps, fmt.Sprintf("goroce answered READs again %d times for %d repeated requests", w.goroce.ReadRepeats, w.rxe.Duplicates))
+	}
+	if c.Events && w.goroce.AheadOfACK > 0 {
+		ps = append(ps, fmt.Sprintf("goroce sent %d requests ahead of an ACK it owed, in event mode (eventOrder)", w.goroce.AheadOfACK))
 	}
 	if w.goroce.Duplicates > 0 || w.rxe.Duplicates > maxRxeDuplicates {
 		ps = append(ps, fmt.Sprintf("duplicate requests: goroce %d, rxe %d (at most %d of rxe's)",

@@ -82,3 +82,36 @@ func TestCountWireSkipsOtherCasesMADs(t *testing.T) {
 		}
 	}
 }
+
+// TestEventOrder: in event mode goroce must send no request ahead of an
+// ACK it owes (eventOrder in package qp's Engine.Transmit). The oracle is
+// rxe: in its own runs (golden captures) neither side ever does. The
+// capture of CI run 4's hung case (session 12: ib_send_lat -e preloaded,
+// rxe the client, ipv4, MTU 4096, goroce at 10.99.0.254) has goroce's
+// answer ahead of the ACK once, right before the hang: the count must see
+// it and the case must fail for it.
+func TestEventOrder(t *testing.T) {
+	for _, name := range []string{"rc_pingpong", "ib_send_lat", "ib_write_bw"} {
+		w := rxeRun(t, name, interopCase{Transport: "rc"})
+		if w.goroce.AheadOfACK != 0 || w.rxe.AheadOfACK != 0 {
+			t.Errorf("%s: rxe sent requests ahead of an ACK it owed: %d and %d", name, w.goroce.AheadOfACK, w.rxe.AheadOfACK)
+		}
+	}
+	c := interopCase{Transport: "rc", Preload: true, Events: true, Perftest: "send_lat", RxeRole: rxeClient,
+		MTU: 4096, Size: 64, Iters: 16}
+	w, err := countWire("testdata/send_lat_e_answer_ahead.pcap", "10.99.0.254", c.ackTimeout(), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w.goroce.AheadOfACK != 1 || w.rxe.AheadOfACK != 0 {
+		t.Errorf("requests ahead of an owed ACK: goroce %d, rxe %d; want 1 and 0", w.goroce.AheadOfACK, w.rxe.AheadOfACK)
+	}
+	ps := wireProblems(c, w)
+	if len(ps) != 1 || !strings.Contains(ps[0], "goroce sent 1 requests ahead of an ACK it owed") {
+		t.Errorf("problems %q, want only goroce's request ahead of its ACK", ps)
+	}
+	c.Events = false // a polling program's answer may go first
+	if ps := wireProblems(c, w); len(ps) != 0 {
+		t.Errorf("without -e: problems %q, want none", ps)
+	}
+}
