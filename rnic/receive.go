@@ -258,16 +258,10 @@ func (d *Device) deliverSome(now time.Time, rx *rxPath, pkts []link.Packet, view
 // and returns how many it handled, the one that faulted included, and
 // their bytes.
 func (d *Device) deliverLent(now time.Time, rx *rxPath, pkts []link.Packet, view map[uint32]*QP) (n, bytes int) {
-	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
-	defer func() {
-		if r := recover(); r != nil {
-			if _, fault := r.(interface{ Addr() uintptr }); !fault {
-				panic(r)
-			}
-			d.dev.Malformed.Add(1)
-			n++
-		}
-	}()
+	defer link.CatchFault(debug.SetPanicOnFault(true), func() {
+		d.dev.Malformed.Add(1)
+		n++
+	})
 	for n = 0; n < len(pkts); n++ {
 		bytes += d.deliverSome(now, rx, pkts[n:n+1], view)
 	}

@@ -16,6 +16,7 @@ package link
 import (
 	"errors"
 	"net/netip"
+	"runtime/debug"
 )
 
 // ECN codepoints, the low two bits of the IPv4 TOS byte or IPv6 traffic class
@@ -180,4 +181,29 @@ type Lender interface {
 	// one serialised with it as reads are, and never blocks on I/O. A
 	// link closed while a batch is lent keeps that memory until then.
 	ReleaseBatch()
+}
+
+// CatchFault ends a function that reads or writes memory another process
+// shares and may truncate under the mapping (a Lender's datagrams,
+// shmlink's rings and ports). Deferred as
+//
+//	defer link.CatchFault(debug.SetPanicOnFault(true), func() { ... })
+//
+// it turns a fault in that memory into a call of onFault (nil: nothing
+// more) instead of a crash, lets any other panic go on, and gives the
+// goroutine back the panic-on-fault setting it had (was). onFault runs
+// as the deferred call ends the function, so it may set the function's
+// named results.
+func CatchFault(was bool, onFault func()) {
+	r := recover()
+	debug.SetPanicOnFault(was)
+	if r == nil {
+		return
+	}
+	if _, fault := r.(interface{ Addr() uintptr }); !fault {
+		panic(r)
+	}
+	if onFault != nil {
+		onFault()
+	}
 }

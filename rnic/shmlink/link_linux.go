@@ -330,18 +330,12 @@ func (l *Link) read(pkts []link.Packet, polled bool) (n int, err error) {
 		return 0, err
 	}
 	defer l.mapMu.RUnlock()
-	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
-	defer func() {
-		if r := recover(); r != nil {
-			if !isFault(r) {
-				panic(r)
-			}
-			if l.rx.cur != nil {
-				l.rx.cur.broken.Store(true)
-			}
-			l.count.rxBadRing.Add(1)
+	defer link.CatchFault(debug.SetPanicOnFault(true), func() {
+		if l.rx.cur != nil {
+			l.rx.cur.broken.Store(true)
 		}
-	}()
+		l.count.rxBadRing.Add(1)
+	})
 	l.rx.cur = nil // faults before the first ring are the port's
 	if l.own.peers.Load() != l.seen.Load() {
 		l.scan()
@@ -463,16 +457,10 @@ func (l *Link) releaseLent() {
 
 // releaseRing releases what r lent, turning a fault into a broken ring.
 func (l *Link) releaseRing(r *inRing) {
-	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
-	defer func() {
-		if e := recover(); e != nil {
-			if !isFault(e) {
-				panic(e)
-			}
-			r.broken.Store(true)
-			l.count.rxBadRing.Add(1)
-		}
-	}()
+	defer link.CatchFault(debug.SetPanicOnFault(true), func() {
+		r.broken.Store(true)
+		l.count.rxBadRing.Add(1)
+	})
 	r.c.release(r.c.next)
 	wakeProducer(r)
 }
@@ -507,32 +495,19 @@ func (l *Link) markPolling() {
 	}
 }
 
-// isFault reports whether a recovered value is a memory fault turned into
-// a panic by debug.SetPanicOnFault.
-func isFault(r any) bool {
-	_, ok := r.(interface{ Addr() uintptr })
-	return ok
-}
-
 // pending reports whether a ring holds a datagram, or a sender made a new
 // ring; any goroutine may ask.
 // A ring that faults (its file truncated) is marked broken and reported
 // as pending, so that the reader moves on.
 func (l *Link) pending() (yes bool) {
 	var cur *inRing
-	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
-	defer func() {
-		if r := recover(); r != nil {
-			if !isFault(r) {
-				panic(r)
-			}
-			if cur != nil {
-				cur.broken.Store(true)
-				l.count.rxBadRing.Add(1)
-			}
-			yes = cur != nil
+	defer link.CatchFault(debug.SetPanicOnFault(true), func() {
+		if cur != nil {
+			cur.broken.Store(true)
+			l.count.rxBadRing.Add(1)
 		}
-	}()
+		yes = cur != nil
+	})
 	if l.own.peers.Load() != l.seen.Load() {
 		return true
 	}
@@ -560,12 +535,7 @@ func (l *Link) waitReadable() error {
 	defer l.mapMu.RUnlock()
 	// A fault on the port's page (its file truncated) ends the wait as
 	// a spurious wake-up would.
-	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
-	defer func() {
-		if r := recover(); r != nil && !isFault(r) {
-			panic(r)
-		}
-	}()
+	defer link.CatchFault(debug.SetPanicOnFault(true), nil)
 	if l.cfg.Spin > 0 {
 		end := l.now() + l.cfg.Spin
 		for {
@@ -639,12 +609,8 @@ func (l *Link) stopPolling() {
 		return
 	}
 	defer l.mapMu.RUnlock()
-	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
-	defer func() {
-		if r := recover(); r != nil && !isFault(r) {
-			panic(r) // a fault on the port's page: the waiter's own sleep ends it
-		}
-	}()
+	// A fault on the port's page: the waiter's own sleep ends it.
+	defer link.CatchFault(debug.SetPanicOnFault(true), nil)
 	l.pollsBase.Store(l.polls.Load())
 	l.own.polling.Store(0)
 	if l.pending() {
@@ -679,19 +645,13 @@ func (l *Link) WriteBatch(pkts []link.Packet) (n int, err error) {
 // WriteBatch wakes the receivers afterwards, those of the rings written
 // before a fault too.
 func (l *Link) writeSome(pkts []link.Packet) (n int) {
-	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
-	defer func() {
-		if r := recover(); r != nil {
-			if !isFault(r) {
-				panic(r)
-			}
-			if l.tx.cur != nil {
-				l.tx.cur.broken = true
-			}
-			l.count.txNoPeer.Add(1)
-			n++
+	defer link.CatchFault(debug.SetPanicOnFault(true), func() {
+		if l.tx.cur != nil {
+			l.tx.cur.broken = true
 		}
-	}()
+		l.count.txNoPeer.Add(1)
+		n++
+	})
 	for n = 0; n < len(pkts); n++ {
 		p := &pkts[n]
 		o := l.out(p.Addr)
@@ -896,15 +856,7 @@ func (l *Link) wakeTouched() {
 // wakePeer wakes o's receiver if it sleeps and does not poll. A fault on
 // its port's page (the file truncated under the mapping) drops the ring.
 func (l *Link) wakePeer(o *outRing) {
-	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
-	defer func() {
-		if r := recover(); r != nil {
-			if !isFault(r) {
-				panic(r)
-			}
-			o.broken = true
-		}
-	}()
+	defer link.CatchFault(debug.SetPanicOnFault(true), func() { o.broken = true })
 	switch {
 	case o.port.sleepers.Load() == 0:
 	case o.port.polling.Load() != 0:
