@@ -139,9 +139,9 @@ func (pc *perfContext) waitFor(ctx context.Context, what string, ready func() bo
 // write_bw server's CPU). With -e it blocks in a select, a ticker
 // bounding its stall checks.
 func (pc *perfContext) awaitClient(ctx context.Context, done chan peerDone) (peerDone, error) {
-	last, since := pc.dev.Counter("link_rcvd_pkts"), time.Now()
+	last, since := pc.dev.LinkRcvdPkts(), time.Now()
 	stalled := func(now time.Time) error {
-		if c := pc.dev.Counter("link_rcvd_pkts"); c != last {
+		if c := pc.dev.LinkRcvdPkts(); c != last {
 			last, since = c, now
 		} else if now.Sub(since) >= pc.cfg.stall {
 			return fmt.Errorf("%w: no packet from the client for %v", cli.ErrStalled, pc.cfg.stall)
