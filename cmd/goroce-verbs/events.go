@@ -34,9 +34,14 @@ func (e *eventQueue[T]) push(v T) {
 	e.mu.Lock()
 	e.q = append(e.q, v)
 	e.mu.Unlock()
+	addOne(e.fd)
+}
+
+// addOne adds one to the eventfd fd, making it readable.
+func addOne(fd int) {
 	var one [8]byte
 	binary.NativeEndian.PutUint64(one[:], 1)
-	syscall.Write(e.fd, one[:])
+	syscall.Write(fd, one[:])
 }
 
 // pop takes the oldest event.

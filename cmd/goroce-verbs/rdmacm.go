@@ -8,7 +8,6 @@ package main
 import "C"
 
 import (
-	"context"
 	"errors"
 	"net/netip"
 	"sync"
@@ -30,16 +29,6 @@ var rdmacm struct {
 	cm *cm.CM
 }
 
-// cmChannel is an event channel (struct rdma_event_channel): a goroutine
-// moves each event of the package cm channel to a queue behind the
-// eventfd the shim gave, which rdma_get_cm_event reads.
-type cmChannel struct {
-	ch     *cm.EventChannel
-	q      *eventQueue[*cm.Event]
-	cancel context.CancelFunc
-	done   chan struct{}
-}
-
 // cmID is an rdma_cm_id: the package cm ID and the C object the shim
 // made for it (0 until the shim has one, for the ID of a CONNECT_REQUEST).
 type cmID struct {
@@ -48,7 +37,11 @@ type cmID struct {
 }
 
 var (
-	cmChannels handles[*cmChannel]
+	// cmChannels are the event channels (struct rdma_event_channel). Each
+	// stands behind the eventfd the shim gave: every event queued on it,
+	// those rdma_migrate_id moves to it included, adds one to the fd, and
+	// rdma_get_cm_event reads one before it takes the event.
+	cmChannels handles[*cm.EventChannel]
 	cmIDs      handles[*cmID]
 	// idHandle finds the handle of a package cm ID, for its events.
 	idHandle sync.Map // *cm.ID -> uint32
@@ -95,19 +88,8 @@ func goroce_cm_create_channel(fd C.int, h *C.uint32_t) C.int {
 	if c == nil {
 		return e
 	}
-	ch := &cmChannel{ch: c.CreateEventChannel(), q: newEventQueue[*cm.Event](int(fd)), done: make(chan struct{})}
-	ctx, cancel := context.WithCancel(context.Background())
-	ch.cancel = cancel
-	go func() {
-		defer close(ch.done)
-		for {
-			ev, err := ch.ch.Get(ctx)
-			if err != nil {
-				return
-			}
-			ch.q.push(ev)
-		}
-	}()
+	ch := c.CreateEventChannel()
+	ch.Notify(func() { addOne(int(fd)) })
 	*h = C.uint32_t(cmChannels.add(ch))
 	return 0
 }
@@ -118,9 +100,7 @@ func goroce_cm_destroy_channel(h C.uint32_t) C.int {
 	if !ok {
 		return C.int(syscall.EINVAL)
 	}
-	ch.cancel()
-	<-ch.done
-	ch.ch.Close()
+	ch.Close()
 	return 0
 }
 
@@ -130,7 +110,7 @@ func goroce_cm_create_id(chh C.uint32_t, ps C.int, obj C.uintptr_t, h *C.uint32_
 	if !ok {
 		return C.int(syscall.EINVAL)
 	}
-	id, err := ch.ch.CreateID(nil, wire.PortSpace(ps))
+	id, err := ch.CreateID(nil, wire.PortSpace(ps))
 	if err != nil {
 		debugf("rdma_create_id: %v", err)
 		return C.int(syscall.EPROTONOSUPPORT)
@@ -386,7 +366,7 @@ func goroce_cm_migrate(h, chh C.uint32_t) C.int {
 	if !ok || !ok2 {
 		return C.int(syscall.EINVAL)
 	}
-	return cmErrno(id.Migrate(ch.ch))
+	return cmErrno(id.Migrate(ch))
 }
 
 // goroce_cm_get_event takes the oldest event of the channel (EAGAIN if
@@ -402,7 +382,7 @@ func goroce_cm_get_event(chh C.uint32_t, out *C.struct_goroce_cm_event) C.int {
 		return C.int(syscall.EINVAL)
 	}
 	for {
-		ev, ok := ch.q.pop()
+		ev, ok := ch.TryGet()
 		if !ok {
 			return C.int(syscall.EAGAIN)
 		}

@@ -82,6 +82,7 @@ type EventChannel struct {
 	mu     sync.Mutex
 	queue  []*Event
 	wake   chan struct{} // one token while queue is not empty
+	notify func()        // Notify's f, or nil
 	closed bool
 }
 
@@ -90,10 +91,23 @@ func (c *CM) CreateEventChannel() *EventChannel {
 	return &EventChannel{cm: c, wake: make(chan struct{}, 1)}
 }
 
+// Notify makes the channel call f once for every event queued on it from
+// now on, those Migrate moves to it included, after the event is queued,
+// and never after Close has returned. It is how a channel stands behind a
+// file descriptor a program polls: the verbs library's f adds one to an
+// eventfd, and its reader takes the event with TryGet. f runs with the
+// CM's lock held: it must not block or call the CM.
+func (ch *EventChannel) Notify(f func()) {
+	ch.mu.Lock()
+	ch.notify = f
+	ch.mu.Unlock()
+}
+
+// push queues ev; the caller holds the CM's lock.
 func (ch *EventChannel) push(ev *Event) {
 	ch.mu.Lock()
-	defer ch.mu.Unlock()
 	if ch.closed {
+		ch.mu.Unlock()
 		return
 	}
 	ch.queue = append(ch.queue, ev)
@@ -101,6 +115,42 @@ func (ch *EventChannel) push(ev *Event) {
 	case ch.wake <- struct{}{}:
 	default:
 	}
+	if ch.notify != nil {
+		ch.notify() // under ch.mu: once Close returns, f runs no more
+	}
+	ch.mu.Unlock()
+}
+
+// take removes and returns the queued events belong selects; the caller
+// holds the CM's lock.
+func (ch *EventChannel) take(belong func(*Event) bool) []*Event {
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	var taken []*Event
+	kept := ch.queue[:0]
+	for _, ev := range ch.queue {
+		if belong(ev) {
+			taken = append(taken, ev)
+		} else {
+			kept = append(kept, ev)
+		}
+	}
+	clear(ch.queue[len(kept):])
+	ch.queue = kept
+	return taken
+}
+
+// TryGet takes the oldest event if there is one, without waiting.
+func (ch *EventChannel) TryGet() (*Event, bool) {
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	if ch.closed || len(ch.queue) == 0 {
+		return nil, false
+	}
+	ev := ch.queue[0]
+	ch.queue[0] = nil
+	ch.queue = ch.queue[1:]
+	return ev, true
 }
 
 // Get waits for the next event (rdma_get_cm_event). It returns ctx's error

@@ -377,7 +377,11 @@ func (id *ID) SetQP(q *rnic.QP) error {
 }
 
 // Migrate moves the ID to the event channel ch (rdma_migrate_id): its
-// later events go there; those already queued stay where they are.
+// later events go there, and so do those queued on its old channel and
+// not yet taken, in their order after ch's own (the kernel's
+// ucma_migrate_id moves them too). A program that migrates while its peer
+// disconnects would otherwise wait on the new channel for a DISCONNECTED
+// left on the old one. A listener's events are its CONNECT_REQUESTs.
 func (id *ID) Migrate(ch *EventChannel) error {
 	c := id.cm
 	if ch == nil || ch.cm != c {
@@ -388,7 +392,19 @@ func (id *ID) Migrate(ch *EventChannel) error {
 	if err := c.usable(id); err != nil {
 		return err
 	}
+	if ch == id.ch {
+		return nil
+	}
+	moved := id.ch.take(func(ev *Event) bool {
+		if ev.Type == EventConnectRequest {
+			return ev.ListenID == id
+		}
+		return ev.ID == id
+	})
 	id.ch = ch
+	for _, ev := range moved {
+		ch.push(ev)
+	}
 	return nil
 }
 
