@@ -31,6 +31,9 @@ type requester struct {
 	noAck    int      // packets sent since the last one with AckReq
 	rdAtomic int      // READs and atomics sent and not yet completed
 	paused   bool     // waiting out an RNR NAK
+	// frontier is the PSN after the last one ever sent: a packet before
+	// it is a resend (go-back-N).
+	frontier wire.PSN
 }
 
 // DefaultMaxUnackedPSNs bounds an RC requester's PSNs in flight unless
@@ -59,7 +62,7 @@ func (q *QP) window() int {
 }
 
 func (r *requester) start(q *QP, psn wire.PSN) {
-	*r = requester{q: q, psn: psn, cur: q.retired.Load()}
+	*r = requester{q: q, psn: psn, cur: q.retired.Load(), frontier: psn}
 }
 
 // transmit adds up to budget request packets to out and returns how many.
@@ -106,6 +109,9 @@ func (r *requester) transmit(now time.Time, out *Outbox, budget int) int {
 		}
 		n := r.emit(now, w, out, limit)
 		sent += n
+		if r.psn.Diff(r.frontier) > 0 {
+			r.frontier = r.psn
+		}
 		if r.off < w.length || (w.length == 0 && n == 0) {
 			if n == 0 {
 				break
@@ -254,11 +260,15 @@ func (r *requester) emit(now time.Time, w *sendWQE, out *Outbox, limit int) int 
 		}
 		if size > 0 {
 			p.Payload = gather(w.bufs, r.off, int(size), p)
-			if q.typ != RC {
-				// UC and UD complete the WR once it is built (below),
-				// before the device has sent the batch: the packet keeps
-				// a copy, as a NIC has read the buffer by the time it
-				// completes the WR, and the program may reuse it.
+			if q.typ != RC || r.psn.Diff(r.frontier) < 0 {
+				// The WR may complete before the device has sent the
+				// batch, and the program may then reuse the buffer: the
+				// packet keeps a copy, as a NIC has read the buffer by
+				// the time it completes the WR. UC and UD complete it
+				// once it is built (below); an RC resend, when the ACK
+				// of the packet it resends arrives meanwhile (the resend
+				// was spurious). Without the copy, the ICRC the device
+				// computes and the bytes the kernel copies may differ.
 				p.Payload = p.own(p.Payload)
 			}
 		}
