@@ -331,7 +331,8 @@ func runJobs(t *testing.T, ip, dumpcap, goroce string, hosts []host, env, demoAr
 			}
 			sum := regexp.MustCompile(`(?m)^summary: packets=(\d+) icrc_ok=(\d+) icrc_bad=0 malformed=0`).FindStringSubmatch(string(out))
 			if sum == nil || sum[1] != sum[2] || sum[1] == "0" {
-				t.Fatalf("goroce pcap of the link:\n%s", lastLines(string(out), 5))
+				t.Fatalf("goroce pcap of the link:\n%s\nits first packets with a bad ICRC or malformed:\n%s\nthe capture is kept as %s",
+					lastLines(string(out), 5), badLines(string(out), 20), keep(pcap))
 			}
 			for _, pair := range [][2]string{{hosts[0].addr, hosts[1].addr}, {hosts[1].addr, hosts[0].addr}} {
 				if !strings.Contains(string(out), " "+pair[0]+" > "+pair[1]+" ") {
@@ -341,6 +342,36 @@ func runJobs(t *testing.T, ip, dumpcap, goroce string, hosts []host, env, demoAr
 			t.Logf("%s: %s", launcher, sum[0])
 		})
 	}
+}
+
+// badLines returns the first n lines of goroce pcap's output about a
+// packet whose ICRC is bad or that is malformed.
+func badLines(out string, n int) string {
+	var bad []string
+	for _, l := range strings.Split(out, "\n") {
+		if len(bad) < n && (strings.HasSuffix(l, " icrc=bad") || strings.Contains(l, " icrc=bad ") || strings.Contains(l, " malformed (")) {
+			bad = append(bad, l)
+		}
+	}
+	return strings.Join(bad, "\n")
+}
+
+// keep copies a capture out of the test's temporary directory, which
+// the test deletes, and returns where it went.
+func keep(pcap string) string {
+	b, err := os.ReadFile(pcap)
+	if err != nil {
+		return fmt.Sprintf("(not kept: %v)", err)
+	}
+	f, err := os.CreateTemp("", "goroce-multihost-*-"+filepath.Base(pcap))
+	if err != nil {
+		return fmt.Sprintf("(not kept: %v)", err)
+	}
+	defer f.Close()
+	if _, err := f.Write(b); err != nil {
+		return fmt.Sprintf("(not kept: %v)", err)
+	}
+	return f.Name()
 }
 
 // dropOnePercent makes the namespace ns drop 1% of the UDP datagrams it
