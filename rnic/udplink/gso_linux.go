@@ -2,6 +2,7 @@ package udplink
 
 import (
 	"encoding/binary"
+	"syscall"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -33,7 +34,11 @@ import (
 // the route's device cannot checksum segments; EINVAL when the socket sends
 // without UDP checksums or a segment exceeds the path MTU). The sender then
 // sends that run one datagram per message; if that works, it was GSO the
-// kernel refused, and the link stops using it.
+// kernel refused, and the link stops using it. Any other error fails the
+// run as it would have failed its datagrams: a firewall's drop (EPERM, an
+// nftables or iptables rule on output) is a loss, not a refusal. A
+// datagram that goes alone after all, in such a retry or once GSO is off,
+// gets its ICRC back for ID 0.
 
 // maxGSOSegments is the most datagrams in one GSO send (UDP_MAX_SEGMENTS:
 // 64 before Linux 6.9, 128 since).
@@ -97,13 +102,6 @@ func (g *gsoSender) number(run []link.Packet) {
 	}
 }
 
-// unnumber undoes number, for datagrams sent one per message after all.
-func (g *gsoSender) unnumber(run []link.Packet) {
-	for i := range run {
-		g.setID(&run[i], 0)
-	}
-}
-
 // setID moves p's ICRC, the last four bytes of Tail, from p.IPv4ID to id.
 // The delta is linear in the ID, so one delta for p.IPv4ID^id does it.
 func (g *gsoSender) setID(p *link.Packet, id uint16) {
@@ -115,6 +113,11 @@ func (g *gsoSender) setID(p *link.Packet, id uint16) {
 	binary.LittleEndian.PutUint32(icrc, v)
 	p.IPv4ID = id
 }
+
+// refusesGSO reports whether errno, the failure of a GSO send, is the
+// kernel refusing to segment it rather than a failure its datagrams would
+// have met one by one too (EPERM from a firewall's drop, ENOBUFS, ...).
+func refusesGSO(errno syscall.Errno) bool { return errno == unix.EIO || errno == unix.EINVAL }
 
 // refused records that the kernel refused the GSO send of the datagrams
 // up to end.

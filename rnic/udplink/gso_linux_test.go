@@ -3,12 +3,17 @@ package udplink
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"net"
 	"net/netip"
 	"os"
 	"runtime"
+	"slices"
 	"testing"
 
+	"github.com/google/nftables"
+	"github.com/google/nftables/binaryutil"
+	"github.com/google/nftables/expr"
 	"golang.org/x/sys/unix"
 
 	"github.com/goroce/goroce/rnic/link"
@@ -314,32 +319,63 @@ func bytesOfMask(bits int) []byte {
 // cuts carries an ICRC that verifies against its real IP header, ID and
 // all (what Linux rxe and Wireshark check); Packet.IPv4ID says which ID.
 func TestRoCEv2GSOIPv4ICRCOnTheWire(t *testing.T) {
-	tun := tunNamespace(t, "gotun1", netip.MustParsePrefix("10.89.0.1/24"))
-	defer tun.Close()
-	a, err := Open(Config{Local: netip.MustParseAddrPort("10.89.0.1:0"), EphemeralPort: true, RoCEv2GSO: true})
+	tun, a := roceLink(t, "gotun1", "10.89.0")
+	dst := netip.MustParseAddrPort("10.89.0.2:4791")
+	pkts := roceDatagrams(wire.Endpoints{Src: a.LocalAddr(), Dst: dst}, dst, 1000, 1000, 1000, 1000, 1000)
+	mustWrite(t, a, pkts)
+	if s := a.Stats(); s.TxSegmented != uint64(len(pkts)) {
+		t.Fatalf("TxSegmented = %d, want %d: not one GSO send", s.TxSegmented, len(pkts))
+	}
+	if ids := readICRCs(t, tun, dst, pkts); !slices.Equal(ids, []uint16{0, 1, 2, 3, 4}) {
+		t.Errorf("IDs on the wire %v, want 0 to 4", ids)
+	}
+}
+
+// roceLink opens an IPv4 link with Config.RoCEv2GSO at NET.1 in a network
+// namespace of the test's own, beside a TUN device that NET.0/24 is routed
+// to (tunNamespace); it skips where the kernel has no UDP GSO.
+func roceLink(t *testing.T, tunName, net string) (*os.File, *Link) {
+	t.Helper()
+	tun := tunNamespace(t, tunName, netip.MustParsePrefix(net+".1/24"))
+	t.Cleanup(func() { tun.Close() })
+	a, err := Open(Config{Local: netip.MustParseAddrPort(net + ".1:0"), EphemeralPort: true, RoCEv2GSO: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer a.Close()
-	if !a.tx.(*mmsgSender).gso.on {
+	t.Cleanup(func() { a.Close() })
+	if !gsoOn(a) {
 		testenv.SkipOrFail(t, "the kernel has no UDP GSO")
 	}
-	dst := netip.MustParseAddrPort("10.89.0.2:4791")
-	const segs, size = 5, 1000
-	e := wire.Endpoints{Src: a.LocalAddr(), Dst: dst}
-	pkts := make([]link.Packet, segs)
-	for i := range pkts {
+	return tun, a
+}
+
+// roceDatagrams is a batch of RoCEv2-shaped datagrams of the sizes given
+// to dst, each with a valid ICRC for ID 0.
+func roceDatagrams(e wire.Endpoints, dst netip.AddrPort, sizes ...int) []link.Packet {
+	var pkts []link.Packet
+	for i, size := range sizes {
 		head := payload(i, size-wire.ICRCLen)
 		head[0] = byte(wire.RCSendOnly) // a BTH's first byte, for the ICRC's masks
 		tail := binary.LittleEndian.AppendUint32(nil, e.ICRC(head))
-		pkts[i] = link.Packet{Buf: head, Tail: tail, Addr: dst}
+		pkts = append(pkts, link.Packet{Buf: head, Tail: tail, Addr: dst})
 	}
-	mustWrite(t, a, pkts)
-	if s := a.Stats(); s.TxSegmented != segs {
-		t.Fatalf("TxSegmented = %d, want %d: not one GSO send", s.TxSegmented, segs)
-	}
+	return pkts
+}
+
+// roceRuns is roceDatagrams in two GSO runs: 1000, 1000 and a shorter 900
+// that ends the first; five of 1000.
+func roceRuns(e wire.Endpoints, dst netip.AddrPort) []link.Packet {
+	return roceDatagrams(e, dst, 1000, 1000, 900, 1000, 1000, 1000, 1000, 1000)
+}
+
+// readICRCs reads n datagrams to dst's port from the TUN device and checks
+// that each one's ICRC verifies against its real IP header, ID and all,
+// and that Packet.IPv4ID named that ID; it returns the IDs.
+func readICRCs(t *testing.T, tun *os.File, dst netip.AddrPort, pkts []link.Packet) []uint16 {
+	t.Helper()
+	var ids []uint16
 	buf := make([]byte, 65536)
-	for k := 0; k < segs; {
+	for len(ids) < len(pkts) {
 		n, err := tun.Read(buf)
 		if err != nil {
 			t.Fatalf("read TUN: %v", err)
@@ -348,13 +384,107 @@ func TestRoCEv2GSOIPv4ICRCOnTheWire(t *testing.T) {
 		if n < 28 || ip[0]>>4 != 4 || ip[9] != unix.IPPROTO_UDP || binary.BigEndian.Uint16(ip[22:24]) != dst.Port() {
 			continue
 		}
-		id := binary.BigEndian.Uint16(ip[4:6])
-		if id != uint16(k) || pkts[k].IPv4ID != id {
-			t.Errorf("segment %d: ID %d on the wire, Packet.IPv4ID %d; want %d", k, id, pkts[k].IPv4ID, k)
-		}
+		k, id := len(ids), binary.BigEndian.Uint16(ip[4:6])
 		if !wire.VerifyICRC(ip[:20], ip[20:28], ip[28:]) {
-			t.Errorf("segment %d (ID %d): the ICRC does not verify against the real headers", k, id)
+			t.Errorf("datagram %d (ID %d on the wire, Packet.IPv4ID %d): the ICRC does not verify against the real headers", k, id, pkts[k].IPv4ID)
+		} else if pkts[k].IPv4ID != id {
+			t.Errorf("datagram %d: ID %d on the wire, Packet.IPv4ID %d", k, id, pkts[k].IPv4ID)
 		}
-		k++
+		ids = append(ids, id)
+	}
+	return ids
+}
+
+// TestRoCEv2GSORetryICRCs: the kernel refuses a GSO send of an IPv4
+// RoCEv2 link (EIO, as where the route's device cannot checksum
+// segments), so the link sends that run's datagrams one by one; the
+// system call that does so takes only those (as sendmmsg does when the
+// socket buffer fills or the next message fails), and the link turns GSO
+// off. The second run, which an earlier try numbered 0 to 4 for one GSO
+// send, then goes one datagram per message with ID 0: every datagram on
+// the wire must carry an ICRC for the ID it has there. The kernel's
+// refusal and the short sendmmsg are injected (neither can be had on
+// demand); the wire is real.
+func TestRoCEv2GSORetryICRCs(t *testing.T) {
+	tun, a := roceLink(t, "gotun2", "10.90.0")
+	s := a.tx.(*mmsgSender)
+	calls := 0
+	s.sendmmsgFn = func(fd uintptr) bool {
+		calls++
+		switch calls {
+		case 1: // two GSO runs; the kernel refuses the first
+			s.n, s.errno = 0, unix.EIO
+			return true
+		case 2: // the first run one by one, the second as a GSO run: take 3
+			vlen := s.vlen
+			s.vlen = 3
+			ok := s.sendmmsg(fd)
+			s.vlen = vlen
+			return ok
+		}
+		return s.sendmmsg(fd)
+	}
+	dst := netip.MustParseAddrPort("10.90.0.2:4791")
+	pkts := roceRuns(wire.Endpoints{Src: a.LocalAddr(), Dst: dst}, dst)
+	mustWrite(t, a, pkts)
+	if calls != 3 || s.gso.on {
+		t.Fatalf("%d sendmmsg calls, GSO on %v; want 3, off", calls, s.gso.on)
+	}
+	if ids := readICRCs(t, tun, dst, pkts); !slices.Equal(ids, make([]uint16, len(pkts))) {
+		t.Errorf("IDs on the wire %v, want all 0 (one datagram per message)", ids)
+	}
+}
+
+// TestRoCEv2GSOFirewallDrop: a firewall on output (an nftables rule in the
+// test's own namespace) drops the link's GSO sends, so the kernel fails
+// them with EPERM. The rule drops what is longer than 2000 bytes, a run
+// and not its datagrams, as nccl's multi-host test's 1% random drop did
+// when it hit a run: the datagrams of a retry one by one then went, and
+// the link took the drop for the kernel refusing GSO, turned GSO off, and
+// sent the other run's datagrams, numbered for one GSO send, alone with ID
+// 0 (61 bad ICRCs in its capture). A drop is a loss: WriteBatch reports
+// the error, GSO stays on, and once the rule is gone the next batch goes
+// as GSO runs whose ICRCs verify on the wire.
+func TestRoCEv2GSOFirewallDrop(t *testing.T) {
+	tun, a := roceLink(t, "gotun3", "10.91.0")
+	dst := netip.MustParseAddrPort("10.91.0.2:4791")
+	nft, err := nftables.New() // this thread's namespace: the test's own
+	if err != nil {
+		t.Fatal(err)
+	}
+	table := nft.AddTable(&nftables.Table{Family: nftables.TableFamilyINet, Name: "goroce_drop"})
+	accept := nftables.ChainPolicyAccept
+	chain := nft.AddChain(&nftables.Chain{Name: "out", Table: table, Type: nftables.ChainTypeFilter,
+		Hooknum: nftables.ChainHookOutput, Priority: nftables.ChainPriorityFilter, Policy: &accept})
+	nft.AddRule(&nftables.Rule{Table: table, Chain: chain, Exprs: []expr.Any{
+		&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{unix.IPPROTO_UDP}},
+		&expr.Meta{Key: expr.MetaKeyLEN, Register: 1},
+		// cmp compares bytes, so compare the length big-endian
+		&expr.Byteorder{SourceRegister: 1, DestRegister: 1, Op: expr.ByteorderHton, Len: 4, Size: 4},
+		&expr.Cmp{Op: expr.CmpOpGt, Register: 1, Data: binaryutil.BigEndian.PutUint32(2000)},
+		&expr.Verdict{Kind: expr.VerdictDrop},
+	}})
+	if err := nft.Flush(); err != nil {
+		testenv.SkipOrFailf(t, "nftables: %v", err)
+	}
+	pkts := roceRuns(wire.Endpoints{Src: a.LocalAddr(), Dst: dst}, dst)
+	n, err := a.WriteBatch(pkts)
+	if n != 0 || !errors.Is(err, unix.EPERM) {
+		t.Fatalf("WriteBatch through a dropping firewall: %d sent, %v; want 0, EPERM", n, err)
+	}
+	if !gsoOn(a) {
+		t.Fatal("GSO turned off by a firewall's drop")
+	}
+	nft.DelTable(table)
+	if err := nft.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	mustWrite(t, a, pkts)
+	if s := a.Stats(); s.TxSegmented != uint64(len(pkts)) {
+		t.Errorf("TxSegmented = %d, want %d: not sent as GSO runs", s.TxSegmented, len(pkts))
+	}
+	if ids := readICRCs(t, tun, dst, pkts); !slices.Equal(ids, []uint16{0, 1, 2, 0, 1, 2, 3, 4}) {
+		t.Errorf("IDs on the wire %v, want 0 1 2 and 0 1 2 3 4 (two GSO runs)", ids)
 	}
 }

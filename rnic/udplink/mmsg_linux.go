@@ -371,10 +371,10 @@ func (s *mmsgSender) send(pkts []link.Packet) (int, error) {
 			// sendmmsg fails only if it sent nothing; an error after the
 			// first message is left for the next call to report, on the
 			// message that caused it.
-			if s.errno != 0 && s.segs[0] > 1 {
+			if s.segs[0] > 1 && refusesGSO(s.errno) {
 				// The kernel refused a GSO send: send its datagrams
-				// one by one, which tells whether it was GSO it refused.
-				s.gso.unnumber(pkts[sent : sent+s.segs[0]])
+				// one by one (build gives them ID 0 again), which tells
+				// whether it was GSO it refused.
 				s.gso.refused(sent + s.segs[0])
 				continue
 			}
@@ -418,6 +418,10 @@ func (s *mmsgSender) build(pkts []link.Packet, plain int) int {
 		}
 		if run > 1 {
 			s.gso.number(rest[:run])
+		} else {
+			// Alone, it carries ID 0, whatever run an earlier try of
+			// this batch numbered it in (GSO may be off since).
+			s.gso.setID(&rest[0], 0)
 		}
 		start := iovs
 		for i := range rest[:run] {
