@@ -106,8 +106,8 @@ func (ch *EventChannel) Notify(f func()) {
 // push queues ev; the caller holds the CM's lock.
 func (ch *EventChannel) push(ev *Event) {
 	ch.mu.Lock()
+	defer ch.mu.Unlock()
 	if ch.closed {
-		ch.mu.Unlock()
 		return
 	}
 	ch.queue = append(ch.queue, ev)
@@ -118,7 +118,6 @@ func (ch *EventChannel) push(ev *Event) {
 	if ch.notify != nil {
 		ch.notify() // under ch.mu: once Close returns, f runs no more
 	}
-	ch.mu.Unlock()
 }
 
 // take removes and returns the queued events belong selects; the caller
