@@ -28,6 +28,31 @@
 	VPCLMULQDQ $0x00, K, lane, lane \
 	VPXOR      tmp, lane, lane
 
+// REDUCE reduces the 16-byte residue in X4 to the 32-bit raw CRC, in AX,
+// with the constants at DX. 128 -> 96 bits: the low quadword times x^96,
+// xored into the high one. 96 -> 64 bits: the low 32 bits times x^64,
+// xored into the rest. Then Barrett: q = (u mod x^32) x mu, r = u ^ (q
+// mod x^32) x P; the CRC is r's bits 32 to 63. The constants: x^96 and
+// x^64 at 176, P and mu at 192, the mask of the low 32 bits at 208.
+// Clobbers X0-X3 and X5.
+#define REDUCE() \
+	VMOVDQU    176(DX), X0 \
+	VPCLMULQDQ $0x00, X0, X4, X1 \
+	VPSRLDQ    $8, X4, X2 \
+	VPXOR      X2, X1, X1 \
+	VMOVDQU    208(DX), X5 \
+	VPAND      X5, X1, X2 \
+	VPCLMULQDQ $0x10, X0, X2, X2 \
+	VPSRLDQ    $4, X1, X3 \
+	VPXOR      X3, X2, X2 \
+	VMOVDQU    192(DX), X0 \
+	VPAND      X5, X2, X3 \
+	VPCLMULQDQ $0x10, X0, X3, X3 \
+	VPAND      X5, X3, X3 \
+	VPCLMULQDQ $0x00, X0, X3, X3 \
+	VPXOR      X2, X3, X3 \
+	VPEXTRD    $1, X3, AX
+
 TEXT ·foldCRC32AVX512(SB), NOSPLIT, $0-36
 	MOVL state+0(FP), AX
 	MOVQ p+8(FP), SI
@@ -86,27 +111,84 @@ done64: // fold Z4's lanes 0, 1, 2 into lane 3: 48, 32, 16 bytes on
 	VPXOR         X2, X3, X3
 	VPXOR         X3, X4, X4
 
-	// X4 is the 16-byte residue: reduce it to the 32-bit raw CRC.
-	// 128 -> 96 bits: low quadword × x^96, xored into the high one.
-	VMOVDQU    176(DX), X0 // x^96 | x^64
-	VPCLMULQDQ $0x00, X0, X4, X1
-	VPSRLDQ    $8, X4, X2
-	VPXOR      X2, X1, X1
-	// 96 -> 64 bits: low 32 bits × x^64, xored into the rest.
-	VMOVDQU    208(DX), X5 // mask of the low 32 bits
-	VPAND      X5, X1, X2
-	VPCLMULQDQ $0x10, X0, X2, X2
-	VPSRLDQ    $4, X1, X3
-	VPXOR      X3, X2, X2
-	// Barrett: q = (u mod x^32) × mu, r = u ^ (q mod x^32) × P; the CRC
-	// is r's bits 32 to 63.
-	VMOVDQU    192(DX), X0 // P | mu
-	VPAND      X5, X2, X3
-	VPCLMULQDQ $0x10, X0, X3, X3
-	VPAND      X5, X3, X3
-	VPCLMULQDQ $0x00, X0, X3, X3
-	VPXOR      X2, X3, X3
-	VPEXTRD    $1, X3, AX
+	REDUCE()
 	MOVL       AX, ret+32(FP)
 	VZEROUPPER
+	RET
+
+// func foldCRC32AVX2(state uint32, p *byte, n int, k *foldConsts) uint32
+//
+// foldCRC32AVX512 for CPUs with VPCLMULQDQ but no AVX-512 (AMD Zen 3, Intel
+// Ice Lake client chips with AVX-512 off): four YMM accumulators of two
+// 128-bit lanes each fold 128 bytes a round (k128), then fold into one
+// (d = 32, k32x2), which takes the remaining 32-byte blocks, and its low
+// lane folds into its high one (d = 16). Without VPTERNLOGD, each fold
+// xors its two products and the data in two steps.
+#define FOLD2(K, acc, src, tmp) \
+	VPCLMULQDQ $0x11, K, acc, tmp \
+	VPCLMULQDQ $0x00, K, acc, acc \
+	VPXOR      src, tmp, tmp \
+	VPXOR      tmp, acc, acc
+
+TEXT ·foldCRC32AVX2(SB), NOSPLIT, $0-36
+	MOVL state+0(FP), AX
+	MOVQ p+8(FP), SI
+	MOVQ n+16(FP), CX
+	MOVQ k+24(FP), DX
+
+	// The first 128 bytes, the state xored into the first four.
+	VMOVDQU 0(SI), Y1
+	VMOVDQU 32(SI), Y2
+	VMOVDQU 64(SI), Y3
+	VMOVDQU 96(SI), Y4
+	VMOVQ   AX, X0 // zeroes the rest of Y0
+	VPXOR   Y0, Y1, Y1
+	ADDQ    $128, SI
+	SUBQ    $128, CX
+	VMOVDQU 224(DX), Y0 // k128
+
+loop128: // four independent chains, as in foldCRC32AVX512
+	CMPQ CX, $128
+	JB   done128
+	FOLD2(Y0, Y1, 0(SI), Y5)
+	FOLD2(Y0, Y2, 32(SI), Y6)
+	FOLD2(Y0, Y3, 64(SI), Y7)
+	FOLD2(Y0, Y4, 96(SI), Y8)
+	ADDQ $128, SI
+	SUBQ $128, CX
+	JMP  loop128
+
+done128: // fold Y1 onto Y2, that onto Y3, that onto Y4: 32 bytes apart
+	VMOVDQU 256(DX), Y0 // k32x2
+	FOLD2(Y0, Y1, Y2, Y5)
+	FOLD2(Y0, Y1, Y3, Y5)
+	FOLD2(Y0, Y1, Y4, Y5)
+
+loop32:
+	CMPQ CX, $32
+	JB   done32
+	FOLD2(Y0, Y1, 0(SI), Y5)
+	ADDQ $32, SI
+	SUBQ $32, CX
+	JMP  loop32
+
+done32: // fold Y1's low lane (X1) into its high one: 16 bytes on
+	VEXTRACTI128 $1, Y1, X4
+	VMOVDQU      160(DX), X0 // k16
+	FOLDLANE(X0, X1, X5)
+	VPXOR        X1, X4, X4
+	REDUCE()
+	MOVL         AX, ret+32(FP)
+	VZEROUPPER
+	RET
+
+// func cpuid(leaf, sub uint32) (a, b, c, d uint32)
+TEXT ·cpuid(SB), NOSPLIT, $0-24
+	MOVL leaf+0(FP), AX
+	MOVL sub+4(FP), CX
+	CPUID
+	MOVL AX, a+8(FP)
+	MOVL BX, b+12(FP)
+	MOVL CX, c+16(FP)
+	MOVL DX, d+20(FP)
 	RET

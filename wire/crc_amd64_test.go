@@ -20,32 +20,64 @@ func TestFoldPair(t *testing.T) {
 	}
 }
 
-// crcUpdate continues a CRC exactly as crc32.Update does, folding or not,
-// at every length around the fold's 64- and 256-byte steps, from any
-// state and any alignment.
+// crcUpdate continues a CRC exactly as crc32.Update does, with each
+// kernel the CPU has and with none, at every length around the folds'
+// 32-, 64-, 128- and 256-byte steps, from any state and any alignment.
 func TestCRCUpdate(t *testing.T) {
-	if !hasFold {
-		t.Log("no AVX-512 VPCLMULQDQ here: crcUpdate is crc32.Update")
+	type kernels struct{ avx512, avx2 bool }
+	var runs []kernels
+	if hasFold {
+		runs = append(runs, kernels{avx512: true})
 	}
+	if hasFoldAVX2 {
+		runs = append(runs, kernels{avx2: true})
+	}
+	if len(runs) == 0 {
+		t.Log("no VPCLMULQDQ here: crcUpdate is crc32.Update")
+	}
+	runs = append(runs, kernels{})
 	rng := rand.New(rand.NewPCG(13, 14))
 	buf := make([]byte, 70_000)
 	for i := range buf {
 		buf[i] = byte(rng.Uint32())
 	}
-	lengths := []int{0, 1, 63, 64, 255, 256, 257, 319, 320, 511, 512, 4096, 4096 + 7, 65536 + 63}
+	lengths := []int{0, 1, 63, 64, 255, 256, 257, 288, 319, 320, 383, 384, 448, 511, 512, 4096, 4096 + 7, 65536 + 63}
 	for range 300 {
 		lengths = append(lengths, rng.IntN(9000))
 	}
-	for _, fold := range []bool{hasFold, false} {
-		saved := hasFold
-		hasFold = fold
+	saved := kernels{hasFold, hasFoldAVX2}
+	defer func() { hasFold, hasFoldAVX2 = saved.avx512, saved.avx2 }()
+	for _, k := range runs {
+		hasFold, hasFoldAVX2 = k.avx512, k.avx2
 		for _, n := range lengths {
 			off := rng.IntN(64)
 			p, start := buf[off:off+n], rng.Uint32()
 			if got, want := crcUpdate(start, p), crc32.Update(start, crcTable, p); got != want {
-				t.Fatalf("fold %v, %d bytes at offset %d from %#08x: %#08x, want %#08x", fold, n, off, start, got, want)
+				t.Fatalf("kernels %+v, %d bytes at offset %d from %#08x: %#08x, want %#08x", k, n, off, start, got, want)
 			}
 		}
-		hasFold = saved
+	}
+}
+
+// BenchmarkCRCUpdate compares the kernels the CPU has with klauspost/crc32
+// on a 4 KiB payload, side by side.
+func BenchmarkCRCUpdate(b *testing.B) {
+	p := make([]byte, 4096)
+	saved := [2]bool{hasFold, hasFoldAVX2}
+	defer func() { hasFold, hasFoldAVX2 = saved[0], saved[1] }()
+	for _, k := range []struct {
+		name         string
+		avx512, avx2 bool
+	}{{"avx512", true, false}, {"avx2", false, true}, {"klauspost", false, false}} {
+		if k.avx512 && !saved[0] || k.avx2 && !saved[1] {
+			continue
+		}
+		b.Run(k.name, func(b *testing.B) {
+			hasFold, hasFoldAVX2 = k.avx512, k.avx2
+			b.SetBytes(int64(len(p)))
+			for b.Loop() {
+				crcUpdate(0, p)
+			}
+		})
 	}
 }
