@@ -237,6 +237,20 @@ func TestWriteBwRDMACM(t *testing.T) {
 			t.Logf("attempt %d: perftest could not measure the CPU clock; running the pair again", attempt)
 			continue
 		}
+		// perftest -R connects twice: once to exchange parameters, then,
+		// after a handshake over that connection, for the test's QPs. Its
+		// server sends its half of the handshake before it listens again,
+		// so the client's second REQ can find nothing listening: the CM
+		// rejects it (REJ reason 8, invalid service ID, as Linux's does).
+		// The client is meant to retry, but Debian's perftest 4.5 retries
+		// on the IDs it has just destroyed and crashes (fixed upstream in
+		// 3d9d8d0, "Fix crashes and logical flaws in RDMA CM connection
+		// retry", release 26.04.17). Run the pair again, twice at most.
+		if attempt < 3 && strings.Contains(err.Error(), "Event: RDMA_CM_EVENT_REJECTED; error: 8.") &&
+			strings.Contains(err.Error(), "segmentation fault") {
+			t.Logf("attempt %d: perftest's second connection was rejected before its server listened, and its retry crashed; running the pair again", attempt)
+			continue
+		}
 		t.Fatal(err)
 	}
 	for _, c := range []struct{ who, out, local, remote string }{{"server", sout, sa, ca}, {"client", cout, ca, sa}} {
