@@ -143,12 +143,27 @@ func (ch *EventChannel) take(belong func(*Event) bool) []*Event {
 func (ch *EventChannel) TryGet() (*Event, bool) {
 	ch.mu.Lock()
 	defer ch.mu.Unlock()
-	if ch.closed || len(ch.queue) == 0 {
+	if ch.closed {
+		return nil, false
+	}
+	return ch.pop()
+}
+
+// pop takes the oldest event, if any; the caller holds ch.mu. While
+// events remain, it leaves the wake token for the next Get.
+func (ch *EventChannel) pop() (*Event, bool) {
+	if len(ch.queue) == 0 {
 		return nil, false
 	}
 	ev := ch.queue[0]
 	ch.queue[0] = nil
 	ch.queue = ch.queue[1:]
+	if len(ch.queue) > 0 {
+		select {
+		case ch.wake <- struct{}{}:
+		default:
+		}
+	}
 	return ev, true
 }
 
@@ -161,20 +176,11 @@ func (ch *EventChannel) Get(ctx context.Context) (*Event, error) {
 			ch.mu.Unlock()
 			return nil, ErrClosed
 		}
-		if len(ch.queue) > 0 {
-			ev := ch.queue[0]
-			ch.queue[0] = nil
-			ch.queue = ch.queue[1:]
-			if len(ch.queue) > 0 {
-				select {
-				case ch.wake <- struct{}{}:
-				default:
-				}
-			}
-			ch.mu.Unlock()
+		ev, ok := ch.pop()
+		ch.mu.Unlock()
+		if ok {
 			return ev, nil
 		}
-		ch.mu.Unlock()
 		select {
 		case <-ch.wake:
 		case <-ctx.Done():
