@@ -211,14 +211,24 @@ func (s *sender) flush(now time.Time) {
 		return
 	}
 	d := s.d
+	// A link that copies each packet (shmlink) computes the ICRC as it
+	// copies the payload, which it then reads once instead of twice. The
+	// trace and tap show each packet whole, so with either on, the
+	// device computes it here.
+	deferICRC := d.caps.CopiesICRC && d.tracer == nil && d.cfg.Tap == nil
 	for i := range out {
 		p := &out[i]
 		pad := wire.PadCount(len(p.Payload))
 		t := s.tails[i][:pad+wire.ICRCLen]
 		clear(t[:pad])
 		e := wire.Endpoints{Src: d.local, Dst: p.Dst, IPv4ID: d.caps.IPv4ID}
-		binary.LittleEndian.PutUint32(t[pad:], s.icrc.ICRC(e, p.Head(), p.Payload, t[:pad]))
 		s.pkts[i] = link.Packet{Buf: p.Head(), Payload: p.Payload, Tail: t, Addr: p.Dst, TOS: link.ECT0}
+		if deferICRC {
+			n := len(p.Head()) + len(p.Payload) + len(t)
+			s.pkts[i].ICRCPending, s.pkts[i].ICRCState = true, s.icrc.Begin(e, n, p.Head())
+			continue
+		}
+		binary.LittleEndian.PutUint32(t[pad:], s.icrc.ICRC(e, p.Head(), p.Payload, t[:pad]))
 		if d.tracer != nil {
 			d.tracer.packet(now, true, d.local, p.Dst, s.pkts[i].Buf, p.Payload, t)
 		}

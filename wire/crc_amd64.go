@@ -71,6 +71,7 @@ func cpuid(leaf, sub uint32) (a, b, c, d uint32)
 
 func foldCRC32AVX512(state uint32, p *byte, n int, k *foldConsts) uint32
 func foldCRC32AVX2(state uint32, p *byte, n int, k *foldConsts) uint32
+func copyFoldCRC32AVX2(state uint32, dst, src *byte, n int, k *foldConsts) uint32
 
 // crcUpdate is crc32.Update(crc, crcTable, p). From 256 bytes on, with
 // carry-less multiplication on vectors, it folds four independent streams
@@ -88,4 +89,21 @@ func crcUpdate(crc uint32, p []byte) uint32 {
 		return crcSmall(^foldCRC32AVX2(^crc, &p[0], n, &crcFold), p[n:])
 	}
 	return crc32.Update(crc, crcTable, p)
+}
+
+// copyUpdate copies src to the start of dst, which must be at least as
+// long, and returns crcUpdate(crc, src). With AVX2's VPCLMULQDQ (which
+// every CPU with the AVX-512 form has too) it reads src once, folding
+// each block from the register it was copied through: see
+// BenchmarkCopyUpdate for what that saves over a copy and a fold.
+func copyUpdate(crc uint32, dst, src []byte) uint32 {
+	n := len(src) &^ 63
+	if n < 256 || !hasFoldAVX2 {
+		copy(dst, src)
+		return crcUpdate(crc, src)
+	}
+	dst = dst[:len(src)] // bounds: the kernel writes n bytes, the tail the rest
+	crc = ^copyFoldCRC32AVX2(^crc, &dst[0], &src[0], n, &crcFold)
+	copy(dst[n:], src[n:])
+	return crcSmall(crc, src[n:])
 }

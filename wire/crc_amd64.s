@@ -130,6 +130,23 @@ done64: // fold Z4's lanes 0, 1, 2 into lane 3: 48, 32, 16 bytes on
 	VPXOR      src, tmp, tmp \
 	VPXOR      tmp, acc, acc
 
+// MERGE4 folds Y1 onto Y2, that onto Y3, that onto Y4 (32 bytes apart,
+// k32x2, left in Y0), leaving the one accumulator in Y1.
+#define MERGE4() \
+	VMOVDQU 256(DX), Y0 \
+	FOLD2(Y0, Y1, Y2, Y5) \
+	FOLD2(Y0, Y1, Y3, Y5) \
+	FOLD2(Y0, Y1, Y4, Y5)
+
+// FINISH2 folds Y1's low lane (X1) into its high one, 16 bytes on, and
+// reduces the residue to the raw CRC in AX.
+#define FINISH2() \
+	VEXTRACTI128 $1, Y1, X4 \
+	VMOVDQU      160(DX), X0 \
+	FOLDLANE(X0, X1, X5) \
+	VPXOR        X1, X4, X4 \
+	REDUCE()
+
 TEXT ·foldCRC32AVX2(SB), NOSPLIT, $0-36
 	MOVL state+0(FP), AX
 	MOVQ p+8(FP), SI
@@ -158,11 +175,8 @@ loop128: // four independent chains, as in foldCRC32AVX512
 	SUBQ $128, CX
 	JMP  loop128
 
-done128: // fold Y1 onto Y2, that onto Y3, that onto Y4: 32 bytes apart
-	VMOVDQU 256(DX), Y0 // k32x2
-	FOLD2(Y0, Y1, Y2, Y5)
-	FOLD2(Y0, Y1, Y3, Y5)
-	FOLD2(Y0, Y1, Y4, Y5)
+done128:
+	MERGE4()
 
 loop32:
 	CMPQ CX, $32
@@ -172,13 +186,71 @@ loop32:
 	SUBQ $32, CX
 	JMP  loop32
 
-done32: // fold Y1's low lane (X1) into its high one: 16 bytes on
-	VEXTRACTI128 $1, Y1, X4
-	VMOVDQU      160(DX), X0 // k16
-	FOLDLANE(X0, X1, X5)
-	VPXOR        X1, X4, X4
-	REDUCE()
-	MOVL         AX, ret+32(FP)
+done32:
+	FINISH2()
+	MOVL AX, ret+32(FP)
+	VZEROUPPER
+	RET
+
+// func copyFoldCRC32AVX2(state uint32, dst, src *byte, n int, k *foldConsts) uint32
+//
+// foldCRC32AVX2 that also copies the n bytes at src to dst: each 32-byte
+// block is loaded once, stored at dst and folded from the register, so
+// the bytes the CRC covers are exactly the bytes copied, read once.
+#define LOADSTORE(off, y) \
+	VMOVDQU off(SI), y \
+	VMOVDQU y, off(DI)
+
+TEXT ·copyFoldCRC32AVX2(SB), NOSPLIT, $0-44
+	MOVL state+0(FP), AX
+	MOVQ dst+8(FP), DI
+	MOVQ src+16(FP), SI
+	MOVQ n+24(FP), CX
+	MOVQ k+32(FP), DX
+
+	LOADSTORE(0, Y1)
+	LOADSTORE(32, Y2)
+	LOADSTORE(64, Y3)
+	LOADSTORE(96, Y4)
+	VMOVQ   AX, X0
+	VPXOR   Y0, Y1, Y1
+	ADDQ    $128, SI
+	ADDQ    $128, DI
+	SUBQ    $128, CX
+	VMOVDQU 224(DX), Y0 // k128
+
+copy128:
+	CMPQ CX, $128
+	JB   copydone128
+	LOADSTORE(0, Y9)
+	LOADSTORE(32, Y10)
+	LOADSTORE(64, Y11)
+	LOADSTORE(96, Y12)
+	FOLD2(Y0, Y1, Y9, Y5)
+	FOLD2(Y0, Y2, Y10, Y6)
+	FOLD2(Y0, Y3, Y11, Y7)
+	FOLD2(Y0, Y4, Y12, Y8)
+	ADDQ $128, SI
+	ADDQ $128, DI
+	SUBQ $128, CX
+	JMP  copy128
+
+copydone128:
+	MERGE4()
+
+copy32:
+	CMPQ CX, $32
+	JB   copydone32
+	LOADSTORE(0, Y9)
+	FOLD2(Y0, Y1, Y9, Y5)
+	ADDQ $32, SI
+	ADDQ $32, DI
+	SUBQ $32, CX
+	JMP  copy32
+
+copydone32:
+	FINISH2()
+	MOVL AX, ret+40(FP)
 	VZEROUPPER
 	RET
 

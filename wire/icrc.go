@@ -231,6 +231,31 @@ func (c *ICRCCache) ICRC(e Endpoints, parts ...[]byte) uint32 {
 	return icrc
 }
 
+// Begin starts the ICRC of a packet of n bytes (BTH to ICRC inclusive)
+// sent between e's endpoints, with e's IPv4 Identification: it returns
+// the CRC state after the covered IP and UDP headers and head, the
+// packet's bytes before its payload (the BTH, whole, and its extension
+// headers). CopyICRC finishes it. A link that copies each packet anyway
+// (shmlink, into its ring) computes the ICRC in the same pass
+// (link.Caps.CopiesICRC).
+func (c *ICRCCache) Begin(e Endpoints, n int, head []byte) uint32 {
+	return icrcTail(c.prefix(e, n), [][]byte{head})
+}
+
+// CopyICRC copies payload to the start of dst and returns the ICRC of the
+// packet that state began (ICRCCache.Begin): the CRC continued over
+// payload and pad. Payloads of 256 bytes and more are read once, each
+// block folded from the register it was copied through, so the ICRC
+// covers exactly the bytes copied even if another thread writes the
+// source meanwhile. It does not allocate.
+func CopyICRC(dst []byte, state uint32, payload, pad []byte) uint32 {
+	if len(payload) < crcBulk {
+		copy(dst, payload)
+		return crcSmall(crcSmall(state, payload), pad)
+	}
+	return crcSmall(copyUpdate(state, dst, payload), pad)
+}
+
 // prefix returns the CRC state after the headers of a packet of n bytes
 // between e's endpoints, moving it to the front of the cache.
 func (c *ICRCCache) prefix(e Endpoints, n int) uint32 {

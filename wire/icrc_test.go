@@ -71,6 +71,45 @@ func TestICRCCache(t *testing.T) {
 	}
 }
 
+// Begin and CopyICRC, the ICRC computed as a link copies the packet,
+// give Endpoints.ICRC's answer for every endpoint family, IPv4 ID, head
+// length, payload length and pad, copy the payload whole, and allocate
+// nothing.
+func TestCopyICRC(t *testing.T) {
+	rng := rand.New(rand.NewPCG(17, 18))
+	flows := []Endpoints{
+		{Src: netip.MustParseAddrPort("127.0.0.10:4791"), Dst: netip.MustParseAddrPort("127.0.0.11:4791")},
+		{Src: netip.MustParseAddrPort("127.0.0.10:4791"), Dst: netip.MustParseAddrPort("127.0.0.11:4791"), IPv4ID: 7},
+		{Src: netip.MustParseAddrPort("[fd00::1]:4791"), Dst: netip.MustParseAddrPort("[fd00::2]:4791")},
+	}
+	var c ICRCCache
+	src := make([]byte, 9000)
+	for i := range src {
+		src[i] = byte(rng.Uint32())
+	}
+	dst := make([]byte, len(src))
+	for range 400 {
+		e := flows[rng.IntN(len(flows))]
+		head := src[:BTHLen+[]int{0, 4, 16, 28}[rng.IntN(4)]]
+		payload := src[len(head) : len(head)+rng.IntN(4200)]
+		pad := make([]byte, PadCount(len(payload)))
+		n := len(head) + len(payload) + len(pad) + ICRCLen
+		got := CopyICRC(dst, c.Begin(e, n, head), payload, pad)
+		if want := e.ICRC(head, payload, pad); got != want {
+			t.Fatalf("%v→%v ID %d, %d+%d+%d bytes: %#08x, want %#08x", e.Src, e.Dst, e.IPv4ID, len(head), len(payload), len(pad), got, want)
+		}
+		if !slices.Equal(dst[:len(payload)], payload) {
+			t.Fatalf("%d-byte payload: not copied whole", len(payload))
+		}
+	}
+	e := flows[0]
+	if n := testing.AllocsPerRun(100, func() {
+		CopyICRC(dst, c.Begin(e, 4096+BTHLen+ICRCLen, src[:BTHLen]), src[BTHLen:BTHLen+4096], nil)
+	}); n != 0 {
+		t.Errorf("Begin and CopyICRC allocate %v times", n)
+	}
+}
+
 // ICRCCache keeps the header states of the last icrcPrefixes (endpoints,
 // length) pairs, most recently used first: a stream's FIRST, MIDDLE and
 // LAST lengths and the ACKs to another peer all stay, and a fifth pair

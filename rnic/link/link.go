@@ -51,6 +51,12 @@ const (
 // Identification a datagram most likely carries: its place in a run the
 // kernel coalesced (UDP GRO), which is a GSO sender's numbering; the
 // receiver checks the ICRC with it first.
+//
+// ICRCPending, on send to a link whose Caps.CopiesICRC is true, leaves
+// the ICRC to the link: Tail's last four bytes are to hold it, and
+// ICRCState is the CRC state after the covered IP and UDP headers and Buf
+// (wire.ICRCCache.Begin). The link writes wire.CopyICRC's result there,
+// computed as it copies Payload, before it copies Tail.
 type Packet struct {
 	Buf     []byte
 	Payload []byte
@@ -58,6 +64,9 @@ type Packet struct {
 	Addr    netip.AddrPort
 	TOS     uint8
 	IPv4ID  uint16
+
+	ICRCPending bool
+	ICRCState   uint32
 }
 
 // Len reports the datagram's length: len(Buf)+len(Payload)+len(Tail).
@@ -89,6 +98,10 @@ type Caps struct {
 	// and captures show the same bytes (rnic.Config.AlwaysVerifyICRC).
 	// A network link, udplink's, is never intact.
 	Intact bool
+	// CopiesICRC reports that the link copies every datagram it sends
+	// (shmlink, into its ring) and will compute the ICRC of a packet
+	// sent with ICRCPending in the same pass, reading the payload once.
+	CopiesICRC bool
 }
 
 // Link moves batches of datagrams. ReadBatch is called by one goroutine at a

@@ -42,6 +42,7 @@ var (
 	ErrEmptyPacket  = errors.New("shmlink: empty packet")
 	ErrPacketTooBig = errors.New("shmlink: packet larger than a ring slot")
 	ErrBadAddr      = errors.New("shmlink: bad destination address")
+	ErrNoICRCRoom   = errors.New("shmlink: no room for the ICRC the link is to write")
 	ErrUnsupported  = errors.New("shmlink: shared-memory links need Linux")
 )
 

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/rnic"
 	"github.com/goroce/goroce/rnic/link"
 	"github.com/goroce/goroce/rnic/shmlink"
 	"github.com/goroce/goroce/wire"
@@ -31,22 +32,7 @@ func TestDevicesExchangeOverShm(t *testing.T) {
 			dir := t.TempDir()
 			a := openPeer(t, dir, devA, 1, busy)
 			b := openPeer(t, dir, devB, 2, busy)
-			ea, eb := a.endpoint(), b.endpoint()
-			a.connect(t, eb, 14, 7)
-			b.connect(t, ea, 14, 7)
-			// sync: both WRITEs completed before either checks the
-			// region the other wrote.
-			var wg sync.WaitGroup
-			wg.Add(2)
-			sync := func() error { wg.Done(); wg.Wait(); return nil }
-			errs := make(chan error, 2)
-			go func() { errs <- a.exchange(eb, 2, sync) }()
-			go func() { errs <- b.exchange(ea, 1, sync) }()
-			for range 2 {
-				if err := <-errs; err != nil {
-					t.Fatal(err)
-				}
-			}
+			exchangeBoth(t, a, b)
 			for _, p := range []*peer{a, b} {
 				if err := p.clean(); err != nil {
 					t.Error(err)
@@ -58,6 +44,52 @@ func TestDevicesExchangeOverShm(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestDevicesVerifyTheLinksICRCs runs TestDevicesExchangeOverShm's
+// exchange between devices that verify every ICRC although the link is
+// intact (rnic.Config.AlwaysVerifyICRC): the ICRCs the senders' links
+// computed as they copied the packets (Stats.TxICRC) must all verify,
+// data and ACKs, both ways.
+func TestDevicesVerifyTheLinksICRCs(t *testing.T) {
+	dir := t.TempDir()
+	a := openPeerWith(t, dir, 1, rnic.Config{Addr: devA, AlwaysVerifyICRC: true})
+	b := openPeerWith(t, dir, 2, rnic.Config{Addr: devB, AlwaysVerifyICRC: true})
+	exchangeBoth(t, a, b)
+	for _, p := range []*peer{a, b} {
+		if err := p.clean(); err != nil {
+			t.Error(err)
+		}
+		tx := p.link.Stats().TxICRC
+		if tx < msgLen/4096 {
+			t.Errorf("peer %d: the link computed %d ICRCs, want at least %d", p.id, tx, msgLen/4096)
+		}
+		if v := p.dev.Counter("icrc_skipped"); v != 0 {
+			t.Errorf("peer %d: icrc_skipped = %d, want every ICRC verified", p.id, v)
+		}
+	}
+}
+
+// exchangeBoth connects peers 1 (a) and 2 (b) and runs their exchanges
+// at the same time.
+func exchangeBoth(t *testing.T, a, b *peer) {
+	t.Helper()
+	ea, eb := a.endpoint(), b.endpoint()
+	a.connect(t, eb, 14, 7)
+	b.connect(t, ea, 14, 7)
+	// sync: both WRITEs completed before either checks the region the
+	// other wrote.
+	var wg sync.WaitGroup
+	wg.Add(2)
+	sync := func() error { wg.Done(); wg.Wait(); return nil }
+	errs := make(chan error, 2)
+	go func() { errs <- a.exchange(eb, 2, sync) }()
+	go func() { errs <- b.exchange(ea, 1, sync) }()
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 

@@ -23,6 +23,9 @@
 // device accepts the frame without verifying its ICRC (which only a buggy
 // or hostile writer of the ring could have got wrong, and a hostile one
 // can compute a valid ICRC as well), unless rnic.Config.AlwaysVerifyICRC.
+// The sender's ICRC is computed in the pass that copies the payload into
+// the slot (link.Caps.CopiesICRC; wire.CopyICRC), which reads the
+// payload once instead of once for the ICRC and once for the copy.
 //
 // # Files and rings
 //

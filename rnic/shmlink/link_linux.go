@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/goroce/goroce/rnic/link"
+	"github.com/goroce/goroce/wire"
 )
 
 // sleepTimeout bounds one sleep on the wake FIFO, so that a receiver whose
@@ -121,6 +122,7 @@ type txState struct {
 	touched []*outRing
 	cur     *outRing // the ring being written, to blame for a fault
 	ts      unix.Timespec
+	icrcs   uint64 // ICRCs computed this batch (link.Packet.ICRCPending)
 }
 
 // outRing is a ring this link sends to one peer on, with the peer's port.
@@ -150,6 +152,7 @@ type counters struct {
 	txNoPeer       atomic.Uint64
 	txFull         atomic.Uint64
 	txFullWaits    atomic.Uint64
+	txICRC         atomic.Uint64
 }
 
 var _ link.Pollable = (*Link)(nil)
@@ -170,7 +173,8 @@ func Open(cfg Config) (*Link, error) {
 		pollLease: pollLease}
 	l.match = netip.AddrPortFrom(l.local.Addr().WithZone(""), l.local.Port())
 	l.hdr = headersLen(l.is6)
-	l.caps = link.Caps{TOS: true, IPv4ID: 0, MaxDatagram: cfg.SlotSize - slotHeaderLen - l.hdr, Intact: true}
+	l.caps = link.Caps{TOS: true, IPv4ID: 0, MaxDatagram: cfg.SlotSize - slotHeaderLen - l.hdr, Intact: true,
+		CopiesICRC: true}
 	l.tx.peers = make(map[netip.AddrPort]*outRing)
 	l.tx.absent = make(map[netip.AddrPort]time.Duration)
 
@@ -620,11 +624,14 @@ func (l *Link) stopPolling() {
 
 // WriteBatch copies each packet, gathered from Buf, Payload and Tail behind
 // IP and UDP headers, into the ring to its Addr's port, and returns how
-// many were handled. A packet to an address whose port file does not exist
+// many were handled. A packet sent with ICRCPending gets its ICRC in the
+// same pass (link.Caps.CopiesICRC), written into its Tail as well as the
+// ring. A packet to an address whose port file does not exist
 // (TxNoPeer), or that finds its ring full for Config.FullWait (TxFull), is
 // dropped as a network would drop it, not an error. When fewer than
 // len(pkts) are handled, the error says why pkts[n] was not
-// (ErrEmptyPacket, ErrPacketTooBig, ErrBadAddr or link.ErrClosed).
+// (ErrEmptyPacket, ErrPacketTooBig, ErrBadAddr, ErrNoICRCRoom or
+// link.ErrClosed).
 func (l *Link) WriteBatch(pkts []link.Packet) (n int, err error) {
 	if err := l.enter(); err != nil {
 		return 0, err
@@ -634,6 +641,10 @@ func (l *Link) WriteBatch(pkts []link.Packet) (n int, err error) {
 	ringPublished()
 	for n < valid {
 		n += l.writeSome(pkts[n:valid])
+	}
+	if l.tx.icrcs > 0 {
+		l.count.txICRC.Add(l.tx.icrcs)
+		l.tx.icrcs = 0
 	}
 	l.wakeTouched()
 	return n, verr
@@ -674,6 +685,8 @@ func (l *Link) checkSend(pkts []link.Packet) (int, error) {
 			return i, fmt.Errorf("%w: pkts[%d]", ErrEmptyPacket, i)
 		case n > l.caps.MaxDatagram:
 			return i, fmt.Errorf("%w: pkts[%d] is %d bytes, at most %d", ErrPacketTooBig, i, n, l.caps.MaxDatagram)
+		case p.ICRCPending && len(p.Tail) < wire.ICRCLen:
+			return i, fmt.Errorf("%w: pkts[%d] leaves its ICRC to the link with a %d-byte tail", ErrNoICRCRoom, i, len(p.Tail))
 		}
 		a := p.Addr.Addr()
 		if !a.IsValid() || p.Addr.Port() == 0 || a.Unmap().Is4() == l.is6 {
@@ -793,7 +806,16 @@ func (l *Link) put(o *outRing, p *link.Packet) {
 	b := o.p.claim(l.hdr + n)
 	h := putHeaders(b, l.match, o.peer, l.is6, n)
 	h += copy(b[h:], p.Buf)
-	h += copy(b[h:], p.Payload)
+	if p.ICRCPending {
+		// One pass over the payload, which is usually the program's
+		// memory: copied and folded into the ICRC from the same loads.
+		pad := len(p.Tail) - wire.ICRCLen
+		binary.LittleEndian.PutUint32(p.Tail[pad:], wire.CopyICRC(b[h:], p.ICRCState, p.Payload, p.Tail[:pad]))
+		l.tx.icrcs++
+	} else {
+		copy(b[h:], p.Payload)
+	}
+	h += len(p.Payload)
 	copy(b[h:], p.Tail)
 	o.p.publish()
 	if !o.touched {
@@ -909,6 +931,9 @@ type Stats struct {
 	// TxWakesSkipped counts the wake-ups not written because a goroutine
 	// of the receiver was polling its rings (the port's polling flag).
 	TxWakesSkipped uint64
+	// TxICRC counts the packets whose ICRC the link computed as it
+	// copied them into a ring (link.Packet.ICRCPending).
+	TxICRC uint64
 }
 
 // Stats returns the link's counters.
@@ -919,6 +944,7 @@ func (l *Link) Stats() Stats {
 		RxLent: l.count.rxLent.Load(), TxNoPeer: l.count.txNoPeer.Load(),
 		TxFull: l.count.txFull.Load(), TxFullWaits: l.count.txFullWaits.Load(),
 		TxWakes: l.count.txWakes.Load(), TxWakesSkipped: l.count.txWakesSkipped.Load(),
+		TxICRC: l.count.txICRC.Load(),
 	}
 }
 

@@ -75,6 +75,70 @@ func TestFrameIsWhatTheWireCarries(t *testing.T) {
 	}
 }
 
+// TestLinkWritesPendingICRCs sends RoCEv2 packets whose ICRC the device
+// left to the link (link.Packet.ICRCPending), with payloads around the
+// fused kernel's steps and every pad count: each frame in the ring must
+// carry the payload and an ICRC that verifies against the frame's own IP
+// and UDP headers (wire.VerifyICRC, which folds the bytes in the ring, not
+// the sender's), and the sender's Tail must hold the same ICRC.
+func TestLinkWritesPendingICRCs(t *testing.T) {
+	dir := t.TempDir()
+	a := openLink(t, dir, addrA, Config{})
+	b := openLink(t, dir, addrB, Config{})
+	if !a.Caps().CopiesICRC {
+		t.Fatal("Caps().CopiesICRC = false")
+	}
+	sizes := []int{0, 1, 2, 3, 63, 64, 255, 256, 257, 1000, 1023, 4095, 4096}
+	var (
+		pkts  []link.Packet
+		cache wire.ICRCCache
+	)
+	e := wire.Endpoints{Src: addrA, Dst: addrB}
+	for i, size := range sizes {
+		payload := make([]byte, size)
+		for k := range payload {
+			payload[k] = byte(i*31 + k*7)
+		}
+		h := wire.Headers{BTH: wire.BTHFields{Opcode: wire.RCWriteMiddle, DestQP: 0x12, PSN: wire.PSN(i),
+			PadCnt: uint8(wire.PadCount(size))}}
+		head := make([]byte, wire.BTHLen)
+		if _, err := h.Encode(head); err != nil {
+			t.Fatal(err)
+		}
+		tail := make([]byte, wire.PadCount(size)+wire.ICRCLen)
+		n := len(head) + size + len(tail)
+		pkts = append(pkts, link.Packet{Buf: head, Payload: payload, Tail: tail, Addr: addrB,
+			ICRCPending: true, ICRCState: cache.Begin(e, n, head)})
+	}
+	if n, err := a.WriteBatch(pkts); n != len(pkts) || err != nil {
+		t.Fatalf("WriteBatch = %d, %v", n, err)
+	}
+	if s := a.Stats(); s.TxICRC != uint64(len(pkts)) {
+		t.Errorf("TxICRC = %d, want %d", s.TxICRC, len(pkts))
+	}
+	b.read(nil, false) // maps the new ring, reads nothing
+	r := (*b.rings.Load())[0]
+	for i, p := range pkts {
+		d, err := wire.SplitUDP(r.c.slot(uint64(i))[slotHeaderLen:])
+		if err != nil {
+			t.Fatalf("frame %d: %v", i, err)
+		}
+		roce := d.Payload
+		if len(roce) != p.Len() {
+			t.Fatalf("frame %d: %d bytes of RoCEv2, want %d", i, len(roce), p.Len())
+		}
+		if got := roce[len(p.Buf) : len(p.Buf)+len(p.Payload)]; !bytes.Equal(got, p.Payload) {
+			t.Fatalf("frame %d: the payload in the ring differs from the one sent", i)
+		}
+		if !wire.VerifyICRC(d.IP, d.UDP, roce) {
+			t.Fatalf("frame %d (%d-byte payload): ICRC %x does not verify", i, len(p.Payload), roce[len(roce)-4:])
+		}
+		if got := roce[len(roce)-len(p.Tail):]; !bytes.Equal(got, p.Tail) {
+			t.Fatalf("frame %d: tail %x in the ring, %x in the packet sent", i, got, p.Tail)
+		}
+	}
+}
+
 // TestSecondOpenOfAnAddressFails checks the lock: one owner per address.
 func TestSecondOpenOfAnAddressFails(t *testing.T) {
 	dir := t.TempDir()
@@ -111,6 +175,7 @@ func TestWriteBatchRefusesBadPackets(t *testing.T) {
 		{link.Packet{Buf: big, Addr: addrB}, ErrPacketTooBig},
 		{link.Packet{Buf: []byte{1}}, ErrBadAddr},
 		{link.Packet{Buf: []byte{1}, Addr: netip.MustParseAddrPort("[::1]:4791")}, ErrBadAddr},
+		{link.Packet{Buf: make([]byte, 12), Tail: []byte{0, 0, 0}, Addr: addrB, ICRCPending: true}, ErrNoICRCRoom},
 	} {
 		n, err := a.WriteBatch([]link.Packet{{Buf: []byte{9}, Addr: addrB}, c.p})
 		if n != 1 || !errors.Is(err, c.want) {

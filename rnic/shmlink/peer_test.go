@@ -68,11 +68,19 @@ func pattern(id int) []byte {
 // openPeer opens a device at addr over a shared-memory link in dir.
 func openPeer(t testing.TB, dir string, addr netip.AddrPort, id int, busyPoll time.Duration) *peer {
 	t.Helper()
-	l, err := shmlink.Open(shmlink.Config{Local: addr, Dir: dir})
+	return openPeerWith(t, dir, id, rnic.Config{Addr: addr, BusyPoll: busyPoll})
+}
+
+// openPeerWith is openPeer with the device's Config (its Addr, Link, MTU
+// and StrictICRC set here).
+func openPeerWith(t testing.TB, dir string, id int, cfg rnic.Config) *peer {
+	t.Helper()
+	l, err := shmlink.Open(shmlink.Config{Local: cfg.Addr, Dir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}
-	dev, err := rnic.Open(rnic.Config{Addr: addr, Link: l, MTU: 4096, StrictICRC: true, BusyPoll: busyPoll})
+	cfg.Link, cfg.MTU, cfg.StrictICRC = l, 4096, true
+	dev, err := rnic.Open(cfg)
 	if err != nil {
 		l.Close()
 		t.Fatal(err)
