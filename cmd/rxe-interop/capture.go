@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -19,7 +20,16 @@ import (
 type capture struct {
 	cmd   *exec.Cmd
 	path  string
-	lines chan []string // tcpdump's stderr, whole, once it has exited
+	lines chan []string      // tcpdump's stderr, whole, once it has exited
+	info  chan tcpdumpCounts // its answers to SIGUSR1
+}
+
+// tcpdumpCounts are tcpdump's counts of the packets it has written to
+// the file (captured), that the kernel's filter has passed to it
+// (received) and that the kernel dropped for want of room.
+type tcpdumpCounts struct {
+	captured, received, dropped int
+	ok                          bool // tcpdump printed them
 }
 
 // startCapture starts tcpdump in the namespace and returns once it
@@ -38,6 +48,7 @@ func startCapture(ctx context.Context, l *lab, path string) (*capture, error) {
 	}
 	listening := make(chan bool, 1)
 	lines := make(chan []string, 1)
+	info := make(chan tcpdumpCounts, 32)
 	go func() {
 		sc := bufio.NewScanner(stderr)
 		ok := false
@@ -48,6 +59,12 @@ func startCapture(ctx context.Context, l *lab, path string) (*capture, error) {
 				ok = true
 				listening <- true
 			}
+			if n, found := parseInfo(sc.Text()); found {
+				select {
+				case info <- n:
+				default: // an answer nobody waits for any more
+				}
+			}
 		}
 		if !ok {
 			listening <- false
@@ -57,7 +74,7 @@ func startCapture(ctx context.Context, l *lab, path string) (*capture, error) {
 	select {
 	case ok := <-listening:
 		if ok {
-			return &capture{cmd: cmd, path: path, lines: lines}, nil
+			return &capture{cmd: cmd, path: path, lines: lines, info: info}, nil
 		}
 	case <-time.After(5 * time.Second):
 	}
@@ -68,8 +85,13 @@ func startCapture(ctx context.Context, l *lab, path string) (*capture, error) {
 
 // stop ends tcpdump, which flushes the file on SIGINT, once the file has
 // stopped growing (a loaded host's tcpdump lags behind the bridge; up to
-// 3 s). It returns an error if tcpdump's own count says the file misses
-// packets: dropped by the kernel, or received but not written.
+// 3 s) and tcpdump, asked for its counts (SIGUSR1), has written every
+// packet its filter had taken: the case is over, so those are the case's
+// packets. A packet that passes the filter after that (rxe retransmitting
+// once more, and goroce's answer) may reach tcpdump as it stops and stay
+// out of the file, which loses nothing of the case. stop returns an error
+// if the file misses a packet the case sent: dropped by the kernel, or
+// taken by the filter before the stop and never written.
 func (c *capture) stop() error {
 	last := int64(-1)
 	for range 30 {
@@ -80,25 +102,65 @@ func (c *capture) stop() error {
 		last = fi.Size()
 		time.Sleep(100 * time.Millisecond)
 	}
+	var at tcpdumpCounts
+	for range 30 {
+		if c.cmd.Process.Signal(syscall.SIGUSR1) != nil {
+			break
+		}
+		select {
+		case at = <-c.info:
+		case <-time.After(2 * time.Second):
+		}
+		if at.ok && at.captured >= at.received {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 	c.cmd.Process.Signal(os.Interrupt)
 	c.cmd.Wait()
-	return captureComplete(<-c.lines)
+	return captureComplete(at, <-c.lines)
 }
 
-var reTcpdumpCount = regexp.MustCompile(`^(\d+) packets? (captured|received by filter|dropped by kernel)`)
+var (
+	reTcpdumpCount = regexp.MustCompile(`^(\d+) packets? (captured|received by filter|dropped by kernel)`)
+	reTcpdumpInfo  = regexp.MustCompile(`(\d+) packets? captured, (\d+) packets? received by filter, (\d+) packets? dropped by kernel`)
+)
 
-// captureComplete reads tcpdump's closing counts ("N packets captured",
-// "N packets received by filter", "N packets dropped by kernel").
-func captureComplete(lines []string) error {
+// parseInfo reads tcpdump's answer to SIGUSR1, one line: "tcpdump: N
+// packets captured, N packets received by filter, N packets dropped by
+// kernel".
+func parseInfo(line string) (tcpdumpCounts, bool) {
+	m := reTcpdumpInfo.FindStringSubmatch(line)
+	if m == nil {
+		return tcpdumpCounts{}, false
+	}
+	n := tcpdumpCounts{ok: true}
+	n.captured, _ = strconv.Atoi(m[1])
+	n.received, _ = strconv.Atoi(m[2])
+	n.dropped, _ = strconv.Atoi(m[3])
+	return n, true
+}
+
+// captureComplete judges a capture by tcpdump's counts when the case was
+// over (at, its answer to SIGUSR1; if it never answered, the closing
+// counts stand in) and its closing counts in lines ("N packets
+// captured", "N packets received by filter", "N packets dropped by
+// kernel"): complete when the kernel dropped nothing and the file holds
+// at least every packet the filter had taken when the case was over.
+func captureComplete(at tcpdumpCounts, lines []string) error {
 	n := map[string]int{}
 	for _, l := range lines {
 		if m := reTcpdumpCount.FindStringSubmatch(l); m != nil {
 			n[m[2]], _ = strconv.Atoi(m[1])
 		}
 	}
-	if n["dropped by kernel"] > 0 || n["captured"] < n["received by filter"] {
-		return fmt.Errorf("capture incomplete: tcpdump captured %d of %d packets, %d dropped by the kernel",
-			n["captured"], n["received by filter"], n["dropped by kernel"])
+	want := n["received by filter"]
+	if at.ok {
+		want = at.received
+	}
+	if n["dropped by kernel"] > 0 || n["captured"] < want {
+		return fmt.Errorf("capture incomplete: tcpdump captured %d of %d packets (%d of %d when the case was over), %d dropped by the kernel",
+			n["captured"], n["received by filter"], at.captured, at.received, n["dropped by kernel"])
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -87,19 +88,48 @@ func TestResultLine(t *testing.T) {
 	}
 }
 
-// TestCaptureComplete reads tcpdump's closing counts as it prints them.
+// TestCaptureComplete reads tcpdump's counts as it prints them: its
+// answer to SIGUSR1 (the line below is this host's tcpdump 4.99.3's) when
+// the case was over, and its closing counts. Packets the filter took
+// after the case was over may be missing from the file; any before may
+// not, nor may the kernel drop any.
 func TestCaptureComplete(t *testing.T) {
-	whole := []string{"listening on br0, link-type EN10MB (Ethernet), snapshot length 262144 bytes",
-		"20 packets captured", "20 packets received by filter", "0 packets dropped by kernel"}
-	if err := captureComplete(whole); err != nil {
-		t.Errorf("a whole capture: %v", err)
+	info := func(line string) tcpdumpCounts {
+		t.Helper()
+		n, ok := parseInfo(line)
+		if !ok {
+			t.Fatalf("parseInfo(%q) found no counts", line)
+		}
+		return n
 	}
-	for _, bad := range [][]string{
-		{"3 packets captured", "10 packets received by filter", "0 packets dropped by kernel"},
-		{"10 packets captured", "10 packets received by filter", "2 packets dropped by kernel"},
+	over := info("tcpdump: 51 packets captured, 51 packets received by filter, 0 packets dropped by kernel")
+	if over != (tcpdumpCounts{51, 51, 0, true}) {
+		t.Fatalf("parseInfo = %+v", over)
+	}
+	closing := func(c, r, d int) []string {
+		return []string{"listening on br0, link-type EN10MB (Ethernet), snapshot length 262144 bytes",
+			"tcpdump: 51 packets captured, 51 packets received by filter, 0 packets dropped by kernel",
+			fmt.Sprintf("%d packets captured", c), fmt.Sprintf("%d packets received by filter", r), fmt.Sprintf("%d packets dropped by kernel", d)}
+	}
+	for _, c := range []struct {
+		name  string
+		at    tcpdumpCounts
+		lines []string
+		ok    bool
+	}{
+		{"whole", over, closing(51, 51, 0), true},
+		{"two late packets left out", over, closing(51, 53, 0), true},
+		{"no answer to SIGUSR1, whole", tcpdumpCounts{}, closing(20, 20, 0), true},
+		{"behind when the case was over", info("tcpdump: 49 packets captured, 51 packets received by filter, 0 packets dropped by kernel"), closing(50, 53, 0), false},
+		{"no answer to SIGUSR1, short", tcpdumpCounts{}, closing(3, 10, 0), false},
+		{"dropped by the kernel", over, closing(51, 51, 2), false},
 	} {
-		if err := captureComplete(bad); err == nil || !strings.Contains(err.Error(), "capture incomplete") {
-			t.Errorf("%q: got %v, want capture incomplete", bad, err)
+		err := captureComplete(c.at, c.lines)
+		if c.ok && err != nil {
+			t.Errorf("%s: %v", c.name, err)
+		}
+		if !c.ok && (err == nil || !strings.Contains(err.Error(), "capture incomplete")) {
+			t.Errorf("%s: got %v, want capture incomplete", c.name, err)
 		}
 	}
 }
