@@ -92,18 +92,20 @@ func crcUpdate(crc uint32, p []byte) uint32 {
 }
 
 // copyUpdate copies src to the start of dst, which must be at least as
-// long, and returns crcUpdate(crc, src). With AVX2's VPCLMULQDQ (which
-// every CPU with the AVX-512 form has too) it reads src once, folding
-// each block from the register it was copied through: see
-// BenchmarkCopyUpdate for what that saves over a copy and a fold.
+// long, and returns the CRC continued from crc over the bytes copied
+// (crcUpdate(crc, src) unless another thread writes src meanwhile). With
+// AVX2's VPCLMULQDQ (which every CPU with the AVX-512 form has too) it
+// reads src once, folding each block from the register it was copied
+// through: see BenchmarkCopyUpdate for what that saves over a copy and a
+// fold. Otherwise, and for the last 63 bytes at most, it folds the copy.
 func copyUpdate(crc uint32, dst, src []byte) uint32 {
+	dst = dst[:len(src)]
 	n := len(src) &^ 63
 	if n < 256 || !hasFoldAVX2 {
 		copy(dst, src)
-		return crcUpdate(crc, src)
+		return crcUpdate(crc, dst)
 	}
-	dst = dst[:len(src)] // bounds: the kernel writes n bytes, the tail the rest
 	crc = ^copyFoldCRC32AVX2(^crc, &dst[0], &src[0], n, &crcFold)
 	copy(dst[n:], src[n:])
-	return crcSmall(crc, src[n:])
+	return crcSmall(crc, dst[n:])
 }

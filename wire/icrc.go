@@ -243,15 +243,16 @@ func (c *ICRCCache) Begin(e Endpoints, n int, head []byte) uint32 {
 }
 
 // CopyICRC copies payload to the start of dst and returns the ICRC of the
-// packet that state began (ICRCCache.Begin): the CRC continued over
-// payload and pad. Payloads of 256 bytes and more are read once, each
-// block folded from the register it was copied through, so the ICRC
-// covers exactly the bytes copied even if another thread writes the
-// source meanwhile. It does not allocate.
+// packet that state began (ICRCCache.Begin): the CRC continued over the
+// payload as copied, and pad. The ICRC covers exactly the bytes copied,
+// even if another thread writes the payload meanwhile. From 256 bytes on,
+// where the CPU allows, the payload is read once, each block folded from
+// the register it was copied through. It does not allocate.
 func CopyICRC(dst []byte, state uint32, payload, pad []byte) uint32 {
 	if len(payload) < crcBulk {
+		dst = dst[:len(payload)]
 		copy(dst, payload)
-		return crcSmall(crcSmall(state, payload), pad)
+		return crcSmall(crcSmall(state, dst), pad)
 	}
 	return crcSmall(copyUpdate(state, dst, payload), pad)
 }
