@@ -180,7 +180,11 @@
 // (link.Caps.Intact: the shared-memory wire), which are accepted and
 // counted as icrc_skipped unless Config.AlwaysVerifyICRC; see
 // Config.StrictICRC for what is verified of IPv4 packets whose
-// Identification a UDP socket cannot see.
+// Identification a UDP socket cannot see. The sender computes the ICRC,
+// except for a link that copies each packet (link.Caps.CopiesICRC: the
+// shared-memory wire), which computes it in the same pass as its copy,
+// reading the payload once; with a trace or a tap on, the sender always
+// computes it, so that both show each packet whole.
 //
 // In place: from a link that lends what it reads (link.Lender: the
 // shared-memory wire), the receive path parses each frame where it lies
