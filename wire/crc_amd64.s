@@ -147,47 +147,70 @@ done64: // fold Z4's lanes 0, 1, 2 into lane 3: 48, 32, 16 bytes on
 	VPXOR        X1, X4, X4 \
 	REDUCE()
 
+// How each kernel takes in the 32 bytes at off(SI), for FOLDAVX2:
+// foldCRC32AVX2 loads the first four blocks (LOAD) and folds the others
+// straight from memory (NOLOAD, MEM); copyFoldCRC32AVX2 loads every block,
+// stores it at off(DI) and folds the register (LOADSTORE, REG).
+#define LOAD(off, y) \
+	VMOVDQU off(SI), y
+#define NOLOAD(off, y)
+#define MEM(off, y) off(SI)
+
+#define LOADSTORE(off, y) \
+	VMOVDQU off(SI), y \
+	VMOVDQU y, off(DI)
+#define REG(off, y) y
+
+// FOLDAVX2 is the body of both 256-bit kernels: the n bytes (CX) at SI
+// from state AX, with the constants at DX; the raw CRC is left in AX.
+// FIRST brings in the first four blocks, LD and IN each later one (see
+// above). DI moves along with SI, whether or not a kernel stores there.
+#define FOLDAVX2(FIRST, LD, IN) \
+	FIRST(0, Y1) \ // the first 128 bytes, the state xored into the first four
+	FIRST(32, Y2) \
+	FIRST(64, Y3) \
+	FIRST(96, Y4) \
+	VMOVQ   AX, X0 \ // zeroes the rest of Y0
+	VPXOR   Y0, Y1, Y1 \
+	ADDQ    $128, SI \
+	ADDQ    $128, DI \
+	SUBQ    $128, CX \
+	VMOVDQU 224(DX), Y0 \ // k128
+loop128: \ // four independent chains, as in foldCRC32AVX512
+	CMPQ CX, $128 \
+	JB   done128 \
+	LD(0, Y9) \
+	LD(32, Y10) \
+	LD(64, Y11) \
+	LD(96, Y12) \
+	FOLD2(Y0, Y1, IN(0, Y9), Y5) \
+	FOLD2(Y0, Y2, IN(32, Y10), Y6) \
+	FOLD2(Y0, Y3, IN(64, Y11), Y7) \
+	FOLD2(Y0, Y4, IN(96, Y12), Y8) \
+	ADDQ $128, SI \
+	ADDQ $128, DI \
+	SUBQ $128, CX \
+	JMP  loop128 \
+done128: \
+	MERGE4() \
+loop32: \
+	CMPQ CX, $32 \
+	JB   done32 \
+	LD(0, Y9) \
+	FOLD2(Y0, Y1, IN(0, Y9), Y5) \
+	ADDQ $32, SI \
+	ADDQ $32, DI \
+	SUBQ $32, CX \
+	JMP  loop32 \
+done32: \
+	FINISH2()
+
 TEXT ·foldCRC32AVX2(SB), NOSPLIT, $0-36
 	MOVL state+0(FP), AX
 	MOVQ p+8(FP), SI
 	MOVQ n+16(FP), CX
 	MOVQ k+24(FP), DX
-
-	// The first 128 bytes, the state xored into the first four.
-	VMOVDQU 0(SI), Y1
-	VMOVDQU 32(SI), Y2
-	VMOVDQU 64(SI), Y3
-	VMOVDQU 96(SI), Y4
-	VMOVQ   AX, X0 // zeroes the rest of Y0
-	VPXOR   Y0, Y1, Y1
-	ADDQ    $128, SI
-	SUBQ    $128, CX
-	VMOVDQU 224(DX), Y0 // k128
-
-loop128: // four independent chains, as in foldCRC32AVX512
-	CMPQ CX, $128
-	JB   done128
-	FOLD2(Y0, Y1, 0(SI), Y5)
-	FOLD2(Y0, Y2, 32(SI), Y6)
-	FOLD2(Y0, Y3, 64(SI), Y7)
-	FOLD2(Y0, Y4, 96(SI), Y8)
-	ADDQ $128, SI
-	SUBQ $128, CX
-	JMP  loop128
-
-done128:
-	MERGE4()
-
-loop32:
-	CMPQ CX, $32
-	JB   done32
-	FOLD2(Y0, Y1, 0(SI), Y5)
-	ADDQ $32, SI
-	SUBQ $32, CX
-	JMP  loop32
-
-done32:
-	FINISH2()
+	FOLDAVX2(LOAD, NOLOAD, MEM)
 	MOVL AX, ret+32(FP)
 	VZEROUPPER
 	RET
@@ -197,59 +220,13 @@ done32:
 // foldCRC32AVX2 that also copies the n bytes at src to dst: each 32-byte
 // block is loaded once, stored at dst and folded from the register, so
 // the bytes the CRC covers are exactly the bytes copied, read once.
-#define LOADSTORE(off, y) \
-	VMOVDQU off(SI), y \
-	VMOVDQU y, off(DI)
-
 TEXT ·copyFoldCRC32AVX2(SB), NOSPLIT, $0-44
 	MOVL state+0(FP), AX
 	MOVQ dst+8(FP), DI
 	MOVQ src+16(FP), SI
 	MOVQ n+24(FP), CX
 	MOVQ k+32(FP), DX
-
-	LOADSTORE(0, Y1)
-	LOADSTORE(32, Y2)
-	LOADSTORE(64, Y3)
-	LOADSTORE(96, Y4)
-	VMOVQ   AX, X0
-	VPXOR   Y0, Y1, Y1
-	ADDQ    $128, SI
-	ADDQ    $128, DI
-	SUBQ    $128, CX
-	VMOVDQU 224(DX), Y0 // k128
-
-copy128:
-	CMPQ CX, $128
-	JB   copydone128
-	LOADSTORE(0, Y9)
-	LOADSTORE(32, Y10)
-	LOADSTORE(64, Y11)
-	LOADSTORE(96, Y12)
-	FOLD2(Y0, Y1, Y9, Y5)
-	FOLD2(Y0, Y2, Y10, Y6)
-	FOLD2(Y0, Y3, Y11, Y7)
-	FOLD2(Y0, Y4, Y12, Y8)
-	ADDQ $128, SI
-	ADDQ $128, DI
-	SUBQ $128, CX
-	JMP  copy128
-
-copydone128:
-	MERGE4()
-
-copy32:
-	CMPQ CX, $32
-	JB   copydone32
-	LOADSTORE(0, Y9)
-	FOLD2(Y0, Y1, Y9, Y5)
-	ADDQ $32, SI
-	ADDQ $32, DI
-	SUBQ $32, CX
-	JMP  copy32
-
-copydone32:
-	FINISH2()
+	FOLDAVX2(LOADSTORE, LOADSTORE, REG)
 	MOVL AX, ret+40(FP)
 	VZEROUPPER
 	RET
