@@ -37,6 +37,17 @@ type tcpdumpCounts struct {
 func startCapture(ctx context.Context, l *lab, path string) (*capture, error) {
 	cmd := l.inNS(ctx, "tcpdump", "-i", "br0", "-n", "-U", "--immediate-mode", "-B", "32768", "-s", "0",
 		"-w", path, "udp", "port", "4791")
+	c, err := watchCapture(cmd, path)
+	if err != nil {
+		return nil, fmt.Errorf("tcpdump: %w", err)
+	}
+	return c, nil
+}
+
+// watchCapture starts cmd, a tcpdump writing path, and returns once it
+// listens, reading its stderr on: its answers to SIGUSR1, and the whole
+// once it has exited.
+func watchCapture(cmd *exec.Cmd, path string) (*capture, error) {
 	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
 	cmd.WaitDelay = 3 * time.Second
 	stderr, err := cmd.StderrPipe()
@@ -44,7 +55,7 @@ func startCapture(ctx context.Context, l *lab, path string) (*capture, error) {
 		return nil, err
 	}
 	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("tcpdump: %w", err)
+		return nil, err
 	}
 	listening := make(chan bool, 1)
 	lines := make(chan []string, 1)
@@ -80,14 +91,14 @@ func startCapture(ctx context.Context, l *lab, path string) (*capture, error) {
 	}
 	cmd.Process.Signal(os.Interrupt)
 	cmd.Wait()
-	return nil, errors.New("tcpdump did not start listening on br0")
+	return nil, errors.New("did not start listening within 5 s")
 }
 
 // stop ends tcpdump, which flushes the file on SIGINT, once the file has
 // stopped growing (a loaded host's tcpdump lags behind the bridge; up to
-// 3 s) and tcpdump, asked for its counts (SIGUSR1), has written every
-// packet its filter had taken: the case is over, so those are the case's
-// packets. A packet that passes the filter after that (rxe retransmitting
+// 3 s) and tcpdump, asked for its counts (SIGUSR1, for askFor at most),
+// has written every packet its filter had taken: the case is over, so
+// those are the case's packets. A packet that passes the filter after that (rxe retransmitting
 // once more, and goroce's answer) may reach tcpdump as it stops and stay
 // out of the file, which loses nothing of the case. stop returns an error
 // if the file misses a packet the case sent: dropped by the kernel, or
@@ -103,22 +114,35 @@ func (c *capture) stop() error {
 		time.Sleep(100 * time.Millisecond)
 	}
 	var at tcpdumpCounts
-	for range 30 {
-		if c.cmd.Process.Signal(syscall.SIGUSR1) != nil {
+	for end := time.Now().Add(askFor); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+		if at = c.counts(time.Until(end)); at.ok && at.captured >= at.received {
 			break
 		}
-		select {
-		case at = <-c.info:
-		case <-time.After(2 * time.Second):
-		}
-		if at.ok && at.captured >= at.received {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
 	}
 	c.cmd.Process.Signal(os.Interrupt)
 	c.cmd.Wait()
 	return captureComplete(at, <-c.lines)
+}
+
+// askFor bounds how long stop asks tcpdump for its counts.
+const askFor = 3 * time.Second
+
+// counts asks tcpdump for its counts (SIGUSR1) and waits up to wait for
+// the answer, after dropping any answer to an earlier ask that came too
+// late. Without an answer the counts are not ok.
+func (c *capture) counts(wait time.Duration) tcpdumpCounts {
+	for len(c.info) > 0 {
+		<-c.info
+	}
+	if c.cmd.Process.Signal(syscall.SIGUSR1) != nil {
+		return tcpdumpCounts{}
+	}
+	select {
+	case n := <-c.info:
+		return n
+	case <-time.After(wait):
+		return tcpdumpCounts{}
+	}
 }
 
 var (

@@ -3,8 +3,11 @@ package main
 import (
 	"errors"
 	"fmt"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 const pcapSample = `0.000000 10.99.0.254 > 10.99.0.1 sport=4791 RC_SEND_ONLY qp=0x000011 psn=0x28caa1 ackreq len=1024 icrc=ok
@@ -131,5 +134,25 @@ func TestCaptureComplete(t *testing.T) {
 		if !c.ok && (err == nil || !strings.Contains(err.Error(), "capture incomplete")) {
 			t.Errorf("%s: got %v, want capture incomplete", c.name, err)
 		}
+	}
+}
+
+// TestCaptureStopIsBounded stops a capture whose process never answers
+// SIGUSR1 (it ignores the signal and prints no counts): stop asks for
+// askFor at most, then interrupts it, and judges by the closing counts,
+// here none. Each ask waited 2 s and was made up to 30 times before: a
+// minute per case.
+func TestCaptureStopIsBounded(t *testing.T) {
+	cmd := exec.CommandContext(t.Context(), "sh", "-c", `echo "listening on br0" >&2; trap '' USR1; exec sleep 60`)
+	c, err := watchCapture(cmd, filepath.Join(t.TempDir(), "none.pcap"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if err := c.stop(); err != nil {
+		t.Errorf("stop: %v", err)
+	}
+	if took := time.Since(start); took > askFor+5*time.Second {
+		t.Errorf("stop took %v, want at most askFor (%v) and the interrupt", took, askFor)
 	}
 }
