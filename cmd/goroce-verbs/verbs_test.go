@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -517,14 +518,19 @@ func perftestRows(out string, sizes []int) error {
 		// which get_cpu_mhz sometimes fails to measure (0): t_avg is then
 		// inf and tps average 0.00, while #iterations still counts the
 		// round trips goroce carried.
+		// Its -a latency report then has every time inf and the standard
+		// deviation 0/0, printed "-nan".
 		noClock := slices.Contains(cells, "inf")
 		for i, c := range cells[1:] {
 			col := cols[i+1]
+			if noClock && strings.Contains(col, "stdev") && (c == "-nan" || c == "nan") {
+				continue
+			}
 			v, err := strconv.ParseFloat(c, 64)
 			mayBeZero := strings.Contains(col, "peak") || strings.Contains(col, "stdev") ||
 				strings.Contains(col, "BW average") && size < 1024 && size != sizes[len(sizes)-1] ||
 				noClock && col == "tps average"
-			if err != nil || v < 0 || v == 0 && !mayBeZero {
+			if err != nil || math.IsNaN(v) || v < 0 || v == 0 && !mayBeZero {
 				return fmt.Errorf("row %q: %s is %q", l, col, c)
 			}
 		}
@@ -652,9 +658,10 @@ func TestTrace(t *testing.T) {
 	}
 }
 
-// TestPerftestRowsWithoutClock: the -D latency row perftest printed in CI
-// when it could not measure the CPU's clock passes; a zero tps with a
-// measured t_avg, or no round trips, does not.
+// TestPerftestRowsWithoutClock: the rows perftest printed in CI when it
+// could not measure the CPU's clock pass: -D's latency row, and -a's
+// latency row (every time inf, the deviation "-nan"). A zero tps with a
+// measured t_avg, no round trips, or a NaN beside measured times do not.
 func TestPerftestRowsWithoutClock(t *testing.T) {
 	table := func(row string) string {
 		return " #bytes        #iterations       t_avg[usec]    tps average\n" + row + "\n---\n"
@@ -664,6 +671,21 @@ func TestPerftestRowsWithoutClock(t *testing.T) {
 	}
 	for _, row := range []string{" 8             13425            5.12           0.00   ", " 8             0                inf            0.00   "} {
 		if err := perftestRows(table(row), []int{8}); err == nil {
+			t.Errorf("row %q passed", row)
+		}
+	}
+	all := func(row string) string {
+		return " #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]    t_stdev[usec]   99% percentile[usec]   99.9% percentile[usec] \n" +
+			row + "\n---\n"
+	}
+	if err := perftestRows(all(" 8388608 5          inf            inf          inf      \t       inf         \t-nan   \t\tinf     \t\tinf    "), []int{8388608}); err != nil {
+		t.Errorf("perftest -a without a clock: %v", err)
+	}
+	for _, row := range []string{
+		" 8388608 5          4875.62        5915.08      5394.75  \t       5394.75     \t-nan   \t\t5915.08 \t\t5915.08",
+		" 8388608 5          4875.62        5915.08      5394.75  \t       nan         \t519.00 \t\t5915.08 \t\t5915.08",
+	} {
+		if err := perftestRows(all(row), []int{8388608}); err == nil {
 			t.Errorf("row %q passed", row)
 		}
 	}
