@@ -3,9 +3,25 @@
 package main
 
 /*
+#include <signal.h>
 #include <stdlib.h>
 extern void goroceStopCPUProfile(void);
-static void stopAtExit(void) { goroceStopCPUProfile(); }
+
+// exitSignalStack is the alternate signal stack the exit handler gives the
+// thread that runs it when that thread has none left: Go handles a signal
+// on a thread it runs on only on an alternate stack, and an interpreter may
+// take its own away before exit (Python's faulthandler does, in
+// Py_FinalizeEx, on the thread that the library's calls bound to Go).
+static char exitSignalStack[64 << 10];
+
+static void stopAtExit(void) {
+	stack_t cur;
+	if (sigaltstack(NULL, &cur) == 0 && (cur.ss_flags & SS_DISABLE)) {
+		stack_t st = { .ss_sp = exitSignalStack, .ss_size = sizeof exitSignalStack };
+		sigaltstack(&st, NULL);
+	}
+	goroceStopCPUProfile();
+}
 static void stopProfileAtExit(void) { atexit(stopAtExit); }
 */
 import "C"
