@@ -210,6 +210,14 @@ print("sum", x.sum())
 	}
 }
 
+// A torch job that ends without destroy_process_group(), its last
+// operation run on the process group's thread: every rank exits 0, and no
+// group's thread is still running when the interpreter finalizes (an
+// atexit function of the script's, run after the backend's, looks).
+func TestTorchExitWithoutDestroy(t *testing.T) {
+	passed(t, torchUnderGoroceRun(t, "127.136.0.20", "testdata/torch_exit.py"), fourRanks, 2)
+}
+
 // torch.distributed.new_group on the goroce backend (groups [0, 1], [2,
 // 3] and [1, 3], each a communicator with RNICs of its own next to the
 // world's) and recv/irecv without a source, which return the sender's

@@ -78,10 +78,12 @@ per process and on fork (DataLoader workers may fork; they must not run
 collectives).
 """
 
+import atexit
 import os
 import queue
 import sys
 import threading
+import weakref
 
 import torch
 import torch.distributed as dist
@@ -98,6 +100,31 @@ BACKEND = "goroce"
 # INLINE_BYTES is the most bytes an operation may move to run on the
 # calling thread when nothing else of its group is pending.
 INLINE_BYTES = 256 << 10
+
+# _EXIT_JOIN_SECONDS bounds how long the interpreter's exit waits for each
+# group's thread to finish the operations queued on it.
+_EXIT_JOIN_SECONDS = 60
+
+# The groups whose threads _stop_threads ends before the interpreter
+# finalizes.
+_groups = weakref.WeakSet()
+
+
+@atexit.register
+def _stop_threads():
+    # A group's thread must be out of torch's code before the interpreter
+    # finalizes: completing a future (Future.set_result) releases the GIL
+    # and takes it back in a C++ destructor, and a daemon thread that asks
+    # for the GIL once finalization has begun is ended with pthread_exit,
+    # whose unwinding through that destructor calls std::terminate
+    # ("terminate called without an active exception", SIGABRT). atexit
+    # functions run before that point, so each thread is told to stop
+    # after the operations already queued, and joined.
+    groups = list(_groups)
+    for g in groups:
+        g._ops.put(None)
+    for g in groups:
+        g._worker.join(_EXIT_JOIN_SECONDS)
 
 _TYPES = {
     torch.int8: gn.INT8, torch.uint8: gn.UINT8, torch.int32: gn.INT32, torch.int64: gn.INT64,
@@ -213,6 +240,7 @@ class ProcessGroupGoroce(dist.ProcessGroup):
         self._ops = queue.Queue()
         self._worker = threading.Thread(target=self._run, name="goroce process group", daemon=True)
         self._worker.start()
+        _groups.add(self)
 
     def getBackendName(self):
         """The backend's name, "goroce"."""
@@ -248,8 +276,13 @@ class ProcessGroupGoroce(dist.ProcessGroup):
         return None
 
     def _run(self):
+        # Runs the queued operations in order until _stop_threads queues
+        # None.
         while True:
-            fn, fut = self._ops.get()
+            op = self._ops.get()
+            if op is None:
+                return
+            fn, fut = op
             with self._comm_lock:
                 self._finish(fut, fn)
             with self._lock:
