@@ -397,6 +397,16 @@ func (d *Device) Close() error {
 // Addr returns the device's IP address and UDP port.
 func (d *Device) Addr() netip.AddrPort { return d.local }
 
+// Wire says what carries the device's packets, as its link describes
+// itself ("RoCEv2 over UDP", "RoCEv2 frames through shared memory"), or
+// the link's type for a link that does not.
+func (d *Device) Wire() string {
+	if s, ok := d.link.(fmt.Stringer); ok {
+		return s.String()
+	}
+	return fmt.Sprintf("%T", d.link)
+}
+
 // GID returns the device's GID at index 0: its IPv6 address, or for IPv4
 // the IPv4-mapped IPv6 address (::ffff:a.b.c.d), as in rxe's GID table.
 func (d *Device) GID() netip.Addr {

@@ -899,6 +899,10 @@ func (l *Link) unmapRx() {
 // LocalAddr is the address and port the link was opened on.
 func (l *Link) LocalAddr() netip.AddrPort { return l.local }
 
+// String says what the link is, for banners: "RoCEv2 frames through
+// shared memory".
+func (l *Link) String() string { return "RoCEv2 frames through shared memory" }
+
 // Caps reports TOS true, IPv4ID 0 and MaxDatagram what a slot holds beside
 // the IP and UDP headers (4316 bytes over IPv4 with the default slot size).
 func (l *Link) Caps() link.Caps { return l.caps }

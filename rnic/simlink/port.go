@@ -95,6 +95,10 @@ var _ link.Link = (*Port)(nil)
 // it as their source.
 func (p *Port) LocalAddr() netip.AddrPort { return p.addr }
 
+// String says what the link is, for banners: "RoCEv2 through a simulated
+// switch".
+func (p *Port) String() string { return "RoCEv2 through a simulated switch" }
+
 // Caps reports that a port carries the TOS byte both ways, sends with IPv4
 // Identification 0 (as goroce's UDP sends do), and carries datagrams of up
 // to MaxDatagram bytes.

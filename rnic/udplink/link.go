@@ -274,6 +274,9 @@ func (l *Link) mapErr(err error) error {
 // from.
 func (l *Link) LocalAddr() netip.AddrPort { return l.local }
 
+// String says what the link is, for banners: "RoCEv2 over UDP".
+func (l *Link) String() string { return "RoCEv2 over UDP" }
+
 // Caps reports what the link reveals and does to IP/UDP headers: TOS when
 // the kernel reports each datagram's TOS byte, IPv4ID 0 (see the package
 // documentation), and MaxDatagram 65507 for IPv4 or 65527 for IPv6. Sends

@@ -161,7 +161,7 @@ func demoRank(ctx context.Context, c *nccl.Comm, size, iters int, device bool, o
 	}
 
 	fmt.Fprintf(out, "goroce demo: %d ranks, one process each, with a software RNIC each at %s … %s,\n", n, devices[0].addr, devices[n-1].addr)
-	fmt.Fprintln(out, "talking RoCEv2 (InfiniBand transport in UDP datagrams) over RC queue pairs on loopback.")
+	fmt.Fprintf(out, "talking RoCEv2 (InfiniBand transport in UDP datagrams) over RC queue pairs; the wire: %s.\n", devices[0].wire)
 	fmt.Fprintf(out, "Each collective: %d bytes of float32 per rank, sum, root 0; the first call checked on\n", size)
 	fmt.Fprintf(out, "every rank against a reference it computes itself, then %d timed calls.\n\n", iters)
 	fmt.Fprintf(out, "%-14s %10s %10s %12s %12s  %s\n", "collective", "bytes", "time/call", "algbw GB/s", "busbw GB/s", "result")

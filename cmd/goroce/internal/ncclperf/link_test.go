@@ -12,6 +12,19 @@ import (
 	"github.com/goroce/goroce/cmd/goroce/internal/clitest"
 )
 
+// namesWire checks that out names the wire the test saw the ranks use:
+// shared memory where they opened shared-memory links, UDP where none.
+func namesWire(t *testing.T, flags []string, out string, links int) {
+	t.Helper()
+	want, wrong := "RoCEv2 over UDP", "RoCEv2 frames through shared memory"
+	if links > 0 {
+		want, wrong = wrong, want
+	}
+	if !strings.Contains(out, want) || strings.Contains(out, wrong) {
+		t.Errorf("%q: the ranks used %d shared-memory links, but the output does not name the wire as %q:\n%s", flags, links, want, out)
+	}
+}
+
 // shmLinks counts the shared-memory links the ranks opened in dir: each
 // leaves its lock file.
 func shmLinks(t *testing.T, dir string) int {
@@ -55,6 +68,7 @@ func TestNcclPerfNpLink(t *testing.T) {
 		if n := shmLinks(t, dir); n != tc.links {
 			t.Errorf("%q: %d shared-memory links, want %d", tc.flags, n, tc.links)
 		}
+		namesWire(t, tc.flags, out, tc.links)
 	}
 }
 
@@ -75,5 +89,6 @@ func TestDemoLink(t *testing.T) {
 		if n := shmLinks(t, dir); n != tc.links {
 			t.Errorf("%q: %d shared-memory links, want %d", tc.flags, n, tc.links)
 		}
+		namesWire(t, tc.flags, out, tc.links)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/goroce/goroce/cmd/goroce/internal/cli"
@@ -271,6 +272,7 @@ type rankDevice struct {
 	pid  int
 	host string
 	addr string // the RNIC's address and UDP port
+	wire string // what carries its packets (rnic.Device.Wire)
 }
 
 // deviceRecord is the fixed size of a rankDevice on the wire.
@@ -280,13 +282,13 @@ const deviceRecord = 128
 // AllGather (nccl-tests prints them under "# Using devices").
 func gatherDevices(ctx context.Context, c *nccl.Comm) ([]rankDevice, error) {
 	host, _ := os.Hostname()
-	addr := "none"
+	addr, wire := "none", "none"
 	if d := c.Device(); d != nil {
-		addr = d.Addr().String()
+		addr, wire = d.Addr().String(), d.Wire()
 	}
 	mine := make([]byte, deviceRecord)
 	binary.LittleEndian.PutUint32(mine, uint32(os.Getpid()))
-	text := fmt.Sprintf("%s %s", addr, host)
+	text := fmt.Sprintf("%s %s %s", addr, host, wire)
 	mine[4] = byte(copy(mine[5:], text))
 	all := make([]byte, deviceRecord*c.Size())
 	if err := c.AllGather(mine, all, deviceRecord, nccl.Uint8).Wait(ctx); err != nil {
@@ -295,9 +297,9 @@ func gatherDevices(ctx context.Context, c *nccl.Comm) ([]rankDevice, error) {
 	devs := make([]rankDevice, c.Size())
 	for r := range devs {
 		rec := block(all, r, deviceRecord)
-		var a, h string
-		fmt.Sscan(string(rec[5:5+min(int(rec[4]), deviceRecord-5)]), &a, &h)
-		devs[r] = rankDevice{pid: int(binary.LittleEndian.Uint32(rec)), addr: a, host: h}
+		a, rest, _ := strings.Cut(string(rec[5:5+min(int(rec[4]), deviceRecord-5)]), " ")
+		h, w, _ := strings.Cut(rest, " ")
+		devs[r] = rankDevice{pid: int(binary.LittleEndian.Uint32(rec)), addr: a, host: h, wire: w}
 	}
 	return devs, nil
 }
@@ -322,7 +324,7 @@ func printPerfHeader(w io.Writer, cfg *ncclPerfConfig, devices []rankDevice, not
 	}
 	fmt.Fprintln(w, "# Using devices")
 	for r, d := range devices {
-		fmt.Fprintf(w, "#  Rank %2d Group  0 Pid %6d on %10s device  0 [%s] goroce RNIC (RoCEv2 over UDP)\n", r, d.pid, d.host, d.addr)
+		fmt.Fprintf(w, "#  Rank %2d Group  0 Pid %6d on %10s device  0 [%s] goroce RNIC (%s)\n", r, d.pid, d.host, d.addr, d.wire)
 	}
 	fmt.Fprintln(w, "#")
 	if note != "" {
