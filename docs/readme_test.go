@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -53,6 +54,65 @@ func TestBackgroundGoRunPattern(t *testing.T) {
 	} {
 		if got := backgroundGoRun.MatchString(line); got != want {
 			t.Errorf("%q: matched %v, want %v", line, got, want)
+		}
+	}
+}
+
+// The README's count of the course's chapters is the number of chapters
+// the course's own table lists (its rows numbered from 1; 0 is the
+// setup).
+func TestReadmeCountsChapters(t *testing.T) {
+	course, err := os.ReadFile("course/README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	chapters := len(regexp.MustCompile(`(?m)^\| [1-9][0-9]* \| \[`).FindAll(course, -1))
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`hands-on course in (\d+) short`).FindSubmatch(readme)
+	if m == nil {
+		t.Fatal("the README does not say how many chapters the course has (\"hands-on course in N short chapters\")")
+	}
+	if n, _ := strconv.Atoi(string(m[1])); n != chapters || chapters == 0 {
+		t.Errorf("the README promises %d chapters; docs/course/README.md lists %d", n, chapters)
+	}
+}
+
+// issueRef and machinePath are what the README and the docs must not send
+// a reader to: the project's issue tracker, which a clone does not have,
+// and a path of the machines it was written on.
+var (
+	issueRef    = regexp.MustCompile(`\b[Ii]ssues? #?[0-9]+`)
+	machinePath = regexp.MustCompile(`(^|[\s(\x60'"=])/work/`)
+)
+
+// TestNoIssueNumbersOrMachinePaths checks the README and every Markdown
+// file under docs for both.
+func TestNoIssueNumbersOrMachinePaths(t *testing.T) {
+	files := []string{"../README.md"}
+	err := filepath.WalkDir(".", func(path string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && strings.HasSuffix(path, ".md") {
+			files = append(files, path)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, line := range strings.Split(string(b), "\n") {
+			if m := issueRef.FindString(line); m != "" {
+				t.Errorf("%s:%d: %q names an issue: say what it means instead", f, i+1, m)
+			}
+			if machinePath.MatchString(line) {
+				t.Errorf("%s:%d: a path of this machine (/work/...): give it relative to the repository", f, i+1)
+			}
 		}
 	}
 }

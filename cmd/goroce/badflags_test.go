@@ -24,6 +24,7 @@ func TestBadFlags(t *testing.T) {
 		args []string
 		env  string // NAME=value, or ""
 		name string // what the last line must name
+		says string // what else it must say of the value, if anything
 	}
 	var cases []badCase
 	for _, c := range commands {
@@ -57,6 +58,7 @@ func TestBadFlags(t *testing.T) {
 		badCase{args: []string{"demo", "--ui-addr", "notaport"}, name: "-ui-addr"},
 		badCase{args: []string{"demo", "--size", "1Q"}, name: "-size"},
 		badCase{args: []string{"run", "-n", "0", "true"}, name: "-n"},
+		badCase{args: []string{"nccl-perf", "all_reduce", "-np", "-3"}, name: "-np -3", says: "number of ranks"},
 		badCase{args: []string{"run", "--addr-base", "nope", "true"}, name: "--addr-base"},
 		badCase{args: []string{"stat", "-w", "-1s", "127.0.0.1:1"}, name: "-w"},
 		badCase{args: []string{"topo", "--gpus", "0"}, name: "--gpus"},
@@ -79,6 +81,9 @@ func TestBadFlags(t *testing.T) {
 			last := lines[len(lines)-1]
 			if !strings.Contains(last, c.name) {
 				t.Errorf("last line %q does not name %s\nstderr:\n%s", last, c.name, errOut)
+			}
+			if !strings.Contains(last, c.says) {
+				t.Errorf("last line %q does not say %q", last, c.says)
 			}
 			if len(lines) > 2 || (len(lines) == 2 && !strings.HasPrefix(lines[0], "usage: ")) {
 				t.Errorf("want the error alone, or after a one-line usage hint; stderr:\n%s", errOut)

@@ -6,6 +6,8 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/debug"
+	"strings"
 
 	"github.com/goroce/goroce/cmd/goroce/internal/cli"
 	"github.com/goroce/goroce/cmd/goroce/internal/dcqcn"
@@ -65,6 +67,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	name, args := args[0], args[1:]
 	switch name {
+	case "version", "-version", "--version":
+		fmt.Fprintln(stdout, version())
+		return cli.ExitOK
 	case "help", "-h", "-help", "--help":
 		if len(args) == 0 {
 			usage(stdout)
@@ -83,6 +88,36 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return cli.ExitUsage
 }
 
+// version says which goroce this is: its module version (a pseudo-version
+// naming the commit for a build from a checkout, "devel" where Go
+// recorded none), the commit it was built from where the version does
+// not name it, and the Go release it was built with.
+func version() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "goroce (no build information)"
+	}
+	v := bi.Main.Version
+	if v == "" || v == "(devel)" {
+		v = "devel"
+	}
+	var commit, modified string
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			commit = s.Value
+		case "vcs.modified":
+			if s.Value == "true" {
+				modified = ", modified"
+			}
+		}
+	}
+	if len(commit) >= 12 && !strings.Contains(v, commit[:12]) { // a pseudo-version names it already
+		return fmt.Sprintf("goroce %s (commit %.12s%s, %s)", v, commit, modified, bi.GoVersion)
+	}
+	return fmt.Sprintf("goroce %s (%s)", v, bi.GoVersion)
+}
+
 // usage lists the commands.
 func usage(w io.Writer) {
 	fmt.Fprintln(w, "goroce is a software RDMA NIC speaking RoCEv2, and its tools.")
@@ -94,5 +129,5 @@ func usage(w io.Writer) {
 		fmt.Fprintf(w, "  %-10s %s\n", c.name, c.summary)
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, `"goroce COMMAND -h" shows a command's flags.`)
+	fmt.Fprintln(w, `"goroce COMMAND -h" shows a command's flags; "goroce --version" which goroce this is.`)
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"runtime"
 	"strings"
 	"testing"
 
@@ -18,6 +19,17 @@ func TestHelp(t *testing.T) {
 			if !strings.Contains(out, "  "+c.name+" ") || !strings.Contains(out, c.summary) {
 				t.Errorf("goroce %v does not list %s", args, c.name)
 			}
+		}
+	}
+}
+
+// goroce --version (and version, -version) names the Go release the
+// binary was built with, as runtime.Version reports it.
+func TestVersion(t *testing.T) {
+	for _, arg := range []string{"--version", "-version", "version"} {
+		code, out, errOut := goroce(t, arg)
+		if code != cli.ExitOK || !strings.HasPrefix(out, "goroce ") || !strings.Contains(out, runtime.Version()) || errOut != "" {
+			t.Errorf("goroce %s: exit %d\nstdout: %s\nstderr: %s", arg, code, out, errOut)
 		}
 	}
 }

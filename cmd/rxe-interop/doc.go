@@ -5,7 +5,7 @@
 // The rxe side is the real kernel driver with rdma-core's ibv_rc_pingpong,
 // ibv_uc_pingpong and ibv_ud_pingpong and perftest's ib_write_bw,
 // ib_read_bw, ib_send_bw, ib_atomic_bw (FETCH_ADD), ib_send_lat,
-// ib_write_lat and ib_read_lat, booted by the rxe lab (/work/shared/rxe-lab)
+// ib_write_lat and ib_read_lat, booted by the rxe lab (../shared/rxe-lab, beside the repository)
 // in one small QEMU guest inside a private network namespace. The goroce
 // side is `goroce pingpong` or `goroce perf` on the namespace's bridge
 // address (10.99.0.254, fd00:99::254); as perftest's client, goroce perf

@@ -180,7 +180,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case ngpus != 1 || nthreads != 1:
 		return usageErr("-g %d -t %d: a goroce process drives one RNIC with one thread (-g 1 -t 1)", ngpus, nthreads)
 	case *np < 0:
-		return usageErr("-np %d", *np)
+		return usageErr("-np %d: want the number of ranks to start on this host (1 to 245), or 0 for this process to be one rank of a launched job", *np)
 	}
 	if *linkName != "" {
 		if err := cli.CheckLink(*linkName); err != nil {
