@@ -36,6 +36,10 @@ func checkWritable(dir string) error {
 // The experiments run in virtual time, on a virtual clock (package
 // rnic/clock, through experiment.RunVirtual): the defaults are the
 // scenarios of dcqcn/experiment's tests (10 Gb/s, 200 ms), and the command
+// progressEvery is how often a run says on stderr how far it has come
+// (tests shorten it).
+var progressEvery = cli.ProgressEvery
+
 // prints the summary the tests check.
 func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	const about = `Runs a DCQCN experiment: goroce devices in one process, connected through a
@@ -148,7 +152,16 @@ defaults are the scenarios that "go test ./dcqcn/experiment" checks.`
 
 	fmt.Fprintf(stdout, "goroce dcqcn %s: %d flows at %v for %v in virtual time\n",
 		name, sc.Flows, rate, sc.Duration)
+	progress := cli.StartProgress(cli.ProgressWriter(stderr), "goroce dcqcn "+name, progressEvery)
+	onSample := sc.OnSample
+	sc.OnSample = func(s experiment.Sample) {
+		progress.Step("%v of %v in virtual time", s.At, sc.Duration)
+		if onSample != nil {
+			onSample(s)
+		}
+	}
 	res, err := experiment.RunVirtual(ctx, sc)
+	progress.Stop()
 	endUI()
 	if err != nil && res == nil {
 		fmt.Fprintf(stderr, "goroce dcqcn: %v\n", err)

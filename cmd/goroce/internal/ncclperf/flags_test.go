@@ -5,11 +5,13 @@ package ncclperf
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/goroce/goroce/cmd/goroce/internal/cli"
@@ -75,7 +77,7 @@ func perfRun(t *testing.T, cfg ncclPerfConfig) (table string, calls, overlapped 
 		go func() {
 			defer wg.Done()
 			w := &bytes.Buffer{}
-			_, errs[r] = ncclPerf(t.Context(), c, &rc, w)
+			_, errs[r] = ncclPerf(t.Context(), c, &rc, w, io.Discard)
 			if r == 0 {
 				out = *w
 			}
@@ -185,4 +187,49 @@ func TestNcclTestsFlagsCommandLine(t *testing.T) {
 			t.Errorf("%q: exit %d, stderr %q; want %d naming %s", args, code, errOut, cli.ExitUsage, bad[0])
 		}
 	}
+}
+
+// A run whose calls take long says on rank 0's stderr, every
+// progressEvery, which size and half of the row it is at; a quick one
+// says nothing. Two ranks in a synctest bubble, each call of rank 0
+// taking 3 s of virtual time.
+func TestNcclPerfProgress(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		coll, _ := findPerfColl("all_reduce")
+		slow := *coll
+		slow.call = func(c *nccl.Comm, send, recv []byte, cnt int, dt nccl.DataType, op nccl.Op, root int) *nccl.Request {
+			if c.Rank() == 0 {
+				time.Sleep(3 * time.Second)
+			}
+			return coll.call(c, send, recv, cnt, dt, op, root)
+		}
+		cfg := ncclPerfConfig{coll: &slow, minBytes: 1024, maxBytes: 4096, factor: 4, iters: 1, warmup: 1, check: true,
+			dt: nccl.Float32, op: nccl.Sum, average: averageMean, aggIters: 1, progressEvery: 2 * time.Second}
+		f := transport.NewMemFabric(2)
+		var progress [2]bytes.Buffer
+		var wg sync.WaitGroup
+		for r := range 2 {
+			c, err := nccl.NewComm(f.Rank(r), nccl.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Abort()
+			wg.Go(func() {
+				if _, err := ncclPerf(t.Context(), c, &cfg, io.Discard, &progress[r]); err != nil {
+					t.Errorf("rank %d: %v", r, err)
+				}
+			})
+		}
+		wg.Wait()
+		out := progress[0].String()
+		for _, want := range []string{"goroce nccl-perf: warming up at 4096 B (", "goroce nccl-perf: 1024 B out of place (",
+			"goroce nccl-perf: 4096 B in place ("} {
+			if !strings.Contains(out, want) {
+				t.Errorf("no %q in rank 0's progress:\n%s", want, out)
+			}
+		}
+		if progress[1].Len() != 0 {
+			t.Errorf("rank 1 reported progress too:\n%s", progress[1].String())
+		}
+	})
 }

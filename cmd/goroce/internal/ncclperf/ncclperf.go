@@ -98,6 +98,9 @@ type ncclPerfConfig struct {
 	// now is the clock the timed calls are measured on (time.Now unless a
 	// test gives each rank its own).
 	now func() time.Time
+	// progressEvery is how often rank 0 says on stderr which size it is
+	// at (cli.ProgressEvery unless a test sets it).
+	progressEvery time.Duration
 }
 
 // The values of -a, as nccl-tests' Allreduce(..., average) takes them.
@@ -249,7 +252,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		defer stop()
 	}
-	code, err = ncclPerf(ctx, c, &cfg, stdout)
+	code, err = ncclPerf(ctx, c, &cfg, stdout, cli.ProgressWriter(stderr))
 	if err != nil {
 		c.Abort()
 		fmt.Fprintf(stderr, "goroce nccl-perf: rank %d: %v\n", c.Rank(), err)

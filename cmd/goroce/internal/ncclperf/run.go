@@ -1,6 +1,7 @@
 package ncclperf
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
 	"fmt"
@@ -18,11 +19,13 @@ import (
 // ncclPerf runs the sizes of cfg on this rank; rank 0 prints the table to
 // out. It returns cli.ExitFail if any element was wrong, and an error if a
 // collective failed.
-func ncclPerf(ctx context.Context, c *nccl.Comm, cfg *ncclPerfConfig, out io.Writer) (int, error) {
+func ncclPerf(ctx context.Context, c *nccl.Comm, cfg *ncclPerfConfig, out, progress io.Writer) (int, error) {
 	rank, n := c.Rank(), c.Size()
 	if rank != 0 {
-		out = io.Discard
+		out, progress = io.Discard, io.Discard
 	}
+	p := cli.StartProgress(progress, "goroce nccl-perf", cmp.Or(cfg.progressEvery, cli.ProgressEvery))
+	defer p.Stop()
 	devices, err := gatherDevices(ctx, c)
 	if err != nil {
 		return cli.ExitFail, err
@@ -39,6 +42,7 @@ func ncclPerf(ctx context.Context, c *nccl.Comm, cfg *ncclPerfConfig, out io.Wri
 		if err != nil {
 			return cli.ExitFail, err
 		}
+		p.Step("warming up at %d B", size)
 		for range cfg.warmup {
 			req := run.call(c, false)
 			if cfg.blocking {
@@ -69,6 +73,7 @@ func ncclPerf(ctx context.Context, c *nccl.Comm, cfg *ncclPerfConfig, out io.Wri
 		}
 		var results [2]perfResult
 		for i, inPlace := range []bool{false, true} {
+			p.Step("%d B %s", size, placeName(inPlace))
 			r, err := measure(ctx, c, run, inPlace, cfg)
 			if err != nil {
 				free()

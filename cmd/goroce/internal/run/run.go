@@ -388,6 +388,10 @@ func Relaunch(ctx context.Context, fs *flag.FlagSet, cmdArgs []string, n int, ba
 	})
 	// The ranks' wire is HostLink's choice unless the command's own
 	// --link, passed on with the other flags, says otherwise.
+	env := []string{cli.LinkEnv + "=" + cli.HostLink()}
+	if _, set := os.LookupEnv(cli.ProgressEnv); !set && cli.IsTerminal(stderr) {
+		env = append(env, cli.ProgressEnv+"=1") // the ranks' stderr is a pipe to this terminal
+	}
 	return launch(ctx, launchConfig{n: n, addrBase: addr, argv: argv, grace: grace, bind: bind,
-		env: []string{cli.LinkEnv + "=" + cli.HostLink()}, plainRank0: true, stdout: stdout, stderr: stderr})
+		env: env, plainRank0: true, stdout: stdout, stderr: stderr})
 }
