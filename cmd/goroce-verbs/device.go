@@ -173,6 +173,11 @@ func goroce_open(asyncFD C.int, h *C.uint32_t) C.int {
 	d, err := rnic.Open(cfg)
 	if err != nil {
 		closeCapture()
+		if errors.Is(err, syscall.EADDRINUSE) {
+			// Say which setting picks another address.
+			err = fmt.Errorf("%w: another process has UDP port %d at %v: give goroce0 another address "+
+				"(GOROCE_ADDR, or goroce exec --addr)", err, cfg.Addr.Port(), cfg.Addr.Addr())
+		}
 		fmt.Fprintln(os.Stderr, "goroce-verbs: opening goroce0:", err)
 		return C.int(syscall.ENODEV)
 	}
