@@ -108,7 +108,7 @@ func TestCourse(t *testing.T) {
 	for _, ch := range chapters {
 		t.Run(strings.TrimSuffix(filepath.Base(ch), ".md"), func(t *testing.T) {
 			if needsVerbs(parsed[ch]) && !verbsBuilt {
-				buildVerbsLibs(t, filepath.Dir(bin))
+				buildVerbsLibs(t)
 				verbsBuilt = true
 			}
 			dir := t.TempDir()
@@ -389,14 +389,17 @@ func splitWords(s string) ([]string, error) {
 	return words, nil
 }
 
-// buildGoroce builds cmd/goroce from this tree into a temporary directory.
+// buildGoroce builds cmd/goroce from this tree into the build cache
+// (build.Cached) and returns its path.
 func buildGoroce(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "goroce")
-	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/goroce").CombinedOutput(); err != nil {
-		t.Fatalf("go build ../cmd/goroce: %v\n%s", err, out)
+	ctx, cancel := context.WithTimeout(t.Context(), blockTimeout)
+	defer cancel()
+	dir, err := build.Cached(ctx, "..", build.Goroce, nil)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return bin
+	return filepath.Join(dir, build.GoroceBin)
 }
 
 // needsVerbs reports whether a chapter's blocks build or run a libibverbs
@@ -413,18 +416,18 @@ func needsVerbs(blocks []checkedBlock) bool {
 }
 
 // buildVerbsLibs builds the preloadable libibverbs (cmd/goroce-verbs) into
-// dir, beside the goroce binary, where goroce exec looks for it first, so
-// that the test neither writes into the user's cache nor prints a build
-// message into a chapter's output. Without gcc or libibverbs-dev the test
-// skips, or fails under GOROCE_CI_STRICT=1.
-func buildVerbsLibs(t *testing.T, dir string) {
+// the build cache, where goroce exec, built from the same source, finds
+// it without building it (and so without a build message in a chapter's
+// output). Without gcc or libibverbs-dev the test skips, or fails under
+// GOROCE_CI_STRICT=1.
+func buildVerbsLibs(t *testing.T) {
 	t.Helper()
 	if err := build.Check(".."); err != nil {
 		testenv.SkipOrFail(t, err.Error())
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), blockTimeout)
 	defer cancel()
-	if err := build.Build(ctx, "..", dir, ""); err != nil {
+	if _, err := build.Cached(ctx, "..", build.Verbs, nil); err != nil {
 		t.Fatal(err)
 	}
 }

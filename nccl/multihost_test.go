@@ -25,6 +25,7 @@ import (
 	"github.com/google/nftables/expr"
 	"golang.org/x/sys/unix"
 
+	"github.com/goroce/goroce/cmd/goroce-verbs/build"
 	"github.com/goroce/goroce/internal/qemurouter"
 	"github.com/goroce/goroce/wire/testenv"
 )
@@ -233,11 +234,11 @@ func multiHostTools(t *testing.T) (ip, dumpcap, goroce string) {
 	}
 	ip = testenv.LookPath(t, "ip", "iproute2")
 	dumpcap = testenv.LookPath(t, "dumpcap", "tshark")
-	goroce = filepath.Join(t.TempDir(), "goroce")
-	if out, err := exec.Command("go", "build", "-o", goroce, "../cmd/goroce").CombinedOutput(); err != nil {
-		t.Fatalf("go build goroce: %v\n%s", err, out)
+	dir, err := build.Cached(t.Context(), "..", build.Goroce, nil)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return ip, dumpcap, goroce
+	return ip, dumpcap, filepath.Join(dir, build.GoroceBin)
 }
 
 // ipRun runs ip with args and fails t if it fails.

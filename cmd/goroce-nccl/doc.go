@@ -3,9 +3,13 @@
 // C and C++ programs written for NCCL run their collectives on goroce
 // RNICs:
 //
-//	go build -buildmode=c-shared -o DIR/libgoroce-nccl.so ./cmd/goroce-nccl
-//	gcc -I cmd/goroce-nccl/include prog.c -L DIR -lgoroce-nccl -Wl,-rpath,DIR
+//	eval "$(goroce nccl-env)"   # builds the library, nccl.h and goroce_nccl into the build cache
+//	gcc prog.c -lgoroce-nccl
 //	goroce run -n 4 ./a.out
+//
+// (or by hand: go build -buildmode=c-shared -o DIR/libgoroce-nccl.so
+// ./cmd/goroce-nccl, then gcc -I cmd/goroce-nccl/include prog.c -L DIR
+// -lgoroce-nccl -Wl,-rpath,DIR).
 //
 // include/nccl.h is the header, written for goroce with NCCL's names,
 // types and numeric values at the level of NCCL 2.18 (result codes 0-7,

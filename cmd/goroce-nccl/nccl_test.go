@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/goroce/goroce/cmd/goroce-verbs/build"
 	"github.com/goroce/goroce/wire/testenv"
 )
 
@@ -34,9 +35,10 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// programs builds libgoroce-nccl.so (cgo, -buildmode=c-shared), goroce
-// and testdata/allcoll.c (gcc against include/nccl.h) into a temporary
-// directory and returns it.
+// programs builds libgoroce-nccl.so (cgo, -buildmode=c-shared) and goroce
+// in the build cache every test shares (build.Cached), links both into a
+// temporary directory, builds testdata/allcoll.c there (gcc against
+// include/nccl.h) and returns the directory.
 func programs(t *testing.T) string {
 	t.Helper()
 	testenv.LookPath(t, "gcc", "gcc")
@@ -49,18 +51,23 @@ func programs(t *testing.T) string {
 		built.dir = dir
 		ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 		defer cancel()
-		for _, args := range [][]string{
-			{"go", "build", "-buildmode=c-shared", "-o", filepath.Join(dir, "libgoroce-nccl.so"), "."},
-			{"go", "build", "-o", filepath.Join(dir, "goroce"), "../goroce"},
-			{"gcc", "-O2", "-Wall", "-Werror", "-I", "include", "-o", filepath.Join(dir, "allcoll"), "testdata/allcoll.c",
-				"-L", dir, "-lgoroce-nccl", "-Wl,-rpath," + dir, "-lm"},
-		} {
-			cmd := exec.CommandContext(ctx, args[0], args[1:]...)
-			cmd.Env = append(os.Environ(), "CGO_ENABLED=1")
-			if out, err := cmd.CombinedOutput(); err != nil {
-				built.err = fmt.Errorf("%s: %v\n%s", strings.Join(args, " "), err, out)
+		for _, p := range []struct {
+			target build.Target
+			name   string
+		}{{build.NCCL, build.NCCLLib}, {build.Goroce, build.GoroceBin}} {
+			cached, err := build.Cached(ctx, "../..", p.target, nil)
+			if err == nil {
+				err = os.Symlink(filepath.Join(cached, p.name), filepath.Join(dir, p.name))
+			}
+			if err != nil {
+				built.err = err
 				return
 			}
+		}
+		args := []string{"gcc", "-O2", "-Wall", "-Werror", "-I", "include", "-o", filepath.Join(dir, "allcoll"), "testdata/allcoll.c",
+			"-L", dir, "-lgoroce-nccl", "-Wl,-rpath," + dir, "-lm"}
+		if out, err := exec.CommandContext(ctx, args[0], args[1:]...).CombinedOutput(); err != nil {
+			built.err = fmt.Errorf("%s: %v\n%s", strings.Join(args, " "), err, out)
 		}
 	})
 	if built.err != nil {

@@ -24,16 +24,16 @@ import (
 	"github.com/goroce/goroce/wire/testenv"
 )
 
-// The two libraries, built once for all tests of the run.
+// The two libraries and the goroce binary, built once for all tests of
+// the run (in the build cache every test and goroce exec share).
 var built struct {
-	once sync.Once
-	dir  string
-	err  error
+	once     sync.Once
+	dir, bin string
+	err      error
 }
 
-// libs builds the core and the shim into a temporary directory, as goroce
-// exec does (package build), with the goroce binary beside them, and
-// returns the shim's path, the one to preload.
+// libs builds the core and the shim, as goroce exec does, and the goroce
+// binary (build.Cached), and returns the shim's path, the one to preload.
 func libs(t *testing.T) string {
 	t.Helper()
 	if _, err := os.Stat(build.VerbsHeader); err != nil {
@@ -41,33 +41,19 @@ func libs(t *testing.T) string {
 	}
 	testenv.LookPath(t, "gcc", "gcc")
 	built.once.Do(func() {
-		dir, err := os.MkdirTemp("", "goroce-verbs-test")
-		if err != nil {
-			built.err = err
-			return
-		}
-		built.dir = dir
 		ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 		defer cancel()
-		if built.err = build.Build(ctx, "../..", dir, ""); built.err != nil {
+		if built.dir, built.err = build.Cached(ctx, "../..", build.Verbs, nil); built.err != nil {
 			return
 		}
-		if out, err := exec.CommandContext(ctx, "go", "build", "-o", filepath.Join(dir, "goroce"), "../goroce").CombinedOutput(); err != nil {
-			built.err = fmt.Errorf("go build ../goroce: %v\n%s", err, out)
-		}
+		var bin string
+		bin, built.err = build.Cached(ctx, "../..", build.Goroce, nil)
+		built.bin = filepath.Join(bin, build.GoroceBin)
 	})
 	if built.err != nil {
 		t.Fatal(built.err)
 	}
 	return filepath.Join(built.dir, build.Shim)
-}
-
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if built.dir != "" {
-		os.RemoveAll(built.dir)
-	}
-	os.Exit(code)
 }
 
 // proc is a program started with the preloaded library (or not).
@@ -319,7 +305,7 @@ func TestPingpongs(t *testing.T) {
 func TestMixed(t *testing.T) {
 	bin := testenv.LookPath(t, "ibv_rc_pingpong", "ibverbs-utils")
 	lib := libs(t)
-	goroce := filepath.Join(built.dir, "goroce")
+	goroce := built.bin
 	for _, preloadedServer := range []bool{true, false} {
 		t.Run(fmt.Sprintf("preloaded server %v", preloadedServer), func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -648,7 +634,7 @@ func TestTrace(t *testing.T) {
 	if strings.Contains(client.stderr.String(), "RC_SEND") {
 		t.Errorf("the client, without GOROCE_TRACE, traced:\n%s", &client.stderr)
 	}
-	decoded, err := exec.Command(filepath.Join(built.dir, "goroce"), "pcap", capture).CombinedOutput()
+	decoded, err := exec.Command(built.bin, "pcap", capture).CombinedOutput()
 	if err != nil {
 		t.Fatalf("goroce pcap: %v\n%s", err, decoded)
 	}

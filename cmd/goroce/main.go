@@ -13,6 +13,7 @@ import (
 	"github.com/goroce/goroce/cmd/goroce/internal/dcqcn"
 	"github.com/goroce/goroce/cmd/goroce/internal/exec"
 	"github.com/goroce/goroce/cmd/goroce/internal/lesson"
+	"github.com/goroce/goroce/cmd/goroce/internal/ncclenv"
 	"github.com/goroce/goroce/cmd/goroce/internal/ncclperf"
 	"github.com/goroce/goroce/cmd/goroce/internal/pcap"
 	"github.com/goroce/goroce/cmd/goroce/internal/perf"
@@ -49,6 +50,7 @@ var commands = []command{
 	{"run", "start N ranks of a command on loopback, each with its own RNIC (torchrun-style)", runcmd.Run},
 	{"lesson", "the course's scripted scenarios (a SEND, a lost packet, an RNR NAK, ...) with their packet trace", lesson.Run},
 	{"exec", "run an unmodified libibverbs program (ibv_rc_pingpong, ib_write_bw, ...) on a goroce device", exec.Run},
+	{"nccl-env", "build libgoroce-nccl, nccl.h and the goroce_nccl Python package; print the shell lines that use them", ncclenv.Run},
 	{"stat", "print the counters and QPs of a running device started with --metrics-addr (rdma statistic, rdma res)", stat.Run},
 }
 

@@ -136,12 +136,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	bin := *goroce
 	if bin == "" {
-		dir, err := os.MkdirTemp("", "verbscompare")
-		if err != nil {
-			return fail(err)
-		}
-		defer os.RemoveAll(dir)
-		if bin, err = buildAll(ctx, *src, dir, stderr); err != nil {
+		var err error
+		if bin, err = buildAll(ctx, *src, stderr); err != nil {
 			return fail(err)
 		}
 	}
@@ -220,20 +216,19 @@ func sideName(p pair, preloaded bool) string {
 	return "goroce perf " + p.test
 }
 
-// buildAll builds goroce and the verbs libraries from src into dir, side by
-// side, where goroce exec finds the libraries, and returns goroce's path.
-func buildAll(ctx context.Context, src, dir string, stderr io.Writer) (string, error) {
-	if err := build.Check(src); err != nil {
+// buildAll builds goroce and the verbs libraries from src into the build
+// cache (build.Cached), where goroce exec finds the libraries, and returns
+// goroce's path.
+func buildAll(ctx context.Context, src string, stderr io.Writer) (string, error) {
+	logf := func(format string, args ...any) { fmt.Fprintf(stderr, "verbscompare: "+format+"\n", args...) }
+	if _, err := build.Cached(ctx, src, build.Verbs, logf); err != nil {
 		return "", err
 	}
-	fmt.Fprintf(stderr, "verbscompare: building goroce and the verbs libraries from %s\n", src)
-	bin := filepath.Join(dir, "goroce")
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/goroce")
-	cmd.Dir = src
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build ./cmd/goroce: %v\n%s", err, out)
+	dir, err := build.Cached(ctx, src, build.Goroce, logf)
+	if err != nil {
+		return "", err
 	}
-	return bin, build.Build(ctx, src, dir, "")
+	return filepath.Join(dir, build.GoroceBin), nil
 }
 
 // loopbackPair checks the server's and the client's addresses: two

@@ -1,9 +1,12 @@
-// Package build builds the two libraries of the preloadable libibverbs
-// (see cmd/goroce-verbs): the Go core, with go build -buildmode=c-shared,
-// and the C shim, with gcc against the system's <infiniband/verbs.h> and
-// <rdma/rdma_cma.h>.
-// goroce exec and the goroce-verbs tests both build them with it. It needs
-// no cgo itself: it runs go and gcc.
+// Package build builds what goroce's C-facing parts are made of from the
+// goroce source: the two libraries of the preloadable libibverbs (see
+// cmd/goroce-verbs; the Go core with go build -buildmode=c-shared, the C
+// shim with gcc against the system's <infiniband/verbs.h> and
+// <rdma/rdma_cma.h>), libgoroce-nccl with its header and Python package
+// (cmd/goroce-nccl), and the goroce command. Cached keeps each in a
+// per-user cache directory named after the source's hash, so goroce exec,
+// goroce nccl-env and every test that needs them share one build. It
+// needs no cgo itself: it runs go and gcc.
 package build
 
 import (
@@ -36,10 +39,6 @@ const (
 	VerbsHeader = "/usr/include/infiniband/verbs.h"
 	CMAHeader   = "/usr/include/rdma/rdma_cma.h"
 )
-
-// stamp is the file, beside the libraries, that holds the hash of the
-// source they were built from.
-const stamp = "goroce-verbs.stamp"
 
 // A MissingError says that something the build needs is not there, and
 // what to install or set to get it.
@@ -90,9 +89,9 @@ func CheckSource(src string) error {
 	return nil
 }
 
-// SourceHash returns a hash of what the libraries are built from: every
-// .go (but tests), .c and .h file of the module in src, with go.mod and
-// go.sum.
+// SourceHash returns a hash of what the targets are built from: every .go
+// (but tests), .c, .h and .py file of the module in src outside testdata,
+// with go.mod and go.sum.
 func SourceHash(src string) (string, error) {
 	h := sha256.New()
 	err := filepath.WalkDir(src, func(path string, d fs.DirEntry, err error) error {
@@ -110,7 +109,7 @@ func SourceHash(src string) (string, error) {
 		case strings.HasSuffix(name, "_test.go"):
 			return nil
 		case strings.HasSuffix(name, ".go"), strings.HasSuffix(name, ".c"), strings.HasSuffix(name, ".h"),
-			name == "go.mod", name == "go.sum":
+			strings.HasSuffix(name, ".py"), name == "go.mod", name == "go.sum":
 		default:
 			return nil
 		}
@@ -131,25 +130,12 @@ func SourceHash(src string) (string, error) {
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
-// UpToDate reports whether dir holds both libraries, built from the source
-// whose SourceHash is hash.
-func UpToDate(dir, hash string) bool {
-	for _, name := range []string{Shim, Core} {
-		if _, err := os.Stat(filepath.Join(dir, name)); err != nil {
-			return false
-		}
-	}
-	b, err := os.ReadFile(filepath.Join(dir, stamp))
-	return err == nil && strings.TrimSpace(string(b)) == hash
-}
-
-// Build builds both libraries from the module source in src into dir,
-// creating it, and records hash (src's SourceHash, or "" for none) beside
-// them for UpToDate. The libraries are built under temporary names and
+// Build builds both verbs libraries from the module source in src into
+// dir, creating it. The libraries are built under temporary names and
 // renamed into place, so that concurrent builds into one dir, and programs
 // already running with the old ones, never see a half-written file. The
 // shim is built with -Wall -Werror.
-func Build(ctx context.Context, src, dir, hash string) error {
+func Build(ctx context.Context, src, dir string) error {
 	if err := Check(src); err != nil {
 		return err
 	}
@@ -178,12 +164,8 @@ func Build(ctx context.Context, src, dir, hash string) error {
 			return fmt.Errorf("%s: %v\n%s", strings.Join(args, " "), err, out)
 		}
 	}
-	// The stamp goes last: a build interrupted before it is stale.
-	if err := os.WriteFile(filepath.Join(tmp, stamp), []byte(hash+"\n"), 0o644); err != nil {
-		return err
-	}
 	var errs []error
-	for _, name := range []string{Core, Shim, stamp} {
+	for _, name := range []string{Core, Shim} {
 		errs = append(errs, os.Rename(filepath.Join(tmp, name), filepath.Join(dir, name)))
 	}
 	return errors.Join(errs...)

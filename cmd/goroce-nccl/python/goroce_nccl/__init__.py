@@ -131,9 +131,8 @@ def library():
             lib = ctypes.CDLL(path)
         except OSError as e:
             raise OSError(
-                "goroce_nccl: cannot load libgoroce-nccl (tried %s): %s; build it with "
-                "`go build -buildmode=c-shared -o DIR/libgoroce-nccl.so ./cmd/goroce-nccl` "
-                "and set GOROCE_NCCL_LIB=DIR/libgoroce-nccl.so" % (", ".join(tried), e)) from e
+                "goroce_nccl: cannot load libgoroce-nccl (tried %s): %s; build it and set "
+                "GOROCE_NCCL_LIB with `eval \"$(goroce nccl-env)\"`" % (", ".join(tried), e)) from e
         _declare(lib)
         _lib = lib
         return lib

@@ -14,6 +14,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/goroce/goroce/cmd/goroce-verbs/build"
 )
 
 // RunFunc is a goroce command line: the arguments start with the command's
@@ -90,15 +92,20 @@ func fuzzWorker() bool {
 // concurrent test runs do not share RNIC addresses.
 func TestBase() string { return fmt.Sprintf("127.77.%d.10", rand.IntN(256)) }
 
-// BuildGoroce builds the goroce binary into the test's temporary directory
-// and returns its path.
+// BuildGoroce builds the goroce binary into the build cache every test
+// shares (build.Cached) and returns its path. Nothing may be written beside
+// it.
 func BuildGoroce(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "goroce")
-	if out, err := exec.Command("go", "build", "-o", bin, "github.com/goroce/goroce/cmd/goroce").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+	src, err := build.SourceRoot()
+	if err != nil {
+		t.Fatal(err)
 	}
-	return bin
+	dir, err := build.Cached(t.Context(), src, build.Goroce, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Join(dir, build.GoroceBin)
 }
 
 // KillIBTimeout is the NCCL_IB_TIMEOUT of the ranks of the tests that kill
@@ -111,3 +118,16 @@ func BuildGoroce(t *testing.T) string {
 // connection close and tells the others, which give up at their
 // Options.Timeout if their QPs have not failed by then.
 const KillIBTimeout = "19"
+
+// GoCacheEnv returns GOCACHE=DIR for a command run with an
+// XDG_CACHE_HOME of the test's own: Go's build cache is under
+// XDG_CACHE_HOME by default, and an empty one rebuilds the runtime (a
+// minute and a half of CPU per c-shared build here).
+func GoCacheEnv(t *testing.T) string {
+	t.Helper()
+	out, err := exec.Command("go", "env", "GOCACHE").Output()
+	if err != nil {
+		t.Fatalf("go env GOCACHE: %v", err)
+	}
+	return "GOCACHE=" + strings.TrimSpace(string(out))
+}

@@ -1,9 +1,8 @@
 package exec
 
 import (
+	"cmp"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
@@ -28,10 +27,10 @@ the GOROCE_* variables from the flags, and replaces itself with PROGRAM,
 so signals and the exit status are PROGRAM's own. Flags override the
 environment.
 
-The libraries are taken from beside the goroce binary, else from
-$XDG_CACHE_HOME/goroce/VERSION (~/.cache/goroce/VERSION), where they are
-built from the goroce source (go, gcc, libibverbs-dev and librdmacm-dev) when missing
-or stale.`
+The libraries are taken from beside the goroce binary, else from the
+build cache, $XDG_CACHE_HOME/goroce/HASH/verbs (~/.cache/goroce/...),
+where they are built from the goroce source (go, gcc, libibverbs-dev and
+librdmacm-dev) when missing or stale: HASH names the source.`
 
 func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("goroce exec [flags] -- PROGRAM [ARGS...]", flag.ContinueOnError)
@@ -98,7 +97,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if *printEnv {
 		for _, name := range []string{"LD_PRELOAD", "GOROCE_ADDR", "GOROCE_MTU", "GOROCE_TRACE", "GOROCE_PCAP", "GOROCE_DEBUG"} {
 			if v, ok := set[name]; ok {
-				fmt.Fprintf(stdout, "export %s=%s\n", name, shellQuote(v))
+				fmt.Fprintf(stdout, "export %s=%s\n", name, cli.ShellQuote(v))
 			}
 		}
 		return cli.ExitOK
@@ -150,14 +149,9 @@ func setEnv(env []string, name, v string) []string {
 	return append(out, name+"="+v)
 }
 
-// shellQuote quotes s for a POSIX shell.
-func shellQuote(s string) string {
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
-}
-
 // verbsLibs returns the path of the shim to preload: beside the goroce
-// binary if both libraries are there, else in the per-version cache, built
-// there from the source if missing or stale.
+// binary if both libraries are there, else in the build cache
+// (build.Cached), built there from the source if missing or stale.
 func verbsLibs(ctx context.Context, src string, stderr io.Writer) (string, error) {
 	self, err := os.Executable()
 	if err == nil {
@@ -168,52 +162,19 @@ func verbsLibs(ctx context.Context, src string, stderr io.Writer) (string, error
 			return filepath.Join(dir, build.Shim), nil
 		}
 	}
-	cache, err := os.UserCacheDir() // $XDG_CACHE_HOME, else ~/.cache
+	dir, err := build.Cached(ctx, Source(src), build.Verbs, func(format string, args ...any) {
+		fmt.Fprintf(stderr, "goroce exec: "+format+"\n", args...)
+	})
 	if err != nil {
-		return "", err
-	}
-	dir := filepath.Join(cache, "goroce", goroceVersion(self))
-	if src == "" {
-		src = os.Getenv("GOROCE_SRC")
-	}
-	if src == "" {
-		src = sourceDir()
-	}
-	if err := build.CheckSource(src); err != nil {
-		return "", err
-	}
-	hash, err := build.SourceHash(src)
-	if err != nil {
-		return "", err
-	}
-	if build.UpToDate(dir, hash) {
-		return filepath.Join(dir, build.Shim), nil
-	}
-	fmt.Fprintf(stderr, "goroce exec: building the verbs libraries from %s into %s\n", src, dir)
-	if err := build.Build(ctx, src, dir, hash); err != nil {
 		return "", err
 	}
 	return filepath.Join(dir, build.Shim), nil
 }
 
-// goroceVersion names this goroce for the cache: its module version, else
-// the commit it was built from, else a hash of the binary self.
-func goroceVersion(self string) string {
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		if v := bi.Main.Version; v != "" && v != "(devel)" {
-			return v
-		}
-		for _, s := range bi.Settings {
-			if s.Key == "vcs.revision" && len(s.Value) >= 12 {
-				return s.Value[:12]
-			}
-		}
-	}
-	if b, err := os.ReadFile(self); err == nil {
-		h := sha256.Sum256(b)
-		return hex.EncodeToString(h[:8])
-	}
-	return "unknown"
+// Source returns the goroce source to build from: flag if set, else
+// $GOROCE_SRC, else where this binary was built from (sourceDir).
+func Source(flag string) string {
+	return cmp.Or(flag, os.Getenv("GOROCE_SRC"), sourceDir())
 }
 
 // sourceDir returns where goroce's source was when this binary was built:

@@ -32,13 +32,17 @@ func execRequire(t *testing.T, name, debianPackage string) string {
 	return testenv.LookPath(t, name, debianPackage)
 }
 
+// goCache keeps Go's build cache where it is for goroceExec's commands,
+// whose XDG_CACHE_HOME is the test's (clitest.GoCacheEnv).
+var goCache string
+
 // goroceExec runs `goroce exec args...` from bin with the cache in cache
 // and the extra environment env, and returns its stdout, stderr and exit
 // status (-1 if a signal ended it, -2 if it could not run, with the error
 // in stderr).
 func goroceExec(ctx context.Context, bin, cache string, env []string, args ...string) (stdout, stderr string, code int) {
 	cmd := exec.CommandContext(ctx, bin, append([]string{"exec"}, args...)...)
-	cmd.Env = append(os.Environ(), append([]string{"XDG_CACHE_HOME=" + cache}, env...)...)
+	cmd.Env = append(os.Environ(), append([]string{"XDG_CACHE_HOME=" + cache, goCache}, env...)...)
 	var o, e bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &o, &e
 	err := cmd.Run()
@@ -62,6 +66,7 @@ func TestExec(t *testing.T) {
 	}
 	bin := clitest.BuildGoroce(t)
 	cache := t.TempDir()
+	goCache = clitest.GoCacheEnv(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
 	defer cancel()
 	needLibs := func(t *testing.T) {
