@@ -26,9 +26,12 @@ var built struct {
 	err  error
 }
 
-// TestMain removes the built programs after the tests.
+// TestMain removes the built programs after the tests, and says on the
+// terminal while they run that they still do (testenv.Heartbeat).
 func TestMain(m *testing.M) {
+	stop := testenv.Heartbeat()
 	code := m.Run()
+	stop()
 	if built.dir != "" {
 		os.RemoveAll(built.dir)
 	}

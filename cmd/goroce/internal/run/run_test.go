@@ -20,6 +20,7 @@ import (
 
 	"github.com/goroce/goroce/cmd/goroce/internal/cli"
 	"github.com/goroce/goroce/cmd/goroce/internal/clitest"
+	"github.com/goroce/goroce/wire/testenv"
 	"github.com/goroce/goroce/nccl"
 )
 
@@ -33,6 +34,9 @@ import (
 func TestMain(m *testing.M) {
 	if len(os.Args) > 2 && os.Args[1] == "test-child" {
 		os.Exit(testChild(os.Args[2]))
+	}
+	if !clitest.IsGoroce() {
+		testenv.Heartbeat() // it ends with the test binary: clitest.Main exits
 	}
 	clitest.Main(m, run)
 }
