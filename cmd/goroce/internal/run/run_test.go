@@ -20,8 +20,8 @@ import (
 
 	"github.com/goroce/goroce/cmd/goroce/internal/cli"
 	"github.com/goroce/goroce/cmd/goroce/internal/clitest"
-	"github.com/goroce/goroce/wire/testenv"
 	"github.com/goroce/goroce/nccl"
+	"github.com/goroce/goroce/wire/testenv"
 )
 
 // The test binary doubles as the ranks the tests start:
