@@ -168,6 +168,11 @@
 // work request (type 2, SendWR.Bind), ibv_get_async_event → Events,
 // `rdma statistic` → Counters.
 //
+// A program needs no other package than rnic: verbs.go gives the types and
+// constants of packages qp and mr the names a verbs program uses (PD, MR,
+// CQ, QPInitAttr, QPAttr, SendWR, WC, the IBV_* enums), as example_test.go
+// shows.
+//
 // What users see: QP embeds *qp.QP, which carries only the verbs; the
 // device drives each QP through a *qp.Engine it keeps in an unexported field
 // (see "Who runs what"). CQs come from CreateCQ with

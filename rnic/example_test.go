@@ -8,8 +8,6 @@ import (
 	"net/netip"
 	"time"
 
-	"github.com/goroce/goroce/mr"
-	"github.com/goroce/goroce/qp"
 	"github.com/goroce/goroce/rnic"
 )
 
@@ -18,29 +16,29 @@ import (
 // PSN, and for RDMA the buffer's address and rkey) over a side channel.
 type node struct {
 	dev *rnic.Device
-	pd  *mr.PD
-	cq  *qp.CQ
+	pd  *rnic.PD
+	cq  *rnic.CQ
 	qp  *rnic.QP
 	buf []byte
-	mr  *mr.MR
+	mr  *rnic.MR
 }
 
 // open opens a device on a loopback address (each example uses its own) and
 // creates what a node needs.
-func open(addr string, typ qp.Type) *node {
+func open(addr string, typ rnic.QPType) *node {
 	dev, err := rnic.Open(rnic.Config{Addr: netip.MustParseAddrPort(addr)})
 	if err != nil {
 		log.Fatal(err)
 	}
 	pd, _ := dev.AllocPD()
 	cq, _ := dev.CreateCQ(16)
-	q, err := dev.CreateQP(pd, &qp.InitAttr{Type: typ, SendCQ: cq, RecvCQ: cq,
-		Cap: qp.Cap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1}})
+	q, err := dev.CreateQP(pd, &rnic.QPInitAttr{Type: typ, SendCQ: cq, RecvCQ: cq,
+		Cap: rnic.QPCap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1}})
 	if err != nil {
 		log.Fatal(err)
 	}
 	buf := make([]byte, 4096)
-	m, err := pd.RegMR(buf, mr.AccessLocalWrite|mr.AccessRemoteWrite|mr.AccessRemoteRead|mr.AccessRemoteAtomic|mr.AccessMWBind)
+	m, err := pd.RegMR(buf, rnic.AccessLocalWrite|rnic.AccessRemoteWrite|rnic.AccessRemoteRead|rnic.AccessRemoteAtomic|rnic.AccessMWBind)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -52,18 +50,18 @@ func open(addr string, typ qp.Type) *node {
 func (n *node) connect(peer *node) {
 	const psn = 0x1234 // both sides start here; tools draw it at random
 	steps := []struct {
-		attr qp.Attr
-		mask qp.AttrMask
+		attr rnic.QPAttr
+		mask rnic.QPAttrMask
 	}{
-		{qp.Attr{State: qp.StateInit, PortNum: 1,
-			AccessFlags: mr.AccessRemoteWrite | mr.AccessRemoteRead | mr.AccessRemoteAtomic},
-			qp.AttrState | qp.AttrPKeyIndex | qp.AttrPort | qp.AttrAccessFlags},
-		{qp.Attr{State: qp.StateRTR, AH: qp.AH{GID: peer.dev.GID()}, PathMTU: qp.MTU4096,
+		{rnic.QPAttr{State: rnic.StateInit, PortNum: 1,
+			AccessFlags: rnic.AccessRemoteWrite | rnic.AccessRemoteRead | rnic.AccessRemoteAtomic},
+			rnic.AttrState | rnic.AttrPKeyIndex | rnic.AttrPort | rnic.AttrAccessFlags},
+		{rnic.QPAttr{State: rnic.StateRTR, AH: rnic.AHAttr{GID: peer.dev.GID()}, PathMTU: rnic.MTU4096,
 			DestQPN: peer.qp.QPN(), RQPSN: psn, MaxDestRdAtomic: 4, MinRNRTimer: 12},
-			qp.AttrState | qp.AttrAV | qp.AttrPathMTU | qp.AttrDestQPN | qp.AttrRQPSN |
-				qp.AttrMaxDestRdAtomic | qp.AttrMinRNRTimer},
-		{qp.Attr{State: qp.StateRTS, SQPSN: psn, Timeout: 14, RetryCnt: 7, RNRRetry: 7, MaxRdAtomic: 4},
-			qp.AttrState | qp.AttrSQPSN | qp.AttrTimeout | qp.AttrRetryCnt | qp.AttrRNRRetry | qp.AttrMaxQPRdAtomic},
+			rnic.AttrState | rnic.AttrAV | rnic.AttrPathMTU | rnic.AttrDestQPN | rnic.AttrRQPSN |
+				rnic.AttrMaxDestRdAtomic | rnic.AttrMinRNRTimer},
+		{rnic.QPAttr{State: rnic.StateRTS, SQPSN: psn, Timeout: 14, RetryCnt: 7, RNRRetry: 7, MaxRdAtomic: 4},
+			rnic.AttrState | rnic.AttrSQPSN | rnic.AttrTimeout | rnic.AttrRetryCnt | rnic.AttrRNRRetry | rnic.AttrMaxQPRdAtomic},
 	}
 	for _, s := range steps {
 		if err := n.qp.Modify(&s.attr, s.mask); err != nil {
@@ -73,10 +71,10 @@ func (n *node) connect(peer *node) {
 }
 
 // wait returns the next completion.
-func (n *node) wait() qp.WC {
+func (n *node) wait() rnic.WC {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	wcs := make([]qp.WC, 1)
+	wcs := make([]rnic.WC, 1)
 	for n.cq.Poll(wcs) == 0 {
 		if err := n.cq.Wait(ctx); err != nil {
 			log.Fatal(err)
@@ -85,8 +83,8 @@ func (n *node) wait() qp.WC {
 	return wcs[0]
 }
 
-func (n *node) sge(off, length int) []qp.SGE {
-	return []qp.SGE{{Addr: n.mr.Addr() + uint64(off), Length: uint32(length), LKey: n.mr.LKey()}}
+func (n *node) sge(off, length int) []rnic.SGE {
+	return []rnic.SGE{{Addr: n.mr.Addr() + uint64(off), Length: uint32(length), LKey: n.mr.LKey()}}
 }
 
 func (n *node) close() { n.dev.Close() }
@@ -99,7 +97,7 @@ func (n *node) close() { n.dev.Close() }
 // channel. Here connecting is the go-ahead; Modify takes the QP's lock,
 // which orders the writes before anything the device does for the peer.
 func pair(a, b string, prepare func(x, y *node)) (*node, *node) {
-	x, y := open(a, qp.RC), open(b, qp.RC)
+	x, y := open(a, rnic.RC), open(b, rnic.RC)
 	if prepare != nil {
 		prepare(x, y)
 	}
@@ -114,9 +112,9 @@ func Example_send() {
 	defer client.close()
 	defer server.close()
 
-	server.qp.PostRecv(&qp.RecvWR{WRID: 7, SGL: server.sge(0, 4096)})
+	server.qp.PostRecv(&rnic.RecvWR{WRID: 7, SGL: server.sge(0, 4096)})
 	copy(client.buf, "hello, RDMA")
-	client.qp.PostSend(&qp.SendWR{WRID: 1, Opcode: qp.WRSend, Flags: qp.SendSignaled, SGL: client.sge(0, 11)})
+	client.qp.PostSend(&rnic.SendWR{WRID: 1, Opcode: rnic.WRSend, Flags: rnic.SendSignaled, SGL: client.sge(0, 11)})
 
 	sent, got := client.wait(), server.wait()
 	fmt.Println("client:", sent.Opcode, sent.Status)
@@ -138,9 +136,9 @@ func Example_writeWithImmediate() {
 	// The server tells the client (over a side channel) its buffer's
 	// address and rkey; here the client just reads them.
 	addr, rkey := server.mr.Addr()+100, server.mr.RKey()
-	server.qp.PostRecv(&qp.RecvWR{WRID: 9})
+	server.qp.PostRecv(&rnic.RecvWR{WRID: 9})
 	copy(client.buf, "written remotely")
-	client.qp.PostSend(&qp.SendWR{WRID: 2, Opcode: qp.WRRDMAWriteWithImm, Imm: 0xC0FFEE, Flags: qp.SendSignaled,
+	client.qp.PostSend(&rnic.SendWR{WRID: 2, Opcode: rnic.WRRDMAWriteWithImm, Imm: 0xC0FFEE, Flags: rnic.SendSignaled,
 		SGL: client.sge(0, 16), RemoteAddr: addr, RKey: rkey})
 
 	client.wait()
@@ -160,7 +158,7 @@ func Example_read() {
 	defer client.close()
 	defer server.close()
 
-	client.qp.PostSend(&qp.SendWR{WRID: 3, Opcode: qp.WRRDMARead, Flags: qp.SendSignaled,
+	client.qp.PostSend(&rnic.SendWR{WRID: 3, Opcode: rnic.WRRDMARead, Flags: rnic.SendSignaled,
 		SGL: client.sge(0, 7), RemoteAddr: server.mr.Addr() + 200, RKey: server.mr.RKey()})
 
 	wc := client.wait()
@@ -181,12 +179,12 @@ func Example_atomics() {
 	defer server.close()
 
 	counter := server.mr.Addr() + 512 // 8-byte aligned, as atomics require
-	client.qp.PostSend(&qp.SendWR{WRID: 4, Opcode: qp.WRAtomicFetchAndAdd, CompareAdd: 2, Flags: qp.SendSignaled,
+	client.qp.PostSend(&rnic.SendWR{WRID: 4, Opcode: rnic.WRAtomicFetchAndAdd, CompareAdd: 2, Flags: rnic.SendSignaled,
 		SGL: client.sge(0, 8), RemoteAddr: counter, RKey: server.mr.RKey()})
 	client.wait()
 	fmt.Println("fetch-and-add 2 found", binary.LittleEndian.Uint64(client.buf))
 
-	client.qp.PostSend(&qp.SendWR{WRID: 5, Opcode: qp.WRAtomicCmpAndSwp, CompareAdd: 42, Swap: 7, Flags: qp.SendSignaled,
+	client.qp.PostSend(&rnic.SendWR{WRID: 5, Opcode: rnic.WRAtomicCmpAndSwp, CompareAdd: 42, Swap: 7, Flags: rnic.SendSignaled,
 		SGL: client.sge(8, 8), RemoteAddr: counter, RKey: server.mr.RKey()})
 	client.wait()
 	fmt.Println("compare 42, swap 7 found", binary.LittleEndian.Uint64(client.buf[8:]))
@@ -199,17 +197,17 @@ func Example_atomics() {
 // buffer starts with 40 bytes of GRH.
 func Example_ud() {
 	const qkey = 0x11111111
-	a, b := open("127.80.4.1:4791", qp.UD), open("127.80.4.2:4791", qp.UD)
+	a, b := open("127.80.4.1:4791", rnic.UD), open("127.80.4.2:4791", rnic.UD)
 	defer a.close()
 	defer b.close()
 	for _, n := range []*node{a, b} {
 		steps := []struct {
-			attr qp.Attr
-			mask qp.AttrMask
+			attr rnic.QPAttr
+			mask rnic.QPAttrMask
 		}{
-			{qp.Attr{State: qp.StateInit, PortNum: 1, QKey: qkey}, qp.AttrState | qp.AttrPKeyIndex | qp.AttrPort | qp.AttrQKey},
-			{qp.Attr{State: qp.StateRTR}, qp.AttrState},
-			{qp.Attr{State: qp.StateRTS, SQPSN: 0}, qp.AttrState | qp.AttrSQPSN},
+			{rnic.QPAttr{State: rnic.StateInit, PortNum: 1, QKey: qkey}, rnic.AttrState | rnic.AttrPKeyIndex | rnic.AttrPort | rnic.AttrQKey},
+			{rnic.QPAttr{State: rnic.StateRTR}, rnic.AttrState},
+			{rnic.QPAttr{State: rnic.StateRTS, SQPSN: 0}, rnic.AttrState | rnic.AttrSQPSN},
 		}
 		for _, s := range steps {
 			if err := n.qp.Modify(&s.attr, s.mask); err != nil {
@@ -217,19 +215,19 @@ func Example_ud() {
 			}
 		}
 	}
-	ah, err := a.dev.CreateAH(a.pd, qp.AH{GID: b.dev.GID()})
+	ah, err := a.dev.CreateAH(a.pd, rnic.AHAttr{GID: b.dev.GID()})
 	if err != nil {
 		log.Fatal(err)
 	}
-	b.qp.PostRecv(&qp.RecvWR{WRID: 1, SGL: b.sge(0, qp.GRHLen+64)})
+	b.qp.PostRecv(&rnic.RecvWR{WRID: 1, SGL: b.sge(0, rnic.GRHLen+64)})
 	copy(a.buf, "a datagram")
-	a.qp.PostSend(&qp.SendWR{WRID: 1, Opcode: qp.WRSend, Flags: qp.SendSignaled, SGL: a.sge(0, 10),
+	a.qp.PostSend(&rnic.SendWR{WRID: 1, Opcode: rnic.WRSend, Flags: rnic.SendSignaled, SGL: a.sge(0, 10),
 		AH: &ah.AH, RemoteQPN: b.qp.QPN(), RemoteQKey: qkey})
 
 	a.wait()
 	wc := b.wait()
-	fmt.Println("received", wc.ByteLen-qp.GRHLen, "bytes from the right QP:", wc.SrcQP == a.qp.QPN(), "GRH:", wc.Flags&qp.WCWithGRH != 0)
-	fmt.Printf("payload after the GRH: %q\n", b.buf[qp.GRHLen:qp.GRHLen+10])
+	fmt.Println("received", wc.ByteLen-rnic.GRHLen, "bytes from the right QP:", wc.SrcQP == a.qp.QPN(), "GRH:", wc.Flags&rnic.WCWithGRH != 0)
+	fmt.Printf("payload after the GRH: %q\n", b.buf[rnic.GRHLen:rnic.GRHLen+10])
 	// Output:
 	// received 10 bytes from the right QP: true GRH: true
 	// payload after the GRH: "a datagram"
@@ -242,25 +240,25 @@ func Example_memoryWindow() {
 	defer client.close()
 	defer server.close()
 
-	mw, err := server.pd.AllocMW(mr.MWType2)
+	mw, err := server.pd.AllocMW(rnic.MWType2)
 	if err != nil {
 		log.Fatal(err)
 	}
-	rkey := mr.IncKey(mw.RKey())
-	server.qp.PostSend(&qp.SendWR{WRID: 1, Opcode: qp.WRBindMW, Flags: qp.SendSignaled, Bind: &qp.MWBind{
-		MW: mw, RKey: rkey, MR: server.mr, Addr: server.mr.Addr() + 1024, Length: 64, Access: mr.AccessRemoteWrite}})
+	rkey := rnic.IncKey(mw.RKey())
+	server.qp.PostSend(&rnic.SendWR{WRID: 1, Opcode: rnic.WRBindMW, Flags: rnic.SendSignaled, Bind: &rnic.MWBind{
+		MW: mw, RKey: rkey, MR: server.mr, Addr: server.mr.Addr() + 1024, Length: 64, Access: rnic.AccessRemoteWrite}})
 	fmt.Println("bind:", server.wait().Status)
 
 	copy(client.buf, "through the window")
-	client.qp.PostSend(&qp.SendWR{WRID: 2, Opcode: qp.WRRDMAWrite, Flags: qp.SendSignaled, SGL: client.sge(0, 18),
+	client.qp.PostSend(&rnic.SendWR{WRID: 2, Opcode: rnic.WRRDMAWrite, Flags: rnic.SendSignaled, SGL: client.sge(0, 18),
 		RemoteAddr: server.mr.Addr() + 1024, RKey: rkey})
 	fmt.Println("write through the window:", client.wait().Status)
 
-	server.qp.PostSend(&qp.SendWR{WRID: 3, Opcode: qp.WRLocalInv, Imm: rkey, Flags: qp.SendSignaled})
+	server.qp.PostSend(&rnic.SendWR{WRID: 3, Opcode: rnic.WRLocalInv, Imm: rkey, Flags: rnic.SendSignaled})
 	fmt.Println("invalidate:", server.wait().Status)
 	// The server's own completion orders the peer's write before this read.
 	fmt.Printf("server memory: %q\n", server.buf[1024:1042])
-	client.qp.PostSend(&qp.SendWR{WRID: 4, Opcode: qp.WRRDMAWrite, Flags: qp.SendSignaled, SGL: client.sge(0, 18),
+	client.qp.PostSend(&rnic.SendWR{WRID: 4, Opcode: rnic.WRRDMAWrite, Flags: rnic.SendSignaled, SGL: client.sge(0, 18),
 		RemoteAddr: server.mr.Addr() + 1024, RKey: rkey})
 	fmt.Println("write after invalidation:", client.wait().Status)
 	// Output:
