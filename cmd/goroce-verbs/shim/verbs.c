@@ -282,9 +282,9 @@ static struct ibv_device goroce0 = {
 	.node_type = IBV_NODE_CA,
 	.transport_type = IBV_TRANSPORT_IB,
 	.name = "goroce0",
-	.dev_name = "uverbs_goroce0",
-	.dev_path = "",
-	.ibdev_path = "",
+	.dev_name = "uverbs0", /* shim/sysfs.c shows the device at the paths these name */
+	.dev_path = "/sys/class/infiniband_verbs/uverbs0",
+	.ibdev_path = "/sys/class/infiniband/goroce0",
 };
 
 EXPORT struct ibv_device **ibv_get_device_list(int *num_devices)
