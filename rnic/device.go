@@ -250,18 +250,9 @@ const closeDrainTimeout = 100 * time.Millisecond
 
 // Open creates a device. The caller must Close it.
 func Open(cfg Config) (*Device, error) {
-	if !cfg.Addr.Addr().IsValid() {
-		return nil, fmt.Errorf("%w: Config.Addr %v is not an IP address", ErrInvalidArg, cfg.Addr)
-	}
-	if cfg.Addr.Port() == 0 && cfg.Link == nil {
-		cfg.Addr = netip.AddrPortFrom(cfg.Addr.Addr(), link.RoCEv2Port)
-	}
-	if cfg.MTU == 0 {
-		cfg.MTU = 4096
-	}
-	mtu := qp.MTUFromBytes(cfg.MTU)
-	if mtu == 0 {
-		return nil, fmt.Errorf("%w: MTU %d (want 256, 512, 1024, 2048 or 4096)", ErrInvalidArg, cfg.MTU)
+	mtu, err := cfg.addrMTU()
+	if err != nil {
+		return nil, err
 	}
 	if cfg.Workers <= 0 {
 		cfg.Workers = 1
@@ -297,7 +288,7 @@ func Open(cfg Config) (*Device, error) {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	mem, err := mr.NewTable(mr.Limits{PeerMemory: cfg.PeerMemory})
+	mem, err := newMemTable(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -319,8 +310,7 @@ func Open(cfg Config) (*Device, error) {
 		cfg: cfg, clock: clock.Or(cfg.Clock), link: l, caps: l.Caps(), local: l.LocalAddr(), mem: mem, log: log,
 		qps: make(map[uint32]*QP), srqs: make(map[*qp.SRQ]*mr.PD), events: make(chan qp.Event, 256), closing: make(chan struct{}),
 	}
-	d.limits = qp.Limits{MaxMTU: mtu, MaxRdAtomic: MaxRdAtomic, MaxSendWR: MaxQPWR, MaxSGE: MaxSGE,
-		MaxInline: MaxInline, MaxMsgSize: MaxMsgSize, IPv4: d.local.Addr().Unmap().Is4(), MaxUnackedPSNs: cfg.MaxUnackedPSNs}
+	d.limits = deviceLimits(cfg, d.local, mtu)
 	switch {
 	case cfg.InflightBytes > 0:
 		d.share.Bytes = cfg.InflightBytes

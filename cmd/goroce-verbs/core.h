@@ -12,6 +12,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* The device's attributes, and (goroce_query_port) port 1's: what
+ * ibv_query_device and ibv_query_port report and shim/sysfs.c shows. The
+ * core answers them before the device is opened too. */
 struct goroce_device_attr {
 	uint64_t node_guid; /* host order */
 	uint64_t max_mr_size;
@@ -19,6 +22,8 @@ struct goroce_device_attr {
 	uint32_t vendor_id;
 	int max_qp, max_qp_wr, max_sge, max_cq, max_cqe, max_mr, max_pd;
 	int max_qp_rd_atom, max_qp_init_rd_atom, max_srq_wr, max_inline, max_mw;
+	uint64_t sys_image_guid; /* host order */
+	char fw_ver[64], node_desc[64];
 };
 
 struct goroce_port_attr {
@@ -28,6 +33,9 @@ struct goroce_port_attr {
 	int gid_tbl_len;
 	uint32_t max_msg_sz;
 	int pkey_tbl_len;
+	uint32_t port_cap_flags; /* enum ibv_port_cap_flags */
+	uint16_t lid, sm_lid;
+	uint8_t sm_sl, lmc, phys_state, active_width, active_speed, link_layer;
 };
 
 struct goroce_cap {

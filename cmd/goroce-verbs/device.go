@@ -68,10 +68,8 @@ func config() (rnic.Config, func() error, error) {
 		return cfg, nil, err
 	}
 	cfg.Addr = addr
-	if s := os.Getenv("GOROCE_MTU"); s != "" {
-		if cfg.MTU, err = strconv.Atoi(s); err != nil {
-			return cfg, nil, fmt.Errorf("GOROCE_MTU=%q: %w", s, err)
-		}
+	if cfg.MTU, err = deviceMTU(); err != nil {
+		return cfg, nil, err
 	}
 	// Polling mode, as goroce perf has it unless -e: the thread that
 	// calls ibv_poll_cq on an empty CQ runs the receive path itself, so a
@@ -115,6 +113,19 @@ func deviceAddr() (netip.AddrPort, error) {
 		return ap, fmt.Errorf("GOROCE_ADDR=%q is not an IP address", s)
 	}
 	return ap, nil
+}
+
+// deviceMTU parses GOROCE_MTU (0 when unset: rnic's default).
+func deviceMTU() (int, error) {
+	s := os.Getenv("GOROCE_MTU")
+	if s == "" {
+		return 0, nil
+	}
+	mtu, err := strconv.Atoi(s)
+	if err != nil {
+		return 0, fmt.Errorf("GOROCE_MTU=%q: %w", s, err)
+	}
+	return mtu, nil
 }
 
 // debugf writes to stderr when GOROCE_DEBUG is set.
@@ -229,25 +240,20 @@ func device() *rnic.Device {
 
 //export goroce_node_guid
 func goroce_node_guid() C.uint64_t {
-	ap, err := deviceAddr()
+	q, err := queries()
 	if err != nil {
 		return 0
 	}
-	gid := ap.Addr().As16() // the GID's interface half, as rnic.Device.QueryDevice gives it
-	var g uint64
-	for _, b := range gid[8:] {
-		g = g<<8 | uint64(b)
-	}
-	return C.uint64_t(g)
+	return C.uint64_t(q.QueryDevice().NodeGUID)
 }
 
 //export goroce_query_device
 func goroce_query_device(out *C.struct_goroce_device_attr) C.int {
-	d := device()
-	if d == nil {
+	q, err := queries()
+	if err != nil {
 		return C.int(syscall.ENODEV)
 	}
-	a := d.QueryDevice()
+	a := q.QueryDevice()
 	*out = C.struct_goroce_device_attr{
 		node_guid: C.uint64_t(a.NodeGUID), max_mr_size: C.uint64_t(a.MaxMRSize), max_msg_size: C.uint64_t(a.MaxMsgSize),
 		vendor_id: C.uint32_t(a.VendorID), max_qp: C.int(a.MaxQP), max_qp_wr: C.int(a.MaxQPWR), max_sge: C.int(a.MaxSGE),
@@ -256,31 +262,36 @@ func goroce_query_device(out *C.struct_goroce_device_attr) C.int {
 		max_srq_wr: C.int(a.MaxSRQWR), max_inline: C.int(a.MaxInlineData),
 		max_mw: C.int(mr.DefaultLimits().MaxMW), // rnic.Open keeps mr's defaults
 	}
+	out.sys_image_guid = out.node_guid // a device alone in its system, as rxe is
+	cString(out.fw_ver[:], a.FWVer)
+	cString(out.node_desc[:], nodeDesc)
 	return 0
 }
 
 //export goroce_query_port
 func goroce_query_port(port C.int, out *C.struct_goroce_port_attr) C.int {
-	d := device()
-	if d == nil {
+	q, err := queries()
+	if err != nil {
 		return C.int(syscall.ENODEV)
 	}
-	a, err := d.QueryPort(uint8(port))
+	a, err := q.QueryPort(uint8(port))
 	if err != nil {
 		return errno(err)
 	}
 	*out = C.struct_goroce_port_attr{state: C.int(a.State), max_mtu: C.int(a.MaxMTU), active_mtu: C.int(a.ActiveMTU),
-		gid_tbl_len: C.int(a.GIDTblLen), max_msg_sz: C.uint32_t(min(a.MaxMsgSize, 1<<32-1)), pkey_tbl_len: C.int(a.PKeyTblLen)}
+		gid_tbl_len: C.int(a.GIDTblLen), max_msg_sz: C.uint32_t(min(a.MaxMsgSize, 1<<32-1)), pkey_tbl_len: C.int(a.PKeyTblLen),
+		port_cap_flags: portCapFlags, phys_state: portPhysState, active_width: portActiveWidth, active_speed: portActiveSpeed,
+		link_layer: C.uint8_t(linkLayer(a.LinkLayer))}
 	return 0
 }
 
 //export goroce_query_gid
 func goroce_query_gid(port, index C.int, out *C.uint8_t) C.int {
-	d := device()
-	if d == nil {
+	q, err := queries()
+	if err != nil {
 		return C.int(syscall.ENODEV)
 	}
-	gid, err := d.QueryGID(uint8(port), int(index))
+	gid, err := q.QueryGID(uint8(port), int(index))
 	if err != nil {
 		return errno(err)
 	}

@@ -4,7 +4,8 @@
 // process, with no kernel module and no root:
 //
 //	go build -buildmode=c-shared -o DIR/libgoroce-verbs-core.so ./cmd/goroce-verbs
-//	gcc -O2 -shared -fPIC -o DIR/libgoroce-verbs.so cmd/goroce-verbs/shim/verbs.c cmd/goroce-verbs/shim/rdmacm.c -ldl -lpthread
+//	gcc -O2 -shared -fPIC -o DIR/libgoroce-verbs.so cmd/goroce-verbs/shim/verbs.c cmd/goroce-verbs/shim/rdmacm.c \
+//	    cmd/goroce-verbs/shim/sysfs.c -ldl -lpthread
 //	LD_PRELOAD=DIR/libgoroce-verbs.so GOROCE_ADDR=127.0.0.2 ibv_rc_pingpong -g 0
 //
 // The same preload stands in for librdmacm.so.1 too, so programs that
@@ -83,6 +84,66 @@
 // signal that lands while a thread is inside a verb then runs its handler
 // on the runtime's signal stack, not on the small goroutine stack the
 // verb's Go code runs on.
+//
+// # goroce0 in /dev and sysfs
+//
+// Programs that look for a device themselves, not through the verbs, find
+// goroce0 where they find rxe0: ibstat and ibstatus read sysfs, UCX lists
+// a device only if /dev/infiniband/uverbsN is a character device it may
+// read and write and reads its GID attributes from sysfs. shim/sysfs.c
+// shows them, inside the preloaded process only, with no file on the host:
+//
+//	/dev/infiniband/uverbs0                  character device 231:192, mode 0666
+//	/sys/class/infiniband_verbs/abi_version  6
+//	/sys/class/infiniband_verbs/uverbs0      -> ../../devices/virtual/infiniband_verbs/uverbs0:
+//	                                         abi_version, dev, ibdev, uevent, subsystem
+//	/sys/class/infiniband/goroce0            -> ../../devices/virtual/infiniband/goroce0:
+//	                                         fw_ver, node_desc, node_guid, node_type, parent, sys_image_guid,
+//	                                         uevent, subsystem, ports/1/{cap_mask, lid, lid_mask_count,
+//	                                         link_layer, phys_state, rate, sm_lid, sm_sl, state, gids/N,
+//	                                         gid_attrs/types/N, gid_attrs/ndevs/N, pkeys/N}
+//
+// with the layout, modes and formats Linux gives rxe0 (testdata/rxe0-sysfs.txt,
+// captured in the rxe lab), without power/ (runtime power management of a
+// device that has none), the CM's counters and hw_counters/ (goroce stat
+// shows a device's counters). The values are the core's: the attributes
+// ibv_query_device and ibv_query_port report (present.go: the port fields
+// rnic does not model, with rxe's values), the GID table ibv_query_gid
+// gives, as long as ibv_query_port's gid_tbl_len, its empty entries read as
+// rxe's (the zero GID; their attributes fail with EINVAL), and the netdev
+// the address lives on (lo for 127.x.y.z). The core answers these queries before the device is opened
+// too (rnic.Describe, from GOROCE_ADDR and GOROCE_MTU), so a program that
+// only reads sysfs binds no socket; the shim takes the values once and
+// keeps them.
+//
+// The shim interposes the calls programs make on paths: open, openat,
+// creat and _FORTIFY_SOURCE's __open_2 variants, fopen, the stat family
+// (stat, lstat, fstatat, fstat, statx, and glibc's older __xstat names),
+// access, faccessat, euidaccess, opendir, fdopendir, readdir, readdir_r,
+// scandir, scandirat, dirfd, rewinddir, telldir, seekdir, closedir,
+// readlink, readlinkat, realpath, canonicalize_file_name, chdir, fchdir,
+// getcwd, getxattr, listxattr and close. A path that names a node of the
+// tree (in any spelling: .., //, a trailing slash, relative after a chdir
+// into the tree or to a directory descriptor of it, through its symbolic
+// links) is answered from it, one table and one lookup; any other goes to
+// libc untouched, and costs a search for "infiniband" in it. A host
+// directory that holds one of the tree's lists both: ls /sys/class shows
+// infiniband, and a host with rxe0 shows it beside goroce0.
+//
+// A file opens as a read-only descriptor holding its content (a sealed
+// memfd); opening it for writing fails with EACCES, as sysfs refuses it,
+// and so does creating a file in the tree. /dev/infiniband/uverbs0 opens
+// as a descriptor only the library would use: read, write and ioctl on it
+// fail, close works. A directory opens as a descriptor that fstat, fchdir,
+// fdopendir and the *at calls take. Where it differs from the kernel's:
+// reading a directory's descriptor fails with EINVAL, not EISDIR; the tree
+// takes no write (rxe's node_desc does, from root); a program started from
+// a shell whose current directory is in the tree starts in the one before
+// (the kernel's never changed: use absolute paths); a descriptor copied
+// with dup is not known as the tree's; a forked child whose parent used the
+// verbs but never read the tree cannot read its values (the Go runtime
+// does not survive fork); and the uverbs device is uverbs0 even on a host
+// with its own, which the process then does not see.
 //
 // Environment:
 //

@@ -155,6 +155,7 @@ func Build(ctx context.Context, src, dir string) error {
 		{"go", "build", "-buildmode=c-shared", "-o", filepath.Join(tmp, Core), "./cmd/goroce-verbs"},
 		{"gcc", "-O2", "-Wall", "-Werror", "-shared", "-fPIC", "-o", filepath.Join(tmp, Shim),
 			filepath.Join("cmd", "goroce-verbs", "shim", "verbs.c"), filepath.Join("cmd", "goroce-verbs", "shim", "rdmacm.c"),
+			filepath.Join("cmd", "goroce-verbs", "shim", "sysfs.c"),
 			"-ldl", "-lpthread"},
 	} {
 		cmd := exec.CommandContext(ctx, args[0], args[1:]...)

@@ -282,9 +282,9 @@ static struct ibv_device goroce0 = {
 	.node_type = IBV_NODE_CA,
 	.transport_type = IBV_TRANSPORT_IB,
 	.name = "goroce0",
-	.dev_name = "uverbs_goroce0",
-	.dev_path = "",
-	.ibdev_path = "",
+	.dev_name = "uverbs0", /* shim/sysfs.c shows the device at the paths these name */
+	.dev_path = "/sys/class/infiniband_verbs/uverbs0",
+	.ibdev_path = "/sys/class/infiniband/goroce0",
 };
 
 EXPORT struct ibv_device **ibv_get_device_list(int *num_devices)
@@ -460,8 +460,9 @@ EXPORT int ibv_query_device(struct ibv_context *ctx, struct ibv_device_attr *a)
 	if (ret)
 		return ret;
 	memset(a, 0, sizeof *a);
-	snprintf(a->fw_ver, sizeof a->fw_ver, "goroce");
-	a->node_guid = a->sys_image_guid = htobe64(g.node_guid);
+	snprintf(a->fw_ver, sizeof a->fw_ver, "%s", g.fw_ver);
+	a->node_guid = htobe64(g.node_guid);
+	a->sys_image_guid = htobe64(g.sys_image_guid);
 	a->max_mr_size = g.max_mr_size;
 	a->page_size_cap = 4096;
 	a->vendor_id = g.vendor_id;
@@ -507,13 +508,17 @@ EXPORT int ibv_query_port(struct ibv_context *ctx, uint8_t port_num, struct _com
 	a->max_mtu = g.max_mtu;
 	a->active_mtu = g.active_mtu;
 	a->gid_tbl_len = g.gid_tbl_len;
-	a->port_cap_flags = IBV_PORT_CM_SUP;
+	a->port_cap_flags = g.port_cap_flags;
 	a->max_msg_sz = g.max_msg_sz;
 	a->pkey_tbl_len = g.pkey_tbl_len;
-	a->active_width = 1; /* 1X */
-	a->active_speed = 1; /* 2.5 Gb/s */
-	a->phys_state = 5;   /* LinkUp */
-	a->link_layer = IBV_LINK_LAYER_ETHERNET;
+	a->lid = g.lid;
+	a->sm_lid = g.sm_lid;
+	a->sm_sl = g.sm_sl;
+	a->lmc = g.lmc;
+	a->active_width = g.active_width;
+	a->active_speed = g.active_speed;
+	a->phys_state = g.phys_state;
+	a->link_layer = g.link_layer;
 	return 0;
 }
 
