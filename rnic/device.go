@@ -232,6 +232,9 @@ var (
 	ErrInvalidArg  = errors.New("rnic: invalid argument")
 	ErrTooManyQPs  = errors.New("rnic: QP limit reached")
 	ErrWrongDevice = errors.New("rnic: object belongs to another device")
+	// ErrNoGID: the GID table has the index asked for, but no GID there
+	// (the kernel's rdma_get_gid_attr: ENODATA).
+	ErrNoGID = errors.New("rnic: no GID at this index")
 )
 
 // Device limits, after Linux rxe (rxe_param.h).

@@ -4,7 +4,7 @@
 // process, with no kernel module and no root:
 //
 //	go build -buildmode=c-shared -o DIR/libgoroce-verbs-core.so ./cmd/goroce-verbs
-//	gcc -O2 -shared -fPIC -o DIR/libgoroce-verbs.so cmd/goroce-verbs/shim/verbs.c cmd/goroce-verbs/shim/rdmacm.c -ldl -lpthread
+//	gcc -O2 -shared -fPIC -o DIR/libgoroce-verbs.so cmd/goroce-verbs/shim/*.c -ldl -lpthread
 //	LD_PRELOAD=DIR/libgoroce-verbs.so GOROCE_ADDR=127.0.0.2 ibv_rc_pingpong -g 0
 //
 // The same preload stands in for librdmacm.so.1 too, so programs that
@@ -100,15 +100,20 @@
 //	GOROCE_CPUPROFILE  write a CPU profile (runtime/pprof) of the Go side to this file, from the
 //	                   first ibv_open_device to the last ibv_close_device
 //
-// goroce0 has port 1, ACTIVE, link layer Ethernet, and one GID, index 0:
-// the address, IPv4-mapped for IPv4, of type RoCE v2. What it does not
-// support fails as rdma-core fails for a device without it: NULL with
-// errno EOPNOTSUPP, or the error EOPNOTSUPP (libibverbs' dummy_ops.c
-// values), and with GOROCE_DEBUG set says so once per verb: QP types other
-// than RC, UC and UD (XRC, raw packet, driver types such as DC), XRC
-// domains, SRQs and ibv_open_qp, ibv_create_qp_ex with anything beyond a
-// PD and the ibv_wr_* API (ibv_qp_to_qp_ex gives NULL), extended CQs
-// (ibv_create_cq_ex, ibv_modify_cq), resize_cq, modify_srq/query_srq,
+// goroce0 has port 1, ACTIVE, link layer Ethernet, and a GID table of
+// 1024 entries as rxe's, of which index 0 holds one: the address,
+// IPv4-mapped for IPv4, of type RoCE v2. The extended verbs rxe's provider
+// has are shim/verbs_ex.c's: ibv_create_cq_ex with the ibv_cq_ex poll API,
+// which reads the same completion ring as ibv_poll_cq, and
+// ibv_create_qp_ex with the ibv_wr_* API, whose WRs wait in the shim's
+// memory until ibv_wr_complete hands them all to the core in one call. What
+// goroce0 does not support fails as rdma-core fails for a device without
+// it: NULL with errno EOPNOTSUPP, or the error EOPNOTSUPP (libibverbs'
+// dummy_ops.c values), and with GOROCE_DEBUG set says so once per verb: QP
+// types other than RC, UC and UD (XRC, raw packet, driver types such as
+// DC), XRC domains, extended SRQs and ibv_open_qp, ATOMIC WRITE
+// (IBV_QP_EX_WITH_ATOMIC_WRITE), ibv_modify_cq, resize_cq,
+// modify_srq/query_srq,
 // get_srq_num, post_srq_ops, rereg_mr, on-demand paging (reg_mr with
 // IBV_ACCESS_ON_DEMAND, advise_mr), dmabuf MRs, null MRs, device memory,
 // flow steering and flow actions, counters, thread and parent domains,
