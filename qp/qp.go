@@ -325,19 +325,31 @@ func (q *QP) PostSend(wr *SendWR) error {
 // returns how many it posted (those are sent) with that WR's error, as
 // ibv_post_send's bad_wr names the first WR it did not post.
 func (q *QP) PostSendList(wrs []SendWR) (int, error) {
-	n := 0
-	var err error
-	for i := range wrs {
-		if err = q.queueSend(&wrs[i]); err != nil {
-			break
-		}
-		n++
-	}
+	n, err := q.QueueSendList(wrs)
 	if n > 0 {
 		q.post()
 	}
 	return n, err
 }
+
+// QueueSendList queues the work requests of wrs in order, as PostSendList
+// posts them, but does not tell the device: Post does, once for every WR
+// queued since, so that WRs queued by several calls leave together. It
+// stops at the first WR PostSend would refuse and returns how many it
+// queued with that WR's error. A queued WR is posted: it runs once the
+// device is told, by Post or by any later post on the QP.
+func (q *QP) QueueSendList(wrs []SendWR) (int, error) {
+	for i := range wrs {
+		if err := q.queueSend(&wrs[i]); err != nil {
+			return i, err
+		}
+	}
+	return len(wrs), nil
+}
+
+// Post tells the device of the work requests QueueSendList queued (the
+// doorbell of ibv_post_send).
+func (q *QP) Post() { q.post() }
 
 // queueSend is PostSend without telling the device.
 func (q *QP) queueSend(wr *SendWR) error {

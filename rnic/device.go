@@ -698,6 +698,16 @@ func (q *QP) PostSendList(wrs []qp.SendWR) (int, error) {
 	return q.QP.PostSendList(wrs)
 }
 
+// QueueSendList queues a list of send work requests without telling the
+// device, which Post does; see qp.QP.QueueSendList. On a closed device it
+// returns 0 and ErrClosed.
+func (q *QP) QueueSendList(wrs []qp.SendWR) (int, error) {
+	if err := q.d.open("QueueSendList"); err != nil {
+		return 0, err
+	}
+	return q.QP.QueueSendList(wrs)
+}
+
 // PostRecv posts a receive work request (ibv_post_recv); see
 // qp.QP.PostRecv. On a closed device it returns ErrClosed.
 func (q *QP) PostRecv(wr *qp.RecvWR) error {

@@ -266,14 +266,14 @@ func goroce_query_qp(h C.uint32_t, a *C.struct_goroce_qp_attr) C.int {
 const postBatch = C.GOROCE_POST_BATCH
 
 // goroce_post_send_list posts the n send work requests at ws in order, as
-// ibv_post_send does a list: GOROCE_POST_BATCH at a time as one list
-// (rnic.QP.PostSendList), so that the device is told once per batch and
-// sends their packets together; an inline WR ends a run, since its data
-// waits in the QP's one inline stage until it is posted. ibv_post_send
-// hands it GOROCE_POST_BATCH WRs per call, ibv_wr_complete every WR built
-// since ibv_wr_start in one call. It stores in *posted how many it posted:
-// on an error, the WR at that index is the first one not posted
-// (ibv_post_send's bad_wr), and every one before it is.
+// ibv_post_send does a list, and tells the device once, after the last, so
+// that their packets leave together: ibv_post_send hands it
+// GOROCE_POST_BATCH WRs per call, ibv_wr_complete every WR built since
+// ibv_wr_start in one call. The WRs are queued GOROCE_POST_BATCH at a time
+// (rnic.QP.QueueSendList); an inline WR ends a run, since its data waits
+// in the QP's one inline stage until it is queued. It stores in *posted
+// how many it posted: on an error, the WR at that index is the first one
+// not posted (ibv_post_send's bad_wr), and every one before it is.
 //
 //export goroce_post_send_list
 func goroce_post_send_list(h C.uint32_t, ws *C.struct_goroce_send_wr, n C.int, posted *C.int) C.int {
@@ -282,20 +282,25 @@ func goroce_post_send_list(h C.uint32_t, ws *C.struct_goroce_send_wr, n C.int, p
 	if !ok || n < 0 || (ws == nil && n > 0) {
 		return C.int(syscall.EINVAL)
 	}
+	defer func() {
+		if *posted > 0 {
+			q.Post()
+		}
+	}()
 	var wrs [postBatch]qp.SendWR
 	src := unsafe.Slice(ws, int(n))
-	k := 0 // WRs converted into wrs and not yet posted
+	k := 0 // WRs converted into wrs and not yet queued
 	for i := range src {
 		st, rc := sendWR(q, &src[i], &wrs[k])
 		if rc != 0 {
-			if rc2 := postSends(q, wrs[:k], posted); rc2 != 0 {
+			if rc2 := queueSends(q, wrs[:k], posted); rc2 != 0 {
 				return rc2
 			}
 			return rc
 		}
 		k++
-		if st != nil || k == postBatch { // an inline WR's data waits in the stage: post the run now
-			rc = postSends(q, wrs[:k], posted)
+		if st != nil || k == postBatch { // an inline WR's data waits in the stage: queue the run now
+			rc = queueSends(q, wrs[:k], posted)
 			if st != nil {
 				st.mu.Unlock()
 			}
@@ -305,15 +310,15 @@ func goroce_post_send_list(h C.uint32_t, ws *C.struct_goroce_send_wr, n C.int, p
 			k = 0
 		}
 	}
-	return postSends(q, wrs[:k], posted)
+	return queueSends(q, wrs[:k], posted)
 }
 
-// postSends posts wrs as one list and adds how many it posted to *posted.
-func postSends(q *rnic.QP, wrs []qp.SendWR, posted *C.int) C.int {
+// queueSends queues wrs and adds how many it queued to *posted.
+func queueSends(q *rnic.QP, wrs []qp.SendWR, posted *C.int) C.int {
 	if len(wrs) == 0 {
 		return 0
 	}
-	n, err := q.PostSendList(wrs)
+	n, err := q.QueueSendList(wrs)
 	*posted += C.int(n)
 	if err != nil {
 		debugf("post_send: %v", err)
