@@ -51,9 +51,11 @@
 // place. No Go pointer is ever handed to C.
 //
 // The data path calls into Go as little as it can. An ibv_post_send or
-// ibv_post_recv list crosses once per 16 WRs (GOROCE_POST_BATCH), and a
-// send list is posted as one (rnic.QP.PostSendList: the device is told
-// once). Each CQ has a completion ring in the shim's memory (core.h,
+// ibv_post_recv list crosses once per 16 WRs (GOROCE_POST_BATCH), and the
+// device is told once per crossing, after its last WR
+// (rnic.QP.QueueSendList, then Post); ibv_wr_complete crosses once for
+// every WR built since ibv_wr_start, so a batch of the ibv_wr_* API is one
+// crossing and one doorbell however long. Each CQ has a completion ring in the shim's memory (core.h,
 // struct goroce_cq_ring): ibv_poll_cq takes completions from it without a
 // crossing, and calls into the core only when it is empty, at most once
 // per call, to move what the device's CQ holds into it (and, on an empty
