@@ -232,6 +232,9 @@ var (
 	ErrInvalidArg  = errors.New("rnic: invalid argument")
 	ErrTooManyQPs  = errors.New("rnic: QP limit reached")
 	ErrWrongDevice = errors.New("rnic: object belongs to another device")
+	// ErrNoGID: the GID table has the index asked for, but no GID there
+	// (the kernel's rdma_get_gid_attr: ENODATA).
+	ErrNoGID = errors.New("rnic: no GID at this index")
 )
 
 // Device limits, after Linux rxe (rxe_param.h).
@@ -693,6 +696,16 @@ func (q *QP) PostSendList(wrs []qp.SendWR) (int, error) {
 		return 0, err
 	}
 	return q.QP.PostSendList(wrs)
+}
+
+// QueueSendList queues a list of send work requests without telling the
+// device, which Post does; see qp.QP.QueueSendList. On a closed device it
+// returns 0 and ErrClosed.
+func (q *QP) QueueSendList(wrs []qp.SendWR) (int, error) {
+	if err := q.d.open("QueueSendList"); err != nil {
+		return 0, err
+	}
+	return q.QP.QueueSendList(wrs)
 }
 
 // PostRecv posts a receive work request (ibv_post_recv); see
