@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/goroce/goroce/bench/experiment"
+	"github.com/goroce/goroce/bench/qemurouter"
 	cc "github.com/goroce/goroce/dcqcn"
-	"github.com/goroce/goroce/dcqcn/experiment"
-	"github.com/goroce/goroce/internal/qemurouter"
 	"github.com/goroce/goroce/wire/testenv"
 )
 
