@@ -26,8 +26,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/goroce/goroce/bench/qemurouter"
+	"github.com/goroce/goroce/bench/testenv"
 	"github.com/goroce/goroce/cmd/goroce-verbs/build"
-	"github.com/goroce/goroce/wire/testenv"
 )
 
 // host is one "host" of the multi-host tests: a network namespace whose

@@ -7,7 +7,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/goroce/goroce/wire/testenv"
+	"github.com/goroce/goroce/bench/testenv"
 
 	"github.com/goroce/goroce/mr/sysmem"
 )

@@ -15,8 +15,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/goroce/goroce/bench/testenv"
 	"github.com/goroce/goroce/rnic/link"
-	"github.com/goroce/goroce/wire/testenv"
 )
 
 // TestReadOutlastsErrorCondition makes the kernel report EPOLLERR alone on

@@ -16,9 +16,9 @@ import (
 	"github.com/google/nftables/expr"
 	"golang.org/x/sys/unix"
 
+	"github.com/goroce/goroce/bench/testenv"
 	"github.com/goroce/goroce/rnic/link"
 	"github.com/goroce/goroce/wire"
-	"github.com/goroce/goroce/wire/testenv"
 )
 
 // turnOffGRO turns UDP GRO off on l's socket and gives it a receiver that

@@ -17,13 +17,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/goroce/goroce/bench/testenv"
 	"github.com/goroce/goroce/cmd/goroce/internal/cli"
 	"github.com/goroce/goroce/cmd/goroce/internal/clitest"
 	"github.com/goroce/goroce/rnic"
 	"github.com/goroce/goroce/rnic/cm"
 	"github.com/goroce/goroce/wire"
 	"github.com/goroce/goroce/wire/pcap"
-	"github.com/goroce/goroce/wire/testenv"
 )
 
 var goroce = clitest.Command("rping", Run)
