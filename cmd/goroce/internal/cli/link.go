@@ -19,7 +19,8 @@ const (
 )
 
 // LinkEnv is the environment variable that names the wire of the devices
-// a process opens; package nccl reads it, and --link passes it to ranks.
+// a process opens (nccl.OptionsFromEnv reads it); --link passes it to the
+// ranks a command starts.
 const LinkEnv = "GOROCE_LINK"
 
 // LinkFlag defines --link, the device's wire, whose default is def.
