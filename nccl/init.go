@@ -124,144 +124,257 @@ func CommInitRank(ctx context.Context, nranks int, id UniqueID, rank int, opts O
 	if err != nil {
 		return nil, err
 	}
-	if opts.BootstrapTimeout <= 0 {
-		opts.BootstrapTimeout = DefaultBootstrapTimeout
+	if err := opts.initDefaults(); err != nil {
+		return nil, err
 	}
-	if opts.Logger == nil {
-		if opts.Logger, err = newLogger(opts.Debug, opts.DebugFile); err != nil {
-			return nil, err
-		}
-	}
-	log := opts.Logger.With(zap.Int("rank", rank), zap.Int("nranks", nranks))
-	var cleanup []func() error
-	fail := func(err error) (*Comm, error) {
-		for i := len(cleanup) - 1; i >= 0; i-- {
-			cleanup[i]()
-		}
-		log.Warn("init failed", zap.Error(err))
+	in := &rankInit{rank: rank, nranks: nranks, job: job, rootAddr: rootAddr, opts: opts,
+		log: opts.Logger.With(zap.Int("rank", rank), zap.Int("nranks", nranks))}
+	c, err := in.run(ctx)
+	if err != nil {
+		in.undo()
+		in.log.Warn("init failed", zap.Error(err))
 		return nil, fmt.Errorf("nccl: CommInitRank rank %d of %d: %w", rank, nranks, err)
 	}
+	in.log.Info("init done", zap.String("root", rootAddr), zap.Stringer("rnic", c.dev.Addr()))
+	return c, nil
+}
 
-	var root *bootstrap.Root
-	if rank == 0 {
+// initDefaults fills in what CommInitRank needs that o leaves unset: the
+// bootstrap timeout and the logger.
+func (o *Options) initDefaults() error {
+	if o.BootstrapTimeout <= 0 {
+		o.BootstrapTimeout = DefaultBootstrapTimeout
+	}
+	if o.Logger == nil {
+		l, err := newLogger(o.Debug, o.DebugFile)
+		if err != nil {
+			return err
+		}
+		o.Logger = l
+	}
+	return nil
+}
+
+// rankInit is one rank's CommInitRank under way: each step adds what it
+// made, and what undoes it should a later step fail.
+type rankInit struct {
+	rank, nranks int
+	job          bootstrap.Job
+	rootAddr     string
+	opts         Options
+	log          *zap.Logger
+
+	root  *bootstrap.Root   // rank 0's rendezvous
+	boot  *bootstrap.Client // this rank's bootstrap connection
+	gpu   *gpuRank          // Options.GPU's paths
+	ic    ib.Config         // the transport's configuration
+	dev   *rnic.Device
+	owned []func() error // close the device CommInitRank opened, then flush its capture
+	tr    *ib.Transport
+	board *noticeBoard
+
+	undos []func() error // run newest first when a step fails
+}
+
+// run takes CommInitRank's steps in order.
+func (in *rankInit) run(ctx context.Context) (*Comm, error) {
+	if err := in.bootstrap(ctx); err != nil {
+		return nil, err
+	}
+	if err := in.attachGPU(); err != nil {
+		return nil, err
+	}
+	// The transport's shape comes first: the device's RC window follows
+	// its FIFOs (fifoWindow).
+	in.ic = ib.Config{Rank: in.rank, Size: in.nranks, Slots: in.opts.Slots, SlotSize: in.opts.SlotSize,
+		MTU: in.opts.MTU, Timeout: in.opts.IBTimeout, RetryCnt: in.opts.IBRetryCnt}
+	if err := in.openDevice(); err != nil {
+		return nil, err
+	}
+	if err := in.newTransport(); err != nil {
+		return nil, err
+	}
+	if err := in.connect(ctx); err != nil {
+		return nil, err
+	}
+	if err := in.watch(ctx); err != nil {
+		return nil, err
+	}
+	return in.comm()
+}
+
+// undo releases what the steps so far made, newest first.
+func (in *rankInit) undo() {
+	for i := len(in.undos) - 1; i >= 0; i-- {
+		in.undos[i]()
+	}
+}
+
+// bootstrap starts the rendezvous (rank 0) and joins it.
+func (in *rankInit) bootstrap(ctx context.Context) error {
+	if in.rank == 0 {
 		var ln net.Listener
-		if v, ok := listeners.LoadAndDelete(job.Magic); ok {
+		if v, ok := listeners.LoadAndDelete(in.job.Magic); ok {
 			ln = v.(net.Listener)
-		} else if ln, err = net.Listen("tcp", rootAddr); err != nil {
-			return fail(fmt.Errorf("bootstrap root: %w", err))
+		} else {
+			var err error
+			if ln, err = net.Listen("tcp", in.rootAddr); err != nil {
+				return fmt.Errorf("bootstrap root: %w", err)
+			}
 		}
-		root = bootstrap.StartRoot(ln, nranks, job, bootstrap.RootOptions{Timeout: opts.BootstrapTimeout,
-			Logger: log.With(zap.String("bootstrap", "root"))})
-		cleanup = append(cleanup, func() error { root.Close(); return nil })
+		in.root = bootstrap.StartRoot(ln, in.nranks, in.job, bootstrap.RootOptions{Timeout: in.opts.BootstrapTimeout,
+			Logger: in.log.With(zap.String("bootstrap", "root"))})
+		in.undos = append(in.undos, func() error { in.root.Close(); return nil })
 	}
-	boot, err := bootstrap.Connect(ctx, rootAddr, rank, nranks, job, opts.BootstrapTimeout)
+	boot, err := bootstrap.Connect(ctx, in.rootAddr, in.rank, in.nranks, in.job, in.opts.BootstrapTimeout)
 	if err != nil {
-		return fail(err)
+		return err
 	}
-	cleanup = append(cleanup, boot.Close)
+	in.boot = boot
+	in.undos = append(in.undos, boot.Close)
+	return nil
+}
 
-	var gr *gpuRank
-	if opts.GPU != nil {
-		if gr, err = newGPURank(*opts.GPU, opts.GDRLevel, rank, nranks, log); err != nil {
-			return fail(err)
+// attachGPU chooses the paths of Options.GPU's buffers, if it is set.
+func (in *rankInit) attachGPU() error {
+	if in.opts.GPU == nil {
+		return nil
+	}
+	var err error
+	in.gpu, err = newGPURank(*in.opts.GPU, in.opts.GDRLevel, in.rank, in.nranks, in.log)
+	return err
+}
+
+// openDevice takes Options.Device, or opens the RNIC deviceConfig
+// describes, capturing to Options.Pcap.
+func (in *rankInit) openDevice() error {
+	if in.dev = in.opts.Device; in.dev != nil {
+		return nil
+	}
+	dc, err := in.deviceConfig()
+	if err != nil {
+		return err
+	}
+	closeCapture, err := openCapture(&dc, in.opts.Pcap, in.rank)
+	if err != nil {
+		return err
+	}
+	in.undos = append(in.undos, closeCapture) // runs after dev.Close
+	if in.dev, err = rnic.Open(dc); err != nil {
+		if errors.Is(err, syscall.EADDRINUSE) {
+			// Say which setting picks another address.
+			err = fmt.Errorf("%w: another device has UDP port 4791 at %v: give this rank another address "+
+				"(Options.Addr, GOROCE_ADDR, or goroce run's --addr-base)", err, dc.Addr.Addr())
+		}
+		return fmt.Errorf("opening the RNIC at %v: %w", dc.Addr, err)
+	}
+	in.undos = append(in.undos, in.dev.Close)
+	in.owned = []func() error{in.dev.Close, closeCapture}
+	return nil
+}
+
+// deviceConfig is Options.RNIC completed for this rank: its address, the
+// MTU of its interface, its polling, and the post mode and window nccl's
+// transport wants.
+func (in *rankInit) deviceConfig() (rnic.Config, error) {
+	opts := &in.opts
+	dc := opts.RNIC
+	if dc.Link != nil {
+		return dc, fmt.Errorf("%w: Options.RNIC.Link is set: give the device (Options.Device) instead", ErrInvalidArgument)
+	}
+	addr, err := deviceAddr(opts.Addr, in.rank, in.rootAddr, opts.Launch)
+	if err != nil {
+		return dc, err
+	}
+	if opts.MTU == 0 && !addr.Addr().IsLoopback() {
+		// On a real interface the path MTU must fit its frames, as rxe
+		// takes its active MTU from the netdev's.
+		if m := interfaceMTU(addr.Addr()); m > 0 {
+			opts.MTU, in.ic.MTU = m, m
 		}
 	}
-	dev := opts.Device
-	ic := ib.Config{Rank: rank, Size: nranks, Slots: opts.Slots, SlotSize: opts.SlotSize, MTU: opts.MTU,
-		Timeout: opts.IBTimeout, RetryCnt: opts.IBRetryCnt}
-	var obsClose func() error
-	if dev == nil {
-		if opts.RNIC.Link != nil {
-			return fail(fmt.Errorf("%w: Options.RNIC.Link is set: give the device (Options.Device) instead", ErrInvalidArgument))
-		}
-		addr, err := deviceAddr(opts.Addr, rank, rootAddr, opts.Launch)
-		if err != nil {
-			return fail(err)
-		}
-		if opts.MTU == 0 && !addr.Addr().IsLoopback() {
-			// On a real interface the path MTU must fit its frames, as
-			// rxe takes its active MTU from the netdev's.
-			if m := interfaceMTU(addr.Addr()); m > 0 {
-				opts.MTU, ic.MTU = m, m
-			}
-		}
-		busy := busyPoll(opts.BusyPoll, addr.Addr(), nranks, opts.Launch.LocalSize)
-		// PostInline: a rank's posts leave in the call that makes them, so
-		// a collective that returns has put its data on the wire (a staged
-		// send is done once posted, and the worker would send it only at
-		// its next turn): a rank that exits right after a call, without
-		// Destroy, does not fail its peers' copy of that call.
-		dc := opts.RNIC
-		dc.Addr, dc.MTU, dc.Logger, dc.BusyPoll = addr, opts.MTU, opts.Logger, busy
-		dc.PostMode, dc.MaxUnackedPSNs = rnic.PostInline, fifoWindow(ic)
-		dc.PeerMemory = dc.PeerMemory || (opts.GPU != nil && opts.GPU.PeerMemory)
-		log.Debug("rnic polling", zap.Duration("busy_poll", busy))
-		closeObs, err := openCapture(&dc, opts.Pcap, rank)
-		if err != nil {
-			return fail(err)
-		}
-		cleanup = append(cleanup, closeObs) // runs after dev.Close
-		if dev, err = rnic.Open(dc); err != nil {
-			if errors.Is(err, syscall.EADDRINUSE) {
-				// Say which setting picks another address.
-				err = fmt.Errorf("%w: another device has UDP port 4791 at %v: give this rank another address "+
-					"(Options.Addr, GOROCE_ADDR, or goroce run's --addr-base)", err, addr.Addr())
-			}
-			return fail(fmt.Errorf("opening the RNIC at %v: %w", addr, err))
-		}
-		cleanup = append(cleanup, dev.Close)
-		obsClose = closeObs
-	}
-	ic.Device = dev
-	if ic.MTU == 0 {
+	busy := busyPoll(opts.BusyPoll, addr.Addr(), in.nranks, opts.Launch.LocalSize)
+	in.log.Debug("rnic polling", zap.Duration("busy_poll", busy))
+	// PostInline: a rank's posts leave in the call that makes them, so a
+	// collective that returns has put its data on the wire (a staged send
+	// is done once posted, and the worker would send it only at its next
+	// turn): a rank that exits right after a call, without Destroy, does
+	// not fail its peers' copy of that call.
+	dc.Addr, dc.MTU, dc.Logger, dc.BusyPoll = addr, opts.MTU, opts.Logger, busy
+	dc.PostMode, dc.MaxUnackedPSNs = rnic.PostInline, fifoWindow(in.ic)
+	dc.PeerMemory = dc.PeerMemory || (opts.GPU != nil && opts.GPU.PeerMemory)
+	return dc, nil
+}
+
+// newTransport creates the RC QPs and receive FIFOs, one per peer, on the
+// device.
+func (in *rankInit) newTransport() error {
+	in.ic.Device = in.dev
+	if in.ic.MTU == 0 {
 		// A device given (CommSplit's parent's, or the caller's) may be
 		// on an interface whose frames hold less than 4096: take its
 		// active MTU, as a verbs program reads it from ibv_query_port.
-		if pa, err := dev.QueryPort(1); err == nil {
-			ic.MTU = pa.ActiveMTU.Bytes()
+		if pa, err := in.dev.QueryPort(1); err == nil {
+			in.ic.MTU = pa.ActiveMTU.Bytes()
 		}
 	}
-	if gr != nil {
-		ic.SlotMemory = gr.slotMemory
+	if in.gpu != nil {
+		in.ic.SlotMemory = in.gpu.slotMemory
 	}
-	tr, err := ib.New(ic)
+	tr, err := ib.New(in.ic)
 	if err != nil {
-		return fail(err)
+		return err
 	}
-	cleanup = append(cleanup, tr.Close)
-	infos, err := boot.AllGather(ctx, tr.LocalInfo())
+	in.tr = tr
+	in.undos = append(in.undos, tr.Close)
+	return nil
+}
+
+// connect swaps the QPs' details through the bootstrap, connects them,
+// and meets the other ranks at a barrier: nobody writes before every QP
+// is ready to receive.
+func (in *rankInit) connect(ctx context.Context) error {
+	infos, err := in.boot.AllGather(ctx, in.tr.LocalInfo())
 	if err != nil {
-		return fail(err)
+		return err
 	}
-	if err := tr.Connect(infos); err != nil {
-		return fail(err)
+	if err := in.tr.Connect(infos); err != nil {
+		return err
 	}
-	// Nobody writes before every QP is ready to receive.
-	if err := boot.Barrier(ctx); err != nil {
-		return fail(err)
-	}
-	// The bootstrap connections stay open as the failure channel: every
-	// rank hears which rank died, even one not talking to it (notice.go).
+	return in.boot.Barrier(ctx)
+}
+
+// watch keeps the bootstrap connections open as the failure channel:
+// every rank hears which rank died, even one not talking to it
+// (notice.go).
+func (in *rankInit) watch(ctx context.Context) error {
 	board := newNoticeBoard()
-	if err := boot.Watch(ctx, func(n bootstrap.Notice) { board.record(n) }); err != nil {
-		return fail(err)
+	if err := in.boot.Watch(ctx, func(n bootstrap.Notice) { board.record(n) }); err != nil {
+		return err
 	}
 	board.send = func(n notice) {
-		if err := boot.Report(n); err != nil {
-			log.Warn("could not report a failure to the other ranks", zap.Error(err))
+		if err := in.boot.Report(n); err != nil {
+			in.log.Warn("could not report a failure to the other ranks", zap.Error(err))
 		}
 	}
-	c, err := NewComm(tr, opts)
+	in.board = board
+	return nil
+}
+
+// comm makes the communicator over the connected transport and hands it
+// what it must close.
+func (in *rankInit) comm() (*Comm, error) {
+	c, err := NewComm(in.tr, in.opts)
 	if err != nil {
-		return fail(err)
+		return nil, err
 	}
-	c.dev = dev
-	c.board = board
-	if gr != nil {
-		c.attachGPU(gr)
+	c.dev = in.dev
+	c.board = in.board
+	if in.gpu != nil {
+		c.attachGPU(in.gpu)
 	}
-	c.closers = append(c.closers, boot.Close)
-	if root != nil {
+	c.closers = append(c.closers, in.boot.Close)
+	if root := in.root; root != nil {
 		// Destroy leaves the root serving the other ranks' notices until
 		// they have all said goodbye; Abort stops it.
 		c.closers = append(c.closers, func() error {
@@ -271,10 +384,7 @@ func CommInitRank(ctx context.Context, nranks int, id UniqueID, rank int, opts O
 			return nil
 		})
 	}
-	if opts.Device == nil {
-		c.closers = append(c.closers, dev.Close, obsClose)
-	}
-	log.Info("init done", zap.String("root", rootAddr), zap.Stringer("rnic", dev.Addr()))
+	c.closers = append(c.closers, in.owned...)
 	return c, nil
 }
 
