@@ -405,7 +405,7 @@
 //	rdma_resolve_addr                 works
 //	rdma_resolve_route                works
 //	rdma_set_local_ece                works differently from rxe: ENOSYS, no ECE
-//	rdma_set_option                   works: REUSEADDR and AFONLY; the other options ENOSYS
+//	rdma_set_option                   works: REUSEADDR; AFONLY taken, it changes nothing on goroce0's one family; the other options ENOSYS
 //	rfcntl                            works differently from rxe: EBADF, no rsocket exists
 //	rgetpeername                      works differently from rxe: EBADF, no rsocket exists
 //	rgetsockname                      works differently from rxe: EBADF, no rsocket exists

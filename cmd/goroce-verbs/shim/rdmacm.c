@@ -263,6 +263,16 @@ static int is_any(const struct goroce_cm_addr *a)
 	return !memcmp(a->ip, zero, 16);
 }
 
+/* on_device: a local address is goroce0's own (its GID holds it, IPv4
+ * mapped as the core's addresses are), so an ID bound to it is bound to
+ * the device. The unspecified address and the loopback ones but
+ * goroce0's bind an ID to no device, as with the kernel's rdma_cm
+ * (cma_any_addr): id->verbs stays NULL until it resolves a peer. */
+static int on_device(const struct goroce_cm_addr *a)
+{
+	return !memcmp(a->ip, cma_gid.raw, 16);
+}
+
 /* set_addrs fills the ID's route from the core's addresses: the local and
  * peer sockaddrs, the GIDs, one path, and id->verbs once the ID is bound to
  * the device's address, as librdmacm's ucma_query_addr and
@@ -274,7 +284,7 @@ static void set_addrs(struct cma_id *c, const struct goroce_cm_addr *local, cons
 	from_core(&ra->src_storage, local);
 	if (peer->port || !is_any(peer))
 		from_core(&ra->dst_storage, peer);
-	if (!is_any(local)) {
+	if (on_device(local)) {
 		c->id.verbs = cma_verbs;
 		c->id.port_num = 1;
 		ra->addr.ibaddr.sgid = cma_gid;
@@ -932,8 +942,9 @@ EXPORT int rdma_set_option(struct rdma_cm_id *id, int level, int optname, void *
 	if (!optval)
 		return err(EINVAL);
 	/* The port of a destroyed ID is free at once, so SO_REUSEADDR's
-	 * behaviour is goroce's anyway; an ID binds only in the device's
-	 * family, so AF_ONLY holds too. */
+	 * behaviour is goroce's anyway. AF_ONLY changes nothing: requests
+	 * come in goroce0's one family, and a listener bound to the wildcard
+	 * or a loopback address of either family takes them. */
 	if (level == RDMA_OPTION_ID && (optname == RDMA_OPTION_ID_REUSEADDR || optname == RDMA_OPTION_ID_AFONLY))
 		return optlen == sizeof(int) ? 0 : err(EINVAL);
 	ENOSYS_RET("rdma_set_option", -1);
