@@ -980,18 +980,63 @@ EXPORT void rdma_freeaddrinfo(struct rdma_addrinfo *res)
 	}
 }
 
+/* copy_hint copies one of the hints' addresses, of their length (at most
+ * a sockaddr_storage); 0 or an errno. */
+static int copy_hint(struct sockaddr **dst, socklen_t *dst_len, const struct sockaddr *src, socklen_t len)
+{
+	if (!src || !len)
+		return 0;
+	if (len > sizeof(struct sockaddr_storage))
+		return EINVAL;
+	if (!(*dst = calloc(1, sizeof(struct sockaddr_storage))))
+		return ENOMEM;
+	memcpy(*dst, src, len);
+	*dst_len = len;
+	return 0;
+}
+
+/* addrinfo_from_hints is rdma_getaddrinfo with neither node nor service,
+ * as librdmacm's: the hints' flags, family, QP type and port space, and
+ * their addresses. */
+static int addrinfo_from_hints(const struct rdma_addrinfo *hints, struct rdma_addrinfo **res)
+{
+	struct rdma_addrinfo *r = calloc(1, sizeof *r);
+	if (!r)
+		return err(ENOMEM);
+	r->ai_flags = hints->ai_flags;
+	r->ai_family = hints->ai_family;
+	r->ai_qp_type = hints->ai_qp_type;
+	r->ai_port_space = hints->ai_port_space;
+	int ret = copy_hint(&r->ai_src_addr, &r->ai_src_len, hints->ai_src_addr, hints->ai_src_len);
+	if (!ret)
+		ret = copy_hint(&r->ai_dst_addr, &r->ai_dst_len, hints->ai_dst_addr, hints->ai_dst_len);
+	if (!ret && live_add(r, OBJ_ADDRINFO))
+		ret = ENOMEM;
+	if (ret) {
+		free(r->ai_src_addr);
+		free(r->ai_dst_addr);
+		free(r);
+		return err(ret);
+	}
+	*res = r;
+	return 0;
+}
+
 /* rdma_getaddrinfo resolves node and service with getaddrinfo, as
  * librdmacm does for IP addresses: the address goes to ai_src_addr for
  * RAI_PASSIVE, else to ai_dst_addr (with hints' ai_src_addr as the
  * source). With no node, a passive address is the wildcard of goroce0's
- * family. */
+ * family. With neither node nor service, the hints are the answer
+ * (libfabric's verbs provider asks so with the address it connects to). */
 EXPORT int rdma_getaddrinfo(const char *node, const char *service, const struct rdma_addrinfo *hints,
 			    struct rdma_addrinfo **res)
 {
 	struct addrinfo ai_hints = {0}, *ai;
 	int passive = hints && (hints->ai_flags & RAI_PASSIVE);
-	if ((!node && !service) || !res)
+	if ((!node && !service && !hints) || !res)
 		return err(EINVAL);
+	if (!node && !service)
+		return addrinfo_from_hints(hints, res);
 	ai_hints.ai_family = hints ? hints->ai_family : 0;
 	if (!ai_hints.ai_family && !node && cma_ready())
 		ai_hints.ai_family = IN6_IS_ADDR_V4MAPPED((struct in6_addr *)cma_gid.raw) ? AF_INET : AF_INET6;
