@@ -154,7 +154,9 @@
 // Environment:
 //
 //	GOROCE_ADDR        the device's IP address, or address:port (default 127.0.0.1, port 4791)
-//	GOROCE_MTU         the port's active MTU in bytes (default 4096)
+//	GOROCE_MTU         the port's active MTU in bytes (default: rxe's on the netdev the address lives on, the
+//	                   largest of 256 ... 4096 that fits in its MTU less 80 bytes: 4096 on lo, 1024 on 1500;
+//	                   4096 on an address of no interface)
 //	GOROCE_BUSY_POLL   how long a CQ wait spins driving the receive path (default 200us; 0: off);
 //	                   while on, ibv_poll_cq on an empty CQ reads the socket itself, in the caller's thread,
 //	                   and while packets arrive and nothing polls a CQ (the passive side of RDMA WRITEs)

@@ -40,3 +40,16 @@ func TestFabricCM(t *testing.T) {
 		t.Errorf("fabric_cm printed\n%s\nrxe printed (testdata/fabric_cm.rxe.txt)\n%s\nstderr:\n%s", got, &want, &p.stderr)
 	}
 }
+
+// TestRxeMTU: goroce0's MTU on a netdev, unless GOROCE_MTU says, is
+// rxe's: the lab's rxe0 is 1024 on eth0's 1500 and 4096 on 9000.
+func TestRxeMTU(t *testing.T) {
+	for _, c := range []struct{ netdev, want int }{
+		{65536, 4096}, {9000, 4096}, {4176, 4096}, {4175, 2048}, {1500, 1024}, {1104, 1024}, {1103, 512},
+		{576, 256}, {100, 256},
+	} {
+		if got := rxeMTU(c.netdev); got != c.want {
+			t.Errorf("rxeMTU(%d) = %d, want %d", c.netdev, got, c.want)
+		}
+	}
+}
