@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/goroce/goroce/wire/testenv"
+	"github.com/goroce/goroce/bench/testenv"
 )
 
 // The tests of this file put goroce0 on 127.141.0.N, or in network
