@@ -86,7 +86,8 @@ func tryCMPair(t *testing.T, lib, sa, ca string, server, client []string) (sout,
 	}
 	c := start(ctx, t, lib, ca, []string{"GOROCE_DEBUG=1"}, client[0], client[1:]...)
 	cerr := <-c.done
-	return s.stdout.String(), c.stdout.String(), pairErr(c, cerr, s, s.waitAfterClient())
+	serr := s.waitAfterClient()
+	return s.stdout.String(), c.stdout.String(), pairErr(c, cerr, s, serr)
 }
 
 // waitAfterClient waits for a server whose client has exited, and kills
