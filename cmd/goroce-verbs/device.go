@@ -68,7 +68,7 @@ func config() (rnic.Config, func() error, error) {
 		return cfg, nil, err
 	}
 	cfg.Addr = addr
-	if cfg.MTU, err = deviceMTU(); err != nil {
+	if cfg.MTU, err = deviceMTU(addr.Addr()); err != nil {
 		return cfg, nil, err
 	}
 	// Polling mode, as goroce perf has it unless -e: the thread that
@@ -115,11 +115,13 @@ func deviceAddr() (netip.AddrPort, error) {
 	return ap, nil
 }
 
-// deviceMTU parses GOROCE_MTU (0 when unset: rnic's default).
-func deviceMTU() (int, error) {
+// deviceMTU parses GOROCE_MTU. Unset, it is the MTU rxe would take on
+// the netdev addr lives on (linkMTU), or 0 (rnic's default) if none holds
+// addr.
+func deviceMTU(addr netip.Addr) (int, error) {
 	s := os.Getenv("GOROCE_MTU")
 	if s == "" {
-		return 0, nil
+		return linkMTU(addr), nil
 	}
 	mtu, err := strconv.Atoi(s)
 	if err != nil {

@@ -9,19 +9,24 @@
 //
 // The same preload stands in for librdmacm.so.1 too, so programs that
 // connect with rdma_cm (rping, ucmatose, udaddy, rdma_server/rdma_client,
-// perftest's -R) run unmodified: shim/rdmacm.c defines every rdma_*
-// function librdmacm exports, with the layouts of Debian's librdmacm-dev
-// <rdma/rdma_cma.h>, and rdmacm.go connects them to package rnic/cm, the
-// connection manager, on goroce0 (its CM MADs travel on QP1 as with
-// rxe). One library rather than a second one, because the CM drives the
-// QPs the verbs half created (rdma_create_qp is ibv_create_qp, then the
-// CM moves the QP to INIT, and to RTR and RTS as the connection forms),
-// and a program linked with both libraries needs both stood in for;
-// goroce exec then preloads one file as before. What it does not support
-// (multicast, rdma_init_qp_attr, rdma_establish, rdma_notify, rdma_cm
-// SRQs, rdma_create_qp_ex, ECE, options but REUSEADDR and AFONLY) fails
-// with ENOSYS, and with GOROCE_DEBUG says so once. The rsocket functions
-// are not stood in for.
+// perftest's -R, libfabric's verbs provider) run unmodified:
+// shim/rdmacm.c defines every rdma_* function librdmacm exports, with the
+// layouts of Debian's librdmacm-dev <rdma/rdma_cma.h>, and rdmacm.go
+// connects them to package rnic/cm, the connection manager, on goroce0
+// (its CM MADs travel on QP1 as with rxe). One library rather than a
+// second one, because the CM drives the QPs the verbs half created
+// (rdma_create_qp is ibv_create_qp, then the CM moves the QP to INIT, and
+// to RTR and RTS as the connection forms), and a program linked with both
+// libraries needs both stood in for; goroce exec then preloads one file as
+// before. As with the kernel's rdma_cm, an ID bound to the wildcard
+// address or to a loopback one that is not goroce0's is bound to no
+// device (id->verbs stays NULL) until it resolves a peer, and a listener
+// on it takes requests to goroce0's address: libfabric binds "localhost"
+// so, then each interface's address, to learn which addresses are a
+// device's. What it does not support (multicast, rdma_init_qp_attr,
+// rdma_establish, rdma_notify, rdma_cm SRQs, rdma_create_qp_ex, ECE,
+// options but REUSEADDR and AFONLY) fails with ENOSYS, and with
+// GOROCE_DEBUG says so once. The rsocket functions are not stood in for.
 //
 // Two libraries, because a program that never calls a verb must not pay
 // for a Go runtime:
@@ -149,7 +154,9 @@
 // Environment:
 //
 //	GOROCE_ADDR        the device's IP address, or address:port (default 127.0.0.1, port 4791)
-//	GOROCE_MTU         the port's active MTU in bytes (default 4096)
+//	GOROCE_MTU         the port's active MTU in bytes (default: rxe's on the netdev the address lives on, the
+//	                   largest of 256 ... 4096 that fits in its MTU less 80 bytes: 4096 on lo, 1024 on 1500;
+//	                   4096 on an address of no interface)
 //	GOROCE_BUSY_POLL   how long a CQ wait spins driving the receive path (default 200us; 0: off);
 //	                   while on, ibv_poll_cq on an empty CQ reads the socket itself, in the caller's thread,
 //	                   and while packets arrive and nothing polls a CQ (the passive side of RDMA WRITEs)
@@ -405,7 +412,7 @@
 //	rdma_resolve_addr                 works
 //	rdma_resolve_route                works
 //	rdma_set_local_ece                works differently from rxe: ENOSYS, no ECE
-//	rdma_set_option                   works: REUSEADDR and AFONLY; the other options ENOSYS
+//	rdma_set_option                   works: REUSEADDR; AFONLY taken, it changes nothing on goroce0's one family; the other options ENOSYS
 //	rfcntl                            works differently from rxe: EBADF, no rsocket exists
 //	rgetpeername                      works differently from rxe: EBADF, no rsocket exists
 //	rgetsockname                      works differently from rxe: EBADF, no rsocket exists

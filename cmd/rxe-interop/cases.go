@@ -229,7 +229,7 @@ func matrix(p plan) []interopCase {
 					cs = append(cs, p.preloadCase(t, true, r, f, mtu, firstPort+len(cs)))
 				}
 				for _, t := range p.rdmacmPreload {
-					if mtu == rdmacmPreloadMTU {
+					if mtu == rdmacmPreloadMTU && rdmacmPreloadRuns(t, f) {
 						cs = append(cs, p.rdmacmPreloadCase(t, r, f, firstPort+len(cs)))
 					}
 				}

@@ -41,14 +41,17 @@
 //	interop: rping rxe-client ipv6 mtu=1024 PASS (...)
 //
 // and so does each preloaded rdma_cm case (-rdmacm rping-preload,
-// ucmatose, udaddy, rdma_server): Debian's rping -V, ucmatose, udaddy
-// (UD, resolved with SIDR REQ/REP) and rdma_server/rdma_client on both
-// sides, goroce's under `goroce exec` with its librdmacm preloaded too,
-// at MTU 1024 only (their messages, 16 to 100 bytes, fit one packet, so
-// 4096 would add nothing). Preloaded rping is checked as rping is;
-// ucmatose and udaddy pass when both sides print "test complete" and
-// "return status 0", rdma_server and rdma_client when they print
-// "rdma_server: end 0" and "rdma_client: end 0" (rdmacm.go):
+// ucmatose, udaddy, rdma_server, fi_pingpong): Debian's rping -V,
+// ucmatose, udaddy (UD, resolved with SIDR REQ/REP), rdma_server/
+// rdma_client and libfabric's fi_pingpong (its verbs provider's MSG
+// endpoints, IPv4 only) on both sides, goroce's under `goroce exec` with
+// its librdmacm preloaded too, at MTU 1024 only (their messages, 16 to
+// 4096 bytes, fit one to four packets, so 4096 would add nothing).
+// Preloaded rping is checked as rping is; ucmatose and udaddy pass when
+// both sides print "test complete" and "return status 0", rdma_server and
+// rdma_client when they print "rdma_server: end 0" and "rdma_client: end
+// 0", fi_pingpong when both sides checked every message (-c) and printed
+// its row with every message sent and acknowledged (rdmacm.go):
 //
 //	interop: ucmatose preloaded rxe-server ipv6 mtu=1024 PASS (...)
 //
@@ -126,7 +129,7 @@
 //	go run ./cmd/rxe-interop [-goroce BIN] [-lab PATH] [-out DIR] [-v]
 //	    [-transports rc,uc,ud|none] [-perftests write_bw,...|none]
 //	    [-preload rc,uc,ud,srq,write_bw,...,rc-e,send_bw-e,send_lat-e|none]
-//	    [-rdmacm rping,rping-preload,ucmatose,udaddy,rdma_server|none] [-own ext_qp|none]
+//	    [-rdmacm rping,rping-preload,ucmatose,udaddy,rdma_server,fi_pingpong|none] [-own ext_qp|none]
 //	    [-roles server,client] [-families ipv4,ipv6] [-mtus 1024,4096]
 //	    [-iters 5] [-perf-iters 20]
 //

@@ -39,7 +39,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fs.PrintDefaults()
 	}
 	addr := fs.String("addr", "", "goroce0's IP address (GOROCE_ADDR; default 127.0.0.1)")
-	mtu := fs.Int("mtu", 0, "the port's active MTU: 256, 512, 1024, 2048 or 4096 (GOROCE_MTU; default 4096)")
+	mtu := fs.Int("mtu", 0, "the port's active MTU: 256, 512, 1024, 2048 or 4096 (GOROCE_MTU; default rxe's on the address's interface: 4096 on lo, 1024 on MTU 1500)")
 	trace := fs.Bool("trace", false, "print the packet trace on stderr (GOROCE_TRACE=1)")
 	pcap := fs.String("pcap", "", "write every packet to this pcap `file` (GOROCE_PCAP)")
 	debugFlag := fs.Bool("debug", false, "say on stderr why a verb failed (GOROCE_DEBUG=1)")
