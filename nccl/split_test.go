@@ -1,6 +1,7 @@
 package nccl
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -16,7 +17,7 @@ import (
 // 127.61.<net>.(20+rank), with opts(r) for rank r.
 func initComms(t *testing.T, n, net int, opts func(r int) Options) []*Comm {
 	t.Helper()
-	id, err := GetUniqueID()
+	id, err := GetUniqueID(Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -26,7 +27,7 @@ func initComms(t *testing.T, n, net int, opts func(r int) Options) []*Comm {
 	for r := range n {
 		wg.Go(func() {
 			o := opts(r)
-			o.Addr = fmt.Sprintf("127.61.%d.%d", net, 20+r)
+			o.Addr = cmp.Or(o.Addr, fmt.Sprintf("127.61.%d.%d", net, 20+r))
 			o.BootstrapTimeout, o.Timeout = 10*time.Second, 10*time.Second
 			comms[r], errs[r] = CommInitRank(t.Context(), n, id, r, o)
 		})

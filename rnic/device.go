@@ -18,7 +18,6 @@ import (
 	"github.com/goroce/goroce/qp"
 	"github.com/goroce/goroce/rnic/clock"
 	"github.com/goroce/goroce/rnic/link"
-	"github.com/goroce/goroce/rnic/udplink"
 	"github.com/goroce/goroce/wire"
 )
 
@@ -27,8 +26,11 @@ type Config struct {
 	// Addr is the device's IP address and UDP port. The port defaults to
 	// 4791; several devices on one host use distinct loopback addresses.
 	Addr netip.AddrPort
-	// Link carries the packets. Nil opens a UDP socket on Addr (udplink).
+	// Link carries the packets. Nil opens the wire Wire names at Addr
+	// (OpenLink): a UDP socket unless it says shared memory.
 	Link link.Link
+	// Wire is the link Open opens when Link is nil.
+	Wire Wire
 	// MTU is the port's active MTU: 256, 512, 1024, 2048 or 4096 (default).
 	MTU int
 	// Workers is the number of worker goroutines, which run the QPs'
@@ -307,16 +309,8 @@ func Open(cfg Config) (*Device, error) {
 	}
 	l := cfg.Link
 	if l == nil {
-		ul, err := udplink.Open(udplink.Config{Local: cfg.Addr, Logger: log, RoCEv2GSO: true})
-		if err != nil {
+		if l, err = OpenLink(cfg.Wire, cfg.Addr, log); err != nil {
 			return nil, err
-		}
-		l = ul
-		if sb := ul.SocketBuffers(); sb.Capped() {
-			log.Warn("the kernel capped the socket buffers: expect drops and retransmissions under load "+
-				"(run as root, or raise net.core.rmem_max and net.core.wmem_max)",
-				zap.Int("read_requested", sb.RequestedRead), zap.Int("read_granted", sb.Read),
-				zap.Int("write_requested", sb.RequestedWrite), zap.Int("write_granted", sb.Write))
 		}
 	}
 	d := &Device{
