@@ -85,6 +85,7 @@ func goroce_create_cq(cqe C.int, channel C.uint32_t, obj C.uintptr_t, ring *C.st
 	e.tail = atomic.LoadUint32(t)
 	cq.SetHeld(e.held)
 	cObjects.Store(cq, e.obj)
+	addAsyncObject(e.obj)
 	if ch != nil {
 		go e.notify(ch)
 	} else {

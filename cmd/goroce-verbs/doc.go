@@ -80,7 +80,10 @@
 // poll and epoll work on them; the core adds one per event and the shim's
 // ibv_get_cq_event and ibv_get_async_event read one, then take the event.
 // ibv_destroy_cq waits until every event it handed out is acknowledged
-// (ibv_ack_cq_events), as rdma-core does.
+// (ibv_ack_cq_events), and ibv_destroy_qp, ibv_destroy_srq and
+// ibv_destroy_cq until every async event of the object the program took is
+// (ibv_ack_async_event), as rdma-core's do; an object's events nobody took
+// go with it.
 //
 // Fork: the Go runtime does not survive fork, so in the child of a process
 // that has loaded the core every verb fails with ENODEV; a child that
