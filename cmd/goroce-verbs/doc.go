@@ -157,6 +157,25 @@
 // does not survive fork); and the uverbs device is uverbs0 even on a host
 // with its own, which the process then does not see.
 //
+// # UCX
+//
+// UCX 1.13 (Debian's libucx0, ucx_perftest, Open MPI's pml ucx and osc
+// ucx) opens goroce0 as it opens rxe0 and uses the two transports it finds
+// on rxe: rc_verbs and ud_verbs (rc_mlx5, dc_mlx5 and ud_mlx5 need mlx5's
+// provider, on rxe too). Between two processes of one host UCX prefers
+// shared memory; UCX_TLS=rc_verbs,ud_verbs,self (RC, with UD for its
+// wire-up) or ud_verbs,self keeps every byte on goroce0, and so does the
+// default selection between processes UCX takes for two hosts. Over an
+// IPv4 GID, UCX 1.13's UD transport drops every datagram while its RoCE
+// destination-GID filter is on, because it reads the IP version from
+// wc.sl as mlx5 encodes it, and rxe and goroce report sl 0: goroce exec sets
+// UCX_UD_VERBS_ETH_DGID_CHECK=n unless the environment sets it (UCX 1.19
+// reads the version from the GRH area). Over IPv6 GIDs the filter passes.
+// librdmacm's stand-in keeps a context of goroce0 for the CM, as librdmacm
+// keeps its devices, and closes it as the process ends (librdmacm's
+// destructor does too), so goroce0 closes, and GOROCE_DEBUG prints its
+// counters, when a program such as UCX has loaded the CM.
+//
 // Environment:
 //
 //	GOROCE_ADDR        the device's IP address, or address:port (default 127.0.0.1, port 4791)
