@@ -223,7 +223,7 @@ func goroce_close(h C.uint32_t) C.int {
 	}
 	close(dev.done)
 	<-dev.spinExited // no Progress once the device closes
-	debugf("goroce0 closes: %s", counterLine(dev.d))
+	debugf("goroce0 on %v closes: %s", dev.d.Addr(), counterLine(dev.d))
 	err := dev.d.Close()
 	dev.closeCapture()
 	dev.stopProfile()

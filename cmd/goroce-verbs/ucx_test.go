@@ -116,7 +116,7 @@ func (p ucxPair) run(t *testing.T) ucxResult {
 	if strings.Contains(r.out, " ERROR ") || strings.Contains(r.out, "Fatal:") {
 		t.Errorf("UCX reported an error\n%s", r.out)
 	}
-	r.client, r.server = closeCounters(t, "client", c.stderr.String()), closeCounters(t, "server", s.stderr.String())
+	r.client, r.server = sideCounters(t, "client", c.stderr.String()), sideCounters(t, "server", s.stderr.String())
 	if t.Failed() {
 		t.FailNow()
 	}
@@ -143,28 +143,40 @@ func (p ucxPair) checkBytes(t *testing.T, r ucxResult) {
 	}
 }
 
-// closeCounters sums the counters of GOROCE_DEBUG's "goroce0 closes: name
-// value ..." lines in a program's stderr: one for each time the program
-// opened goroce0 and closed it again.
-func closeCounters(t *testing.T, who, stderr string) map[string]int64 {
-	t.Helper()
-	lines := regexp.MustCompile(`(?m)^goroce-verbs: goroce0 closes: (.*)$`).FindAllStringSubmatch(stderr, -1)
-	if lines == nil {
-		t.Errorf("the %s's goroce0 never said it closed (GOROCE_DEBUG)\n%s", who, stderr)
-		return nil
-	}
-	counters := map[string]int64{}
-	for _, m := range lines {
-		f := strings.Fields(m[1])
+// closeCounters sums, by device address, the counters of GOROCE_DEBUG's
+// "goroce0 on ADDR closes: name value ..." lines in a program's output: one
+// for each time a process opened goroce0 and closed it again.
+func closeCounters(out string) (map[string]map[string]int64, error) {
+	byAddr := map[string]map[string]int64{}
+	for _, m := range regexp.MustCompile(`(?m)^goroce-verbs: goroce0 on (\S+) closes: (.*)$`).FindAllStringSubmatch(out, -1) {
+		if byAddr[m[1]] == nil {
+			byAddr[m[1]] = map[string]int64{}
+		}
+		f := strings.Fields(m[2])
 		for i := 0; i+1 < len(f); i += 2 {
 			n, err := strconv.ParseInt(f[i+1], 10, 64)
 			if err != nil {
-				t.Errorf("the %s's counter line: %q", who, m[0])
+				return nil, fmt.Errorf("counter line %q: %v", m[0], err)
 			}
-			counters[f[i]] += n
+			byAddr[m[1]][f[i]] += n
 		}
 	}
-	return counters
+	return byAddr, nil
+}
+
+// sideCounters is closeCounters of one program, which must have opened
+// goroce0 at one address only.
+func sideCounters(t *testing.T, who, stderr string) map[string]int64 {
+	t.Helper()
+	byAddr, err := closeCounters(stderr)
+	if err != nil || len(byAddr) != 1 {
+		t.Errorf("the %s's goroce0 did not say once where it closed (GOROCE_DEBUG): %v\n%s", who, err, stderr)
+		return nil
+	}
+	for _, c := range byAddr {
+		return c
+	}
+	return nil
 }
 
 // UCP-level tests: tag matching, streams and one-sided puts, small and
