@@ -18,7 +18,7 @@
 // chapter's C program from docs/course/c (the chapter's directory has
 // docs/ in it, as a clone does); such a chapter, and one that runs
 // "goroce exec", needs gcc and libibverbs-dev, and skips without them
-// (fails under GOROCE_CI_STRICT=1, see wire/testenv). The "<!-- expect: REGEXP -->"
+// (fails under GOROCE_CI_STRICT=1, see bench/testenv). The "<!-- expect: REGEXP -->"
 // comments right after the block are Go regular expressions (multi-line
 // mode: ^ and $ match at line ends) that must each match the block's
 // output, stdout and stderr together. A checked block needs at least one.
@@ -45,8 +45,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/goroce/goroce/bench/testenv"
 	"github.com/goroce/goroce/cmd/goroce-verbs/build"
-	"github.com/goroce/goroce/wire/testenv"
 )
 
 // blockTimeout bounds the commands of one block together. It is a guard
@@ -123,25 +123,28 @@ func TestCourse(t *testing.T) {
 				t.Fatal(err)
 			}
 			// The output the next shown block is compared with: that of
-			// the blocks run since the last shown block, or that block's.
+			// the blocks run since the last shown block, or that block's;
+			// and whether those blocks print the same numbers every run.
 			var pending, current strings.Builder
 			pendingOK, currentOK := true, true
+			pendingExact, currentExact := true, true
 			for _, b := range parsed[ch] {
 				out, ok := runBlock(t, ch, b, bin, dir, env)
 				pending.WriteString(out)
 				pendingOK = pendingOK && ok
+				pendingExact = pendingExact && repeatable(b)
 				for _, sb := range b.shown {
 					if pending.Len() > 0 {
 						current.Reset()
 						current.WriteString(pending.String())
-						currentOK = pendingOK
+						currentOK, currentExact = pendingOK, pendingExact
 						pending.Reset()
-						pendingOK = true
+						pendingOK, pendingExact = true, true
 					}
 					if !currentOK {
 						continue // the failed command is reported
 					}
-					if msg := checkShown(sb, current.String()); msg != "" {
+					if msg := checkShown(sb, current.String(), currentExact); msg != "" {
 						t.Errorf("%s:%d: the output shown is not what the commands print now: %s", ch, sb.line, msg)
 					}
 				}

@@ -16,7 +16,7 @@ import (
 var backgroundGoRun = regexp.MustCompile(`^\s*(\$ )?(sudo )?(\S+=\S+ )*go run .*&\s*(#.*)?$`)
 
 // TestNoBackgroundGoRun checks the README and every Markdown file under
-// docs for such lines (issue 25 item 7).
+// docs for such lines.
 func TestNoBackgroundGoRun(t *testing.T) {
 	files := []string{"../README.md"}
 	err := filepath.WalkDir(".", func(path string, d os.DirEntry, err error) error {

@@ -38,7 +38,11 @@ import (
 // only what legitimately changes from run to run:
 //
 //   - numbers with a decimal point: timestamps, times, rates (a run may
-//     print such a number without decimals);
+//     print such a number without decimals); except in the output of
+//     commands that print the same numbers on every run, where they must
+//     be as shown: `goroce lesson`, whose lab runs in virtual time, and
+//     `goroce pcap`, which prints the times a capture file holds (see
+//     repeatable);
 //   - QPNs, keys and virtual addresses (the hex number after "qp=",
 //     "qp ", "QP ", "QPN ", "srcqp=", "rkey=", "rkey ", "rkey is ", "lkey=",
 //     "va="),
@@ -52,6 +56,30 @@ import (
 // Everything else must be as shown: opcode names, flags, lengths, MSNs,
 // counters, the lines themselves. A lost or added line, or a renamed
 // opcode, fails the test.
+
+// repeatable reports whether every command of a checked block prints the
+// same numbers on every run (QPNs, keys and addresses aside, which are
+// random): goroce lesson and goroce pcap. A shown block of their output
+// must show their decimal numbers, the trace's timestamps among them, as
+// they come out.
+func repeatable(b checkedBlock) bool {
+	for _, c := range b.commands {
+		if c.program != "goroce" || len(c.args) == 0 || c.args[0] != "lesson" && c.args[0] != "pcap" {
+			return false
+		}
+	}
+	return true
+}
+
+// A numbersRule says which numbers of a shown line may differ from the
+// run's.
+type numbersRule int
+
+const (
+	decimalsVary numbersRule = iota // numbers with a decimal point (the default)
+	allVary                         // every number: "numbers vary"
+	noneVary                        // none: the output of repeatable commands
+)
 
 // An outputMode says how a ```text block relates to the commands' output.
 type outputMode int
@@ -206,11 +234,11 @@ func (b *bindings) bind(kind byte, s, r uint64) bool {
 // match reports whether run line r is shown line s under b, recording the
 // new bindings in b.
 func (b *bindings) match(s, r shape) bool {
-	return b.matchNumbers(s, r, false)
+	return b.matchNumbers(s, r, decimalsVary)
 }
 
-// matchNumbers is match; with loose, a number shown stands for any.
-func (b *bindings) matchNumbers(s, r shape, loose bool) bool {
+// matchNumbers is match, with the numbers that may differ given by rule.
+func (b *bindings) matchNumbers(s, r shape, rule numbersRule) bool {
 	if s.text != r.text || len(s.tokens) != len(r.tokens) {
 		return false
 	}
@@ -223,7 +251,8 @@ func (b *bindings) matchNumbers(s, r shape, loose bool) bool {
 			// A decimal number shown stands for any number (nccl-tests
 			// prints a time of 42322 us without decimals); a whole
 			// number must be as shown.
-			if !loose && !strings.Contains(t.text, ".") && t.text != rt.text {
+			vary := rule == allVary || rule == decimalsVary && strings.Contains(t.text, ".")
+			if !vary && t.text != rt.text {
 				return false
 			}
 		case !b.bind(t.kind, t.value, rt.value):
@@ -245,10 +274,19 @@ func shapesOf(lines []string) []shape {
 }
 
 // checkShown compares a shown block with the output of a run and returns
-// what does not match ("" if all does).
-func checkShown(sb shownBlock, output string) string {
+// what does not match ("" if all does). exact says that the commands
+// print the same numbers every run (repeatable): then decimal numbers
+// must be as shown too, unless the block says "numbers vary".
+func checkShown(sb shownBlock, output string, exact bool) string {
 	run := shapesOf(strings.Split(output, "\n"))
 	b := newBindings()
+	rule := decimalsVary
+	switch {
+	case sb.loose:
+		rule = allVary
+	case exact:
+		rule = noneVary
+	}
 	if sb.mode == anyOrder {
 		var shown []string
 		for _, l := range sb.lines {
@@ -256,7 +294,7 @@ func checkShown(sb shownBlock, output string) string {
 				shown = append(shown, l)
 			}
 		}
-		a := &anyMatcher{run: run, shown: shapesOf(shown), used: make([]bool, len(run)), budget: 1 << 20, loose: sb.loose}
+		a := &anyMatcher{run: run, shown: shapesOf(shown), used: make([]bool, len(run)), budget: 1 << 20, rule: rule}
 		if a.place(0, b) {
 			return ""
 		}
@@ -276,7 +314,7 @@ func checkShown(sb shownBlock, output string) string {
 		cur, text = append(cur, shapeOf(l)), append(text, l)
 	}
 	segs, texts = append(segs, cur), append(texts, text)
-	m := &matcher{run: run, segs: segs, budget: 1 << 20, loose: sb.loose}
+	m := &matcher{run: run, segs: segs, budget: 1 << 20, rule: rule}
 	if m.place(0, 0, b) {
 		return ""
 	}
@@ -294,10 +332,10 @@ func checkShown(sb shownBlock, output string) string {
 type anyMatcher struct {
 	run    []shape
 	shown  []shape
-	used   []bool // run lines taken
-	budget int    // line comparisons left
-	loose  bool   // numbers vary
-	worst  int    // the furthest shown line that found none, for the message
+	used   []bool      // run lines taken
+	budget int         // line comparisons left
+	rule   numbersRule // which numbers may differ
+	worst  int         // the furthest shown line that found none, for the message
 }
 
 // place reports whether shown[i:] find lines under b.
@@ -314,7 +352,7 @@ func (a *anyMatcher) place(i int, b *bindings) bool {
 		if a.used[j] {
 			continue
 		}
-		if c := b.clone(); c.matchNumbers(a.shown[i], r, a.loose) {
+		if c := b.clone(); c.matchNumbers(a.shown[i], r, a.rule) {
 			a.used[j] = true
 			if a.place(i+1, c) {
 				return true
@@ -329,8 +367,8 @@ func (a *anyMatcher) place(i int, b *bindings) bool {
 type matcher struct {
 	run    []shape
 	segs   [][]shape
-	budget int  // line comparisons left, against a search without end
-	loose  bool // numbers vary
+	budget int         // line comparisons left, against a search without end
+	rule   numbersRule // which numbers may differ
 	// The furthest run of lines that did not fit, for the message: its
 	// index, and where most of its lines fit and how many.
 	worstSeg, worstAt, worstLen int
@@ -351,7 +389,7 @@ func (m *matcher) place(i, at int, b *bindings) bool {
 	for start := at; start+len(seg) <= len(m.run) && m.budget > 0; start++ {
 		c := b.clone()
 		n := 0
-		for n < len(seg) && c.matchNumbers(seg[n], m.run[start+n], m.loose) {
+		for n < len(seg) && c.matchNumbers(seg[n], m.run[start+n], m.rule) {
 			n++
 		}
 		m.budget -= n + 1
@@ -403,7 +441,7 @@ A 0.2 recv 10.0.0.2:4791 > 10.0.0.1:4791 RC_ACKNOWLEDGE qp=0xcdacdb psn=0x100000
 A 0.3 send 10.0.0.1:4791 > 10.0.0.2:4791 RC_SEND_FIRST qp=0xf53bc2 psn=0x100001 len=1024
 A 0.4 send 10.0.0.1:4791 > 10.0.0.2:4791 RC_SEND_LAST qp=0xf53bc2 psn=0x100002 ackreq len=452`, "\n")
 	for _, mode := range []outputMode{inOrder, anyOrder} {
-		if msg := checkShown(shownBlock{mode: mode, lines: shown}, run); msg != "" {
+		if msg := checkShown(shownBlock{mode: mode, lines: shown}, run, false); msg != "" {
 			t.Errorf("mode %d: %s", mode, msg)
 		}
 	}
@@ -432,25 +470,41 @@ A 0.4 send 10.0.0.1:4791 > 10.0.0.2:4791 RC_SEND_LAST qp=0xf53bc2 psn=0x100002 a
 			r = strings.Replace(run, "B 0.002392 send 10.0.0.2:4791 > 10.0.0.1:4791 RC_ACKNOWLEDGE qp=0x33bb44 psn=0x000a02 aeth(ACK msn=2)\n", "", 1)
 			lines = append(append([]string(nil), shown...),
 				"B 0.5 send 10.0.0.2:4791 > 10.0.0.1:4791 RC_ACKNOWLEDGE qp=0xcdacdb psn=0x100002 aeth(ACK msn=2)")
-			if msg := checkShown(shownBlock{mode: inOrder, lines: lines}, run); msg != "" {
+			if msg := checkShown(shownBlock{mode: inOrder, lines: lines}, run, false); msg != "" {
 				t.Errorf("%s: the full run does not match: %s", c.name, msg)
 			}
 		}
 		for _, mode := range c.modes {
-			if checkShown(shownBlock{mode: mode, lines: lines}, r) == "" {
+			if checkShown(shownBlock{mode: mode, lines: lines}, r, false) == "" {
 				t.Errorf("%s, mode %d: passed", c.name, mode)
 			}
 		}
 	}
 	// Numbers vary: any count stands for any other, the rest still counts.
 	counts := []string{"marked=14808 cnps=10822 drops=0"}
-	if checkShown(shownBlock{mode: inOrder, lines: counts}, "marked=1 cnps=2 drops=3\n") == "" {
+	if checkShown(shownBlock{mode: inOrder, lines: counts}, "marked=1 cnps=2 drops=3\n", false) == "" {
 		t.Error("other counts passed")
 	}
-	if msg := checkShown(shownBlock{mode: inOrder, loose: true, lines: counts}, "marked=1 cnps=2 drops=3\n"); msg != "" {
+	if msg := checkShown(shownBlock{mode: inOrder, loose: true, lines: counts}, "marked=1 cnps=2 drops=3\n", true); msg != "" {
 		t.Errorf("numbers vary: %s", msg)
 	}
-	if checkShown(shownBlock{mode: inOrder, loose: true, lines: counts}, "marked=1 cnps=2 timeouts=3\n") == "" {
+	if checkShown(shownBlock{mode: inOrder, loose: true, lines: counts}, "marked=1 cnps=2 timeouts=3\n", false) == "" {
 		t.Error("numbers vary: another counter passed")
+	}
+	// The output of a repeatable command: the times must be as shown, the
+	// QPNs and PSNs still stand for the run's.
+	exact := strings.Split(`B 0.002124 recv 10.0.0.1:4791 > 10.0.0.2:4791 RC_SEND_ONLY qp=0xf53bc2 psn=0x100000 ackreq len=12
+B 0.002225 send 10.0.0.2:4791 > 10.0.0.1:4791 RC_ACKNOWLEDGE qp=0xcdacdb psn=0x100000 aeth(ACK msn=1)`, "\n")
+	for _, mode := range []outputMode{inOrder, anyOrder} {
+		if msg := checkShown(shownBlock{mode: mode, lines: exact}, run, true); msg != "" {
+			t.Errorf("exact, mode %d: %s", mode, msg)
+		}
+		late := append([]string{strings.Replace(exact[0], "0.002124", "0.002125", 1)}, exact[1:]...)
+		if checkShown(shownBlock{mode: mode, lines: late}, run, true) == "" {
+			t.Errorf("exact, mode %d: a time off by a microsecond passed", mode)
+		}
+		if msg := checkShown(shownBlock{mode: mode, lines: late}, run, false); msg != "" {
+			t.Errorf("not exact, mode %d: a time off by a microsecond failed: %s", mode, msg)
+		}
 	}
 }

@@ -56,9 +56,18 @@ const accessRemote = AccessRemoteWrite | AccessRemoteRead | AccessRemoteAtomic
 const accessMR = AccessLocalWrite | accessRemote | AccessMWBind | AccessZeroBased |
 	AccessOnDemand | AccessHugeTLB | AccessRelaxedOrdering
 
+// accessOptional is libibverbs' IBV_ACCESS_OPTIONAL_RANGE: hints a device
+// may ignore (relaxed ordering is its first).
+const accessOptional Access = 0x3ff00000
+
 // accessMW is every flag a memory window bind accepts (ibv_bind_mw's
-// mw_access_flags).
-const accessMW = accessRemote | AccessZeroBased
+// mw_access_flags), rxe's RXE_ACCESS_SUPPORTED_MW: the flags of an MR
+// (LOCAL_WRITE, MW_BIND, ON_DEMAND, FLUSH_*, the optional range: programs
+// pass an MR's flags, as rdma-core's own tests do with LOCAL_WRITE) and
+// ZERO_BASED. Only the remote rights and ZERO_BASED mean anything for a
+// window; the others are accepted and change nothing.
+const accessMW = accessRemote | AccessLocalWrite | AccessMWBind | AccessOnDemand | AccessFlushGlobal |
+	AccessFlushPersistent | accessOptional | AccessZeroBased
 
 var accessNames = [...]struct {
 	bit  Access

@@ -60,7 +60,7 @@ type mwBinding struct {
 	mr     *MR
 	va     uint64 // MR address of the window's first byte
 	length uint64
-	access Access // remote rights, maybe AccessZeroBased
+	access Access // as bound: remote rights, maybe AccessZeroBased, and flags that grant nothing
 	qpn    uint32 // type 2: the only QP that may use the window
 }
 
@@ -146,9 +146,11 @@ func (w *MW) Dealloc() error {
 // unbinds it (mr may then be nil). Either way rkeys of earlier bindings stop
 // working.
 //
-// The rules (IBTA, as rxe checks them): access holds only REMOTE_READ,
-// REMOTE_WRITE and REMOTE_ATOMIC, and never ZERO_BASED for type 1
-// (o10-36.2.2), else ErrInvalidAccess; mr is live (ErrDestroyed), in the
+// The rules (IBTA, as rxe checks them: rxe_mw.c, rxe_check_bind_mw):
+// access holds only flags rxe takes for a window (RXE_ACCESS_SUPPORTED_MW:
+// the remote rights, ZERO_BASED, and an MR's flags such as LOCAL_WRITE,
+// which grant nothing), and never ZERO_BASED for type 1 (o10-36.2.2), else
+// ErrInvalidAccess; mr is live (ErrDestroyed), in the
 // window's PD (ErrPDMismatch), not zero-based (ErrInvalidArgument), and
 // registered with MW_BIND (C10-73, ErrAccessDenied); a window granting
 // REMOTE_WRITE or REMOTE_ATOMIC needs LOCAL_WRITE on the MR (C10-74,
@@ -238,7 +240,7 @@ func (w *MW) checkBind(mr *MR, va uint64, length int, access Access) error {
 	case mr.pd != w.pd:
 		return errorf(ErrPDMismatch, "bind MW rkey %#010x: MR lkey %#010x is in another PD", rkey, mr.lkey)
 	case access&^accessMW != 0:
-		return errorf(ErrInvalidAccess, "bind MW rkey %#010x: access %v: a window grants only REMOTE_READ, REMOTE_WRITE, REMOTE_ATOMIC and ZERO_BASED", rkey, access)
+		return errorf(ErrInvalidAccess, "bind MW rkey %#010x: access %v: %v is not a window's flag (rxe's RXE_ACCESS_SUPPORTED_MW)", rkey, access, access&^accessMW)
 	case mr.access.Has(AccessZeroBased):
 		return errorf(ErrInvalidArgument, "bind MW rkey %#010x: MR lkey %#010x is zero-based; windows bind to address-based MRs only", rkey, mr.lkey)
 	case !mr.access.Has(AccessMWBind):

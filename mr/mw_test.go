@@ -84,6 +84,10 @@ func TestMWType1BindRebindUnbind(t *testing.T) {
 	wantErr(t, "Dereg after unbind", m.Dereg(), nil)
 }
 
+// TestMWBindRules binds both window types against each check of Linux
+// rxe's bind (drivers/infiniband/sw/rxe/rxe_mw.c: rxe_bind_mw's access
+// mask, then rxe_check_bind_mw's rules on the MR), each row naming the
+// check it comes from; a row rxe has no check for says so.
 func TestMWBindRules(t *testing.T) {
 	tab, pd, m := mwSetup(t)
 	other, _ := tab.AllocPD()
@@ -106,20 +110,39 @@ func TestMWBindRules(t *testing.T) {
 		access Access
 		want   error
 	}{
-		{"ok", m, m.Addr(), 4096, AccessRemoteRead | AccessRemoteWrite | AccessRemoteAtomic, nil},
+		{"every remote right", m, m.Addr(), 4096, AccessRemoteRead | AccessRemoteWrite | AccessRemoteAtomic, nil},
+		// rxe_bind_mw: access & ~RXE_ACCESS_SUPPORTED_MW fails; the MR's
+		// flags are in that mask, so rdma-core's tests/test_mr.py
+		// (MWRC: REMOTE_WRITE|LOCAL_WRITE over a LOCAL_WRITE|MW_BIND MR)
+		// binds.
+		{"LOCAL_WRITE in window access (RXE_ACCESS_SUPPORTED_MW)", m, m.Addr(), 8, AccessLocalWrite | AccessRemoteWrite, nil},
+		{"MW_BIND in window access (RXE_ACCESS_SUPPORTED_MW)", m, m.Addr(), 8, AccessMWBind | AccessRemoteRead, nil},
+		{"relaxed ordering in window access (IB_ACCESS_OPTIONAL)", m, m.Addr(), 8, AccessRelaxedOrdering | AccessRemoteRead, nil},
+		{"HUGETLB in window access (not in RXE_ACCESS_SUPPORTED_MW)", m, m.Addr(), 8, AccessHugeTLB | AccessRemoteRead, ErrInvalidAccess},
+		{"an unknown bit in window access", m, m.Addr(), 8, 1<<15 | AccessRemoteRead, ErrInvalidAccess},
+		// rxe_check_bind_mw: "attempt to bind MW to zero based MR".
+		{"zero-based MR", zeroBased, 0, 8, AccessRemoteRead, ErrInvalidArgument},
+		// C10-73: "attempt to bind an MW to an MR without bind access".
 		{"MR without MW_BIND (C10-73)", noBind, noBind.Addr(), 8, AccessRemoteRead, ErrAccessDenied},
+		// C10-74: "attempt to bind an Writable MW to an MR without local
+		// write access": LOCAL_WRITE on the MR, not the remote right.
 		{"writable window, MR without LOCAL_WRITE (C10-74)", readOnly, readOnly.Addr(), 8, AccessRemoteWrite, ErrAccessDenied},
 		{"atomic window, MR without LOCAL_WRITE (C10-74)", readOnly, readOnly.Addr(), 8, AccessRemoteAtomic, ErrAccessDenied},
-		{"read window, MR without LOCAL_WRITE", readOnly, readOnly.Addr(), 8, AccessRemoteRead, nil},
+		{"read window, MR without LOCAL_WRITE (C10-74)", readOnly, readOnly.Addr(), 8, AccessRemoteRead, nil},
+		{"writable window, MR with LOCAL_WRITE and no remote right (C10-74)", m, m.Addr(), 8, AccessRemoteWrite, nil},
+		// C10-75: "attempt to bind a VA MW outside of the MR".
 		{"before MR (C10-75)", m, m.Addr() - 1, 8, AccessRemoteRead, ErrOutOfBounds},
 		{"past MR (C10-75)", m, m.Addr() + 4090, 8, AccessRemoteRead, ErrOutOfBounds},
-		{"LOCAL_WRITE in window access", m, m.Addr(), 8, AccessLocalWrite | AccessRemoteRead, ErrInvalidAccess},
-		{"MW_BIND in window access", m, m.Addr(), 8, AccessMWBind, ErrInvalidAccess},
-		{"MR in another PD", otherMR, otherMR.Addr(), 8, AccessRemoteRead, ErrPDMismatch},
-		{"zero-based MR", zeroBased, 0, 8, AccessRemoteRead, ErrInvalidArgument},
+		{"the whole MR (C10-75)", m, m.Addr(), 4096, AccessRemoteRead, nil},
+		// rxe_bind_mw: an lkey that names no MR (rxe_pool_get_index), or
+		// one deregistered.
 		{"deregistered MR", dead, dead.Addr(), 8, AccessRemoteRead, ErrDestroyed},
 		{"MR of another device", foreign, foreign.Addr(), 8, AccessRemoteRead, ErrInvalidArgument},
 		{"nil MR", nil, 0, 8, AccessRemoteRead, ErrInvalidArgument},
+		// No check of rxe's: it never compares the MR's PD with the
+		// window's; IBTA's windows expose MRs of their own PD, as mlx5's
+		// provider checks (EPERM).
+		{"MR in another PD (not checked by rxe)", otherMR, otherMR.Addr(), 8, AccessRemoteRead, ErrPDMismatch},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := w1.Bind(c.mr, c.va, c.length, c.access)
@@ -152,6 +175,32 @@ func TestMWBindRules(t *testing.T) {
 	wantErr(t, "BindMW2 window of another device", err, ErrInvalidArgument)
 	_, err = pd.AllocMW(3)
 	wantErr(t, "AllocMW type 3", err, ErrInvalidArgument)
+}
+
+// TestMWLocalWriteGrantsNothing binds windows as rdma-core's
+// tests/test_mr.py does (MWRC): REMOTE_WRITE|LOCAL_WRITE over an MR
+// registered with LOCAL_WRITE|MW_BIND only. The window takes peers'
+// WRITEs; LOCAL_WRITE in its access grants no READ or atomic.
+func TestMWLocalWriteGrantsNothing(t *testing.T) {
+	tab, pd, m := mwSetup(t)
+	for _, typ := range []MWType{MWType1, MWType2} {
+		w, err := pd.AllocMW(typ)
+		wantErr(t, "AllocMW", err, nil)
+		access := AccessRemoteWrite | AccessLocalWrite
+		var key uint32
+		if typ == MWType1 {
+			key, err = w.Bind(m, m.Addr(), 128, access)
+		} else {
+			key, err = tab.BindMW2(pd, w, m, m.Addr(), 128, access, qpA, 9)
+		}
+		wantErr(t, typ.String()+" bind", err, nil)
+		_, err = tab.CheckRemote(pd, key, m.Addr(), 128, AccessRemoteWrite, qpA)
+		wantErr(t, typ.String()+" WRITE through the window", err, nil)
+		for _, need := range []Access{AccessRemoteRead, AccessRemoteAtomic} {
+			_, err = tab.CheckRemote(pd, key, m.Addr(), 8, need, qpA)
+			wantErr(t, typ.String()+" "+need.String()+" through the window", err, ErrAccessDenied)
+		}
+	}
 }
 
 func TestMWType2BindInvalidate(t *testing.T) {

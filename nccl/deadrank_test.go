@@ -54,7 +54,7 @@ func (k *killed) has(r int) bool {
 }
 
 // checkSurvivors checks that every rank but victim failed with an OpError
-// whose Peer and message name the victim (GitHub issue 10).
+// whose Peer and message name the victim.
 func checkSurvivors(t *testing.T, what string, errs []error, victim int) {
 	t.Helper()
 	for r, err := range errs {

@@ -46,7 +46,7 @@ var (
 // makes the same calls, #N is the same operation on every rank.
 //
 // Peer is, for a failure caused by another rank, the one to blame: the
-// first rank reported dead by any rank if there is one (GitHub issue 10),
+// first rank reported dead by any rank if there is one,
 // else the rank reported stalled, else the peer this rank waited for.
 type OpError struct {
 	Op   string

@@ -25,9 +25,9 @@ import (
 	"github.com/google/nftables/expr"
 	"golang.org/x/sys/unix"
 
+	"github.com/goroce/goroce/bench/qemurouter"
+	"github.com/goroce/goroce/bench/testenv"
 	"github.com/goroce/goroce/cmd/goroce-verbs/build"
-	"github.com/goroce/goroce/internal/qemurouter"
-	"github.com/goroce/goroce/wire/testenv"
 )
 
 // host is one "host" of the multi-host tests: a network namespace whose
@@ -38,7 +38,7 @@ type host struct{ ns, dev, addr string }
 // joined by a veth pair, two ranks in each, started into their namespace
 // with the environment torchrun gives (and then Open MPI's), and nothing
 // that names a rank's RNIC address: each rank must take its host's address
-// from the route to MASTER_ADDR (issue 25 item 16). Each rank is `goroce
+// from the route to MASTER_ADDR. Each rank is `goroce
 // demo`, which runs every collective and checks each result against its
 // own reference. One host drops 1% of the UDP datagrams it sends (an
 // nftables numgen rule: this kernel has no netem), so go-back-N works on
@@ -67,9 +67,9 @@ func TestMultiHostNetns(t *testing.T) {
 }
 
 // TestMultiHostNetem runs TestMultiHostNetns's job over a routed link with
-// netem's delay and loss (issue 25 item 16): this host kernel has no
+// netem's delay and loss: this host kernel has no
 // netem, so the hosts' link runs through a router guest booted on
-// Debian's kernel (internal/qemurouter), whose NICs toward host A
+// Debian's kernel (bench/qemurouter), whose NICs toward host A
 // (10.215.N.0/24) and host B (10.216.N.0/24) are taps in the hosts'
 // namespaces. The guest's egress toward each host is `netem delay 200us
 // loss 1%`: each direction of the link crosses one of them, so each gets

@@ -2,20 +2,21 @@ package nccl
 
 import (
 	"errors"
-	"github.com/goroce/goroce/wire/testenv"
 	"runtime/debug"
 	"strings"
 	"sync"
 	"testing"
 
-	"github.com/goroce/goroce/internal/sysmem"
+	"github.com/goroce/goroce/bench/testenv"
+
+	"github.com/goroce/goroce/mr/sysmem"
 )
 
 // TestCollectiveWithoutMemory runs an in-place AlltoAll, which stages each
 // rank's 32 MiB send buffer through a private copy, with the Go memory
 // limit set a few MiB above what the process holds: each rank's request
 // fails with ErrNoMemory naming the copy, instead of the runtime's fatal
-// out of memory (issue 25), and nothing is allocated.
+// out of memory, and nothing is allocated.
 func TestCollectiveWithoutMemory(t *testing.T) {
 	if testing.Short() {
 		testenv.SkipPartial(t, "short", "real sockets")

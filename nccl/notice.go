@@ -12,7 +12,7 @@ import (
 	"github.com/goroce/goroce/nccl/transport/ib"
 )
 
-// Failure notices (GitHub issue 10). When a rank dies mid-collective, only
+// Failure notices. When a rank dies mid-collective, only
 // the ranks that talk to it directly see it: their QP to it fails (retry
 // exceeded) or, for a receive, nothing arrives. The others wait on a live
 // rank that is itself stuck, and would blame it. So every rank keeps an

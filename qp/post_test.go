@@ -203,3 +203,35 @@ func TestPostSendList(t *testing.T) {
 		t.Fatalf("PostSendList into a full queue: posted %d, %v, the device told %d times; want 0, ErrQueueFull, still 3", n, err, posts)
 	}
 }
+
+// TestQueueSendList queues lists without telling the device, which Post
+// does once for all of them; a bad WR stops a list as PostSendList's.
+func TestQueueSendList(t *testing.T) {
+	posts := 0
+	f := newFixtureWithPost(t, qp.RC, 8, 1, func(*qp.QP) { posts++ })
+	q := f.qp
+	bring(t, q, qp.StateRTS)
+	sge := []qp.SGE{f.sge(0, 16)}
+	wrs := make([]qp.SendWR, 3)
+	for i := range wrs {
+		wrs[i] = qp.SendWR{WRID: uint64(i), Opcode: qp.WRSend, SGL: sge}
+	}
+	for range 2 {
+		if n, err := q.QueueSendList(wrs); n != 3 || err != nil || posts != 0 {
+			t.Fatalf("QueueSendList of 3: queued %d, %v, the device told %d times; want 3, nil, never", n, err, posts)
+		}
+	}
+	wrs[1].SGL = []qp.SGE{sge[0], sge[0], sge[0]} // more SGEs than max_send_sge
+	if n, err := q.QueueSendList(wrs); n != 1 || !errors.Is(err, qp.ErrTooManySGE) || posts != 0 {
+		t.Fatalf("QueueSendList with a bad 2nd WR: queued %d, %v, told %d times; want 1, ErrTooManySGE, never", n, err, posts)
+	}
+	q.Post()
+	if posts != 1 {
+		t.Fatalf("Post told the device %d times, want once", posts)
+	}
+	// 7 queued of 8.
+	wrs[1].SGL = sge
+	if n, err := q.QueueSendList(wrs[:2]); n != 1 || !errors.Is(err, qp.ErrQueueFull) {
+		t.Fatalf("QueueSendList into a queue with room for 1: queued %d, %v; want 1, ErrQueueFull", n, err)
+	}
+}

@@ -325,19 +325,31 @@ func (q *QP) PostSend(wr *SendWR) error {
 // returns how many it posted (those are sent) with that WR's error, as
 // ibv_post_send's bad_wr names the first WR it did not post.
 func (q *QP) PostSendList(wrs []SendWR) (int, error) {
-	n := 0
-	var err error
-	for i := range wrs {
-		if err = q.queueSend(&wrs[i]); err != nil {
-			break
-		}
-		n++
-	}
+	n, err := q.QueueSendList(wrs)
 	if n > 0 {
 		q.post()
 	}
 	return n, err
 }
+
+// QueueSendList queues the work requests of wrs in order, as PostSendList
+// posts them, but does not tell the device: Post does, once for every WR
+// queued since, so that WRs queued by several calls leave together. It
+// stops at the first WR PostSend would refuse and returns how many it
+// queued with that WR's error. A queued WR is posted: it runs once the
+// device is told, by Post or by any later post on the QP.
+func (q *QP) QueueSendList(wrs []SendWR) (int, error) {
+	for i := range wrs {
+		if err := q.queueSend(&wrs[i]); err != nil {
+			return i, err
+		}
+	}
+	return len(wrs), nil
+}
+
+// Post tells the device of the work requests QueueSendList queued (the
+// doorbell of ibv_post_send).
+func (q *QP) Post() { q.post() }
 
 // queueSend is PostSend without telling the device.
 func (q *QP) queueSend(wr *SendWR) error {
@@ -408,7 +420,7 @@ func (q *QP) checkSendWR(wr *SendWR) error {
 		return fmt.Errorf("%w: atomics need one 8-byte SGE and an 8-byte aligned remote address", ErrInvalidWR)
 	}
 	if wr.Opcode == WRBindMW {
-		if err := checkBind(wr.Bind); err != nil {
+		if err := checkBind(wr); err != nil {
 			return err
 		}
 	}
@@ -423,17 +435,22 @@ func (q *QP) checkSendWR(wr *SendWR) error {
 	return nil
 }
 
-// checkBind checks what PostSend can of a BIND_MW's binding; the rules on
-// the MR, range and rights are checked when it executes (mr.Table.BindMW2,
-// MW.Bind) and fail as a completion with MWBindErr.
-func checkBind(b *MWBind) error {
+// checkBind checks what PostSend can of a BIND_MW's binding, as rdma-core's
+// rxe provider does when it posts one (validate_send_wr: no SGE, no
+// immediate data; the QP type is checked with the opcode); the rules on the
+// MR, range and rights are checked when it executes (mr.Table.BindMW2,
+// MW.Bind) and fail as a completion with MWBindErr, as in rxe_mw.c. The new
+// rkey's index is not checked: only its low byte, the key, counts, as with
+// rxe (rxe_do_bind_mw).
+func checkBind(wr *SendWR) error {
+	b := wr.Bind
 	switch {
 	case b == nil || b.MW == nil:
 		return fmt.Errorf("%w: BIND_MW without a memory window (SendWR.Bind.MW)", ErrInvalidWR)
-	case b.RKey>>8 != b.MW.RKey()>>8: // the 24-bit index; the low byte is the key
-
-		return fmt.Errorf("%w: BIND_MW new rkey %#010x does not name window %#010x (want mr.IncKey(MW.RKey()))",
-			ErrInvalidWR, b.RKey, b.MW.RKey())
+	case len(wr.SGL) != 0:
+		return fmt.Errorf("%w: BIND_MW with %d SGEs (it takes none)", ErrInvalidWR, len(wr.SGL))
+	case wr.Imm != 0:
+		return fmt.Errorf("%w: BIND_MW with immediate data %#x", ErrInvalidWR, wr.Imm)
 	case b.Length > math.MaxInt:
 		return fmt.Errorf("%w: BIND_MW length %d is too large", ErrInvalidWR, b.Length)
 	}

@@ -85,8 +85,9 @@ type SendWR struct {
 // [Addr, Addr+Length) of MR to peers with the remote rights Access.
 //
 // RKey is the window's rkey after the bind: verbs applications compute it
-// as ibv_inc_rkey(mw->rkey), here mr.IncKey(MW.RKey()). Its index must be the
-// window's; only its low byte, the key, changes. The bind runs when the WR
+// as ibv_inc_rkey(mw->rkey), here mr.IncKey(MW.RKey()). Only its low byte,
+// the key, is taken (as rxe does): the window keeps its index. The bind
+// takes no SGE and no immediate data. The bind runs when the WR
 // reaches the head of the send queue, after every WR posted before it has
 // completed, and before any WR posted after it is sent; it then serves only
 // the QP it was posted on. Until it has completed the new rkey must not be

@@ -139,8 +139,10 @@ func TestAPIMisuse(t *testing.T) {
 			call: func(t *testing.T, e *apiEnv) error { _, err := e.dev.QueryPort(2); return err }},
 		{name: "QueryPort(0)", want: rnic.ErrInvalidArg, key: "port 0",
 			call: func(t *testing.T, e *apiEnv) error { _, err := e.dev.QueryPort(0); return err }},
-		{name: "QueryGID index 1", want: rnic.ErrInvalidArg, key: "GID 1",
+		{name: "QueryGID index 1", want: rnic.ErrNoGID, key: "GID 1",
 			call: func(t *testing.T, e *apiEnv) error { _, err := e.dev.QueryGID(1, 1); return err }},
+		{name: "QueryGID index 1024", want: rnic.ErrInvalidArg, key: "GID 1024",
+			call: func(t *testing.T, e *apiEnv) error { _, err := e.dev.QueryGID(1, 1024); return err }},
 		{name: "QueryGID port 2", want: rnic.ErrInvalidArg, key: "port 2",
 			call: func(t *testing.T, e *apiEnv) error { _, err := e.dev.QueryGID(2, 0); return err }},
 

@@ -86,15 +86,25 @@ func (d *Device) QueryPort(port uint8) (PortAttr, error) {
 	if d.closed.Load() {
 		state = PortDown
 	}
-	return PortAttr{State: state, MaxMTU: qp.MTU4096, ActiveMTU: d.limits.MaxMTU, GIDTblLen: 1, LinkLayer: "Ethernet",
+	return PortAttr{State: state, MaxMTU: qp.MTU4096, ActiveMTU: d.limits.MaxMTU, GIDTblLen: GIDTableLen, LinkLayer: "Ethernet",
 		MaxMsgSize: MaxMsgSize, PKeyTblLen: 1, ActiveSpeed: "software"}, nil
 }
 
+// GIDTableLen is the length of port 1's GID table, rxe's
+// (RXE_PORT_GID_TBL_LEN): index 0 holds the device's GID, the others are
+// empty.
+const GIDTableLen = 1024
+
 // QueryGID returns the GID at index (ibv_query_gid): index 0 is the only
-// one, the device's address as a RoCEv2 GID (IPv4-mapped for IPv4).
+// one, the device's address as a RoCEv2 GID (IPv4-mapped for IPv4). The
+// other indexes of the table (up to GIDTableLen) hold none: ErrNoGID;
+// beyond it, or on another port, ErrInvalidArg.
 func (d *Device) QueryGID(port uint8, index int) (netip.Addr, error) {
-	if port != 1 || index != 0 {
-		return netip.Addr{}, fmt.Errorf("%w: GID %d of port %d (the table has one entry, index 0 of port 1)", ErrInvalidArg, index, port)
+	switch {
+	case port != 1 || index < 0 || index >= GIDTableLen:
+		return netip.Addr{}, fmt.Errorf("%w: GID %d of port %d (the table has %d entries, of port 1)", ErrInvalidArg, index, port, GIDTableLen)
+	case index != 0:
+		return netip.Addr{}, fmt.Errorf("%w: GID %d of port %d (only index 0 holds one)", ErrNoGID, index, port)
 	}
 	return d.GID(), nil
 }

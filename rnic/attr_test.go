@@ -27,8 +27,19 @@ func TestQueryDevicePortGID(t *testing.T) {
 		if err != nil || gid.String() != "::ffff:10.0.0.1" {
 			t.Errorf("QueryGID(1, 0) = %v, %v", gid, err)
 		}
-		if _, err := d.QueryGID(1, 1); !errors.Is(err, ErrInvalidArg) {
-			t.Errorf("QueryGID(1, 1) error %v, want ErrInvalidArg", err)
+		// rxe's table: 1024 entries, the empty ones ENODATA.
+		if port.GIDTblLen != 1024 {
+			t.Errorf("gid_tbl_len %d, want rxe's 1024", port.GIDTblLen)
+		}
+		for _, i := range []int{1, 1023} {
+			if _, err := d.QueryGID(1, i); !errors.Is(err, ErrNoGID) {
+				t.Errorf("QueryGID(1, %d) error %v, want ErrNoGID", i, err)
+			}
+		}
+		for _, i := range []int{-1, 1024} {
+			if _, err := d.QueryGID(1, i); !errors.Is(err, ErrInvalidArg) {
+				t.Errorf("QueryGID(1, %d) error %v, want ErrInvalidArg", i, err)
+			}
 		}
 		d.Close()
 		if port, _ := d.QueryPort(1); port.State != PortDown {

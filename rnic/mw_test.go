@@ -226,20 +226,43 @@ func TestMWBindErrors(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		// What rdma-core's rxe provider refuses as it posts a BIND_MW
+		// (validate_send_wr: EINVAL).
 		for _, c := range []struct {
 			name string
-			bind *qp.MWBind
+			wr   qp.SendWR
 		}{
-			{"no bind", nil},
-			{"no window", &qp.MWBind{MR: b.mr, Length: 8}},
-			{"an rkey of another index, type 1", &qp.MWBind{MW: w1, RKey: w1.RKey() + 0x100, MR: b.mr, Addr: b.mr.Addr(), Length: 8}},
-			{"an rkey of another index", &qp.MWBind{MW: w2, RKey: w2.RKey() + 0x100, MR: b.mr, Addr: b.mr.Addr(), Length: 8}},
+			{"no bind", qp.SendWR{Opcode: qp.WRBindMW}},
+			{"no window", qp.SendWR{Opcode: qp.WRBindMW, Bind: &qp.MWBind{MR: b.mr, Length: 8}}},
+			{"an SGE", qp.SendWR{Opcode: qp.WRBindMW, SGL: []qp.SGE{b.sge(0, 8)},
+				Bind: &qp.MWBind{MW: w2, RKey: mr.IncKey(w2.RKey()), MR: b.mr, Addr: b.mr.Addr(), Length: 8}}},
+			{"immediate data", qp.SendWR{Opcode: qp.WRBindMW, Imm: 1,
+				Bind: &qp.MWBind{MW: w2, RKey: mr.IncKey(w2.RKey()), MR: b.mr, Addr: b.mr.Addr(), Length: 8}}},
 		} {
-			err := b.qp.PostSend(&qp.SendWR{Opcode: qp.WRBindMW, Bind: c.bind})
-			if !errors.Is(err, qp.ErrInvalidWR) {
+			if err := b.qp.PostSend(&c.wr); !errors.Is(err, qp.ErrInvalidWR) {
 				t.Errorf("BIND_MW with %s: err = %v, want ErrInvalidWR", c.name, err)
 			}
 		}
+		// rxe takes only the new rkey's low byte (rxe_do_bind_mw): an
+		// rkey of another index binds the window under its own index.
+		b.postSend(t, qp.SendWR{WRID: 9, Opcode: qp.WRBindMW, Flags: qp.SendSignaled, Bind: &qp.MWBind{
+			MW: w1, RKey: mr.IncKey(w1.RKey()) + 0x100, MR: b.mr, Addr: b.mr.Addr(), Length: 8, Access: mr.AccessRemoteWrite}})
+		want1 := mr.IncKey(w1.RKey())
+		b.expect(t, 9, qp.WCSuccess)
+		if bd, ok := w1.Binding(); !ok || bd.RKey != want1 || w1.RKey() != want1 {
+			t.Errorf("type-1 bind with an rkey of another index: binding %+v (bound %v), rkey %#x; want rkey %#x", bd, ok, w1.RKey(), want1)
+		}
+		want2 := w2.RKey()&^0xff | 0x42
+		b.postSend(t, qp.SendWR{WRID: 10, Opcode: qp.WRBindMW, Flags: qp.SendSignaled, Bind: &qp.MWBind{
+			MW: w2, RKey: 0x42, MR: b.mr, Addr: b.mr.Addr(), Length: 8, Access: mr.AccessRemoteWrite}})
+		b.expect(t, 10, qp.WCSuccess)
+		if bd, ok := w2.Binding(); !ok || bd.RKey != want2 {
+			t.Errorf("type-2 bind with rkey 0x42: binding %+v (bound %v), want rkey %#x", bd, ok, want2)
+		}
+		if err := b.qp.PostSend(&qp.SendWR{WRID: 11, Opcode: qp.WRLocalInv, Imm: want2, Flags: qp.SendSignaled}); err != nil {
+			t.Fatal(err)
+		}
+		b.expect(t, 11, qp.WCSuccess)
 		// A window one byte longer than the MR.
 		b.postSend(t, qp.SendWR{WRID: 1, Opcode: qp.WRBindMW, Bind: &qp.MWBind{
 			MW: w2, RKey: mr.IncKey(w2.RKey()), MR: b.mr, Addr: b.mr.Addr(), Length: uint64(len(b.buf)) + 1,

@@ -76,9 +76,9 @@ func copyFoldCRC32AVX2(state uint32, dst, src *byte, n int, k *foldConsts) uint3
 // crcUpdate is crc32.Update(crc, crcTable, p). From 256 bytes on, with
 // carry-less multiplication on vectors, it folds four independent streams
 // (crc_amd64.s) instead of klauspost/crc32's one, whose every round waits
-// for the multiplier's result of the last. With AVX-512: a 4 KiB payload
-// in 91 ns instead of 115, 64 KiB in 1.1 µs instead of 2.0. With AVX2's
-// 256-bit VPCLMULQDQ (AMD Zen 3): see BenchmarkCRCUpdate.
+// for the multiplier's result of the last; with AVX-512, or AVX2's 256-bit
+// VPCLMULQDQ (AMD Zen 3), wider. BenchmarkCRCUpdate measures each kernel
+// (docs/performance.md has the figures).
 func crcUpdate(crc uint32, p []byte) uint32 {
 	n := len(p) &^ 63
 	switch {

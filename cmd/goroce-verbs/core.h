@@ -87,7 +87,10 @@ struct goroce_send_wr {
 };
 
 /* The most work requests of an ibv_post_send or ibv_post_recv list the
- * shim hands the core in one call; a longer list takes several. */
+ * shim hands the core in one call; a longer list takes several. The core
+ * posts a send list this many WRs at a time (the device told once per
+ * batch); ibv_wr_complete hands it all the WRs built since ibv_wr_start
+ * in one call. */
 #define GOROCE_POST_BATCH 16
 
 /* One receive work request (ibv_recv_wr without its link). */

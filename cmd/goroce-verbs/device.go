@@ -159,6 +159,8 @@ func errno(err error) C.int {
 		return C.int(syscall.ENOMEM)
 	case errors.Is(err, mr.ErrBusy):
 		return C.int(syscall.EBUSY)
+	case errors.Is(err, rnic.ErrNoGID):
+		return C.int(syscall.ENODATA)
 	}
 	return C.int(syscall.EINVAL)
 }
@@ -285,6 +287,9 @@ func goroce_query_port(port C.int, out *C.struct_goroce_port_attr) C.int {
 	return 0
 }
 
+// goroce_query_gid gives the GID at index of port: ENODATA for an index
+// of the table that holds none, EINVAL beyond the table or another port.
+//
 //export goroce_query_gid
 func goroce_query_gid(port, index C.int, out *C.uint8_t) C.int {
 	q, err := queries()

@@ -4,8 +4,7 @@
 // process, with no kernel module and no root:
 //
 //	go build -buildmode=c-shared -o DIR/libgoroce-verbs-core.so ./cmd/goroce-verbs
-//	gcc -O2 -shared -fPIC -o DIR/libgoroce-verbs.so cmd/goroce-verbs/shim/verbs.c cmd/goroce-verbs/shim/rdmacm.c \
-//	    cmd/goroce-verbs/shim/sysfs.c -ldl -lpthread
+//	gcc -O2 -shared -fPIC -o DIR/libgoroce-verbs.so cmd/goroce-verbs/shim/*.c -ldl -lpthread
 //	LD_PRELOAD=DIR/libgoroce-verbs.so GOROCE_ADDR=127.0.0.2 ibv_rc_pingpong -g 0
 //
 // The same preload stands in for librdmacm.so.1 too, so programs that
@@ -52,9 +51,11 @@
 // place. No Go pointer is ever handed to C.
 //
 // The data path calls into Go as little as it can. An ibv_post_send or
-// ibv_post_recv list crosses once per 16 WRs (GOROCE_POST_BATCH), and a
-// send list is posted as one (rnic.QP.PostSendList: the device is told
-// once). Each CQ has a completion ring in the shim's memory (core.h,
+// ibv_post_recv list crosses once per 16 WRs (GOROCE_POST_BATCH), and the
+// device is told once per crossing, after its last WR
+// (rnic.QP.QueueSendList, then Post); ibv_wr_complete crosses once for
+// every WR built since ibv_wr_start, so a batch of the ibv_wr_* API is one
+// crossing and one doorbell however long. Each CQ has a completion ring in the shim's memory (core.h,
 // struct goroce_cq_ring): ibv_poll_cq takes completions from it without a
 // crossing, and calls into the core only when it is empty, at most once
 // per call, to move what the device's CQ holds into it (and, on an empty
@@ -197,21 +198,294 @@
 //	GOROCE_CPUPROFILE  write a CPU profile (runtime/pprof) of the Go side to this file, from the
 //	                   first ibv_open_device to the last ibv_close_device
 //
-// goroce0 has port 1, ACTIVE, link layer Ethernet, and one GID, index 0:
-// the address, IPv4-mapped for IPv4, of type RoCE v2. What it does not
-// support fails as rdma-core fails for a device without it: NULL with
-// errno EOPNOTSUPP, or the error EOPNOTSUPP (libibverbs' dummy_ops.c
-// values), and with GOROCE_DEBUG set says so once per verb: QP types other
-// than RC, UC and UD (XRC, raw packet, driver types such as DC), XRC
-// domains, SRQs and ibv_open_qp, ibv_create_qp_ex with anything beyond a
-// PD and the ibv_wr_* API (ibv_qp_to_qp_ex gives NULL), extended CQs
-// (ibv_create_cq_ex, ibv_modify_cq), resize_cq, modify_srq/query_srq,
-// get_srq_num, post_srq_ops, rereg_mr, on-demand paging (reg_mr with
-// IBV_ACCESS_ON_DEMAND, advise_mr), dmabuf MRs, null MRs, device memory,
-// flow steering and flow actions, counters, thread and parent domains,
-// WQs and RWQ indirection tables, rate limits, query_rt_values, and
-// multicast. Memory windows
-// of both types work as rxe's do: ibv_alloc_mw, ibv_bind_mw (a BIND_MW
-// work request, completed on the send CQ), IBV_WR_BIND_MW, IBV_WR_LOCAL_INV
-// and IBV_WR_SEND_WITH_INV.
+// goroce0 has port 1, ACTIVE, link layer Ethernet, and a GID table of
+// 1024 entries as rxe's, of which index 0 holds one: the address,
+// IPv4-mapped for IPv4, of type RoCE v2.
+//
+// # The extended verbs
+//
+// The extended verbs rxe's provider has are shim/verbs_ex.c's, with rxe's
+// errno values (testdata/ext_qp.rxe-api.txt holds what rxe answered, in
+// the lab, to the calls TestExtQP makes of goroce0):
+// ibv_create_cq_ex with the ibv_cq_ex poll API, whose ibv_start_poll and
+// ibv_next_poll read the completion ring ibv_poll_cq reads, crossing into
+// the core only when it is empty, and whose ibv_wc_read_* accessors are
+// those wc_flags asks for, as with rxe (the others stay NULL); and
+// ibv_create_qp_ex with the ibv_wr_* API for RC, UC and UD, whose builders
+// and setters write work requests into the QP's memory in the shim, and
+// whose ibv_wr_complete hands all of them to the core in one call, which
+// posts them GOROCE_POST_BATCH at a time as it does an ibv_post_send list.
+// The two APIs mix freely on one QP and one CQ. Memory windows of both
+// types work as rxe's do: ibv_alloc_mw, ibv_bind_mw (a BIND_MW work
+// request, completed on the send CQ), IBV_WR_BIND_MW and ibv_wr_bind_mw,
+// IBV_WR_LOCAL_INV and IBV_WR_SEND_WITH_INV, on an MR that has MW_BIND
+// (and LOCAL_WRITE, for a window that grants remote writes or atomics).
+//
+// # No verb crashes
+//
+// The preload defines every function libibverbs.so.1 and librdmacm.so.1
+// export but their pure helpers, so no call reaches the real libraries
+// with an object of goroce0's (they would look for a provider's private
+// structures in it, and crash). Each takes objects only from the table of
+// live ones (shim/live.c): a NULL, destroyed or foreign object, or one of
+// another kind, is EINVAL, what the kernel answers for a handle that
+// names nothing. TestSymbolSweep reads the two libraries' dynamic symbol
+// tables and runs testdata/sweep.c, which calls each function with valid
+// and bad arguments; a function the libraries gain fails it until the
+// sweep calls it, and TestVerbsTable holds the table below to the same
+// symbol tables. A binary built against libibverbs 1.0 (before 2007,
+// whose ABI the library keeps as IBVERBS_1.0 symbols) binds to the
+// preload's unversioned functions and their 1.1 layouts: it is not
+// supported.
+//
+// # Every verb
+//
+// What each exported function does on goroce0: "works", "EOPNOTSUPP as
+// rdma-core" (its answer for a device without the function), or "works
+// differently from rxe" and why. "libibverbs' own" functions are the real
+// library's, which serve as they are.
+//
+// libibverbs.so.1:
+//
+//	__ioctl_final_num_attrs           works: libibverbs' own (pure)
+//	__verbs_log                       works: a provider's log, on stderr under GOROCE_DEBUG
+//	_ibv_query_gid_ex                 works (ibv_query_gid_ex): an index of the table with no GID is ENODATA
+//	_ibv_query_gid_table              works (ibv_query_gid_table)
+//	_verbs_init_and_alloc_context     EOPNOTSUPP as rdma-core: the provider interface; goroce0 is no provider's device
+//	execute_ioctl                     EOPNOTSUPP as rdma-core: the provider interface; goroce0 has no kernel command channel
+//	ibv_ack_async_event               works
+//	ibv_ack_cq_events                 works
+//	ibv_alloc_pd                      works
+//	ibv_attach_mcast                  works differently from rxe: EOPNOTSUPP, goroce0 has no multicast
+//	ibv_close_device                  works
+//	ibv_cmd_advise_mr                 EOPNOTSUPP as rdma-core: the provider interface; goroce0 has no kernel command channel
+//	ibv_cmd_alloc_dm                  EOPNOTSUPP as rdma-core: the provider interface; goroce0 has no kernel command channel
+//	ibv_cmd_alloc_mw                  EOPNOTSUPP as rdma-core: the provider interface; goroce0 has no kernel command channel
+//	ibv_cmd_alloc_pd                  EOPNOTSUPP as rdma-core: the provider interface; goroce0 has no kernel command channel
+//	ibv_cmd_attach_mcast              EOPNOTSUPP as rdma-core: the provider interface; goroce0 has no kernel command channel
+//	ibv_cmd_close_xrcd                EOPNOTSUPP as rdma-core: the provider interface; goroce0 has no kernel command channel
+//	ibv_cmd_create_ah                 EOPNOTSUPP as rdma-core: the provider interface; goroce0 has no kernel command channel
+//	ibv_cmd_create_counters           EOPNOTSUPP as rdma-core: the provider interface; goroce0 has no kernel command channel
+//	ibv_cmd_create_cq                 EOPNOTSUPP as rdma-core: the provider interface; goroce0 has no kernel command channel
+//	ibv_cmd_create_cq_ex              EOPNOTSUPP as rdma-core: the provider interface; goroce0 has no kernel command channel
+//	ibv_cmd_create_flow               EOPNOTSUPP as rdma-core: the provider interface; goroce0 has no kernel command channel
+//	ibv_cmd_create_flow_action_esp    EOPNOTSUPP as rdma-core: the provider interface; goroce0 has no kernel command channel
+//	ibv_cmd_create_qp                 EOPNOTSUPP as rdma-core: the provider interface; goroce0 has no kernel command channel
+//	ibv_cmd_create_qp_ex              EOPNOTSUPP as rdma-core: the provider interface; goroce0 has no kernel command channel
+//	ibv_cmd_create_qp_ex2             EOPNOTSUPP as rdma-core: the provider interface; goroce0 has no kernel command channel
+//	ibv_cmd_create_rwq_ind_table      EOPNOTSUPP as rdma-core: the provider interface; goroce0 has no kernel command channel
+//	ibv_cmd_create_srq                EOPNOTSUPP as rdma-core: the provider interface; goroce0 has no kernel command channel
+//	ibv_cmd_create_srq_ex             EOPNOTSUPP as rdma-core: the provider interface; goroce0 has no kernel command channel
+//	ibv_cmd_create_wq                 EOPNOTSUPP as rdma-core: the provider interface; goroce0 has no kernel command channel
+//	ibv_cmd_dealloc_mw                EOPNOTSUPP as rdma-core: the provider interface; goroce0 has no kernel command channel
+//	ibv_cmd_dealloc_pd                EOPNOTSUPP as rdma-core: the provider interface; goroce0 has no kernel command channel
+//	ibv_cmd_dereg_mr                  EOPNOTSUPP as rdma-core: the provider interface; goroce0 has no kernel command channel
+//	ibv_cmd_destroy_ah                EOPNOTSUPP as rdma-core: the provider interface; goroce0 has no kernel command channel
+//	ibv_cmd_destroy_counters          EOPNOTSUPP as rdma-core: the provider interface; goroce0 has no kernel command channel
+//	ibv_cmd_destroy_cq                EOPNOTSUPP as rdma-core: the provider interface; goroce0 has no kernel command channel
+//	ibv_cmd_destroy_flow              EOPNOTSUPP as rdma-core: the provider interface; goroce0 has no kernel command channel
+//	ibv_cmd_destroy_flow_action       EOPNOTSUPP as rdma-core: the provider interface; goroce0 has no kernel command channel
+//	ibv_cmd_destroy_qp                EOPNOTSUPP as rdma-core: the provider interface; goroce0 has no kernel command channel
+//	ibv_cmd_destroy_rwq_ind_table     EOPNOTSUPP as rdma-core: the provider interface; goroce0 has no kernel command channel
+//	ibv_cmd_destroy_srq               EOPNOTSUPP as rdma-core: the provider interface; goroce0 has no kernel command channel
+//	ibv_cmd_destroy_wq                EOPNOTSUPP as rdma-core: the provider interface; goroce0 has no kernel command channel
+//	ibv_cmd_detach_mcast              EOPNOTSUPP as rdma-core: the provider interface; goroce0 has no kernel command channel
+//	ibv_cmd_free_dm                   EOPNOTSUPP as rdma-core: the provider interface; goroce0 has no kernel command channel
+//	ibv_cmd_get_context               EOPNOTSUPP as rdma-core: the provider interface; goroce0 has no kernel command channel
+//	ibv_cmd_modify_cq                 EOPNOTSUPP as rdma-core: the provider interface; goroce0 has no kernel command channel
+//	ibv_cmd_modify_flow_action_esp    EOPNOTSUPP as rdma-core: the provider interface; goroce0 has no kernel command channel
+//	ibv_cmd_modify_qp                 EOPNOTSUPP as rdma-core: the provider interface; goroce0 has no kernel command channel
+//	ibv_cmd_modify_qp_ex              EOPNOTSUPP as rdma-core: the provider interface; goroce0 has no kernel command channel
+//	ibv_cmd_modify_srq                EOPNOTSUPP as rdma-core: the provider interface; goroce0 has no kernel command channel
+//	ibv_cmd_modify_wq                 EOPNOTSUPP as rdma-core: the provider interface; goroce0 has no kernel command channel
+//	ibv_cmd_open_qp                   EOPNOTSUPP as rdma-core: the provider interface; goroce0 has no kernel command channel
+//	ibv_cmd_open_xrcd                 EOPNOTSUPP as rdma-core: the provider interface; goroce0 has no kernel command channel
+//	ibv_cmd_poll_cq                   EOPNOTSUPP as rdma-core: the provider interface; goroce0 has no kernel command channel
+//	ibv_cmd_post_recv                 EOPNOTSUPP as rdma-core: the provider interface; goroce0 has no kernel command channel
+//	ibv_cmd_post_send                 EOPNOTSUPP as rdma-core: the provider interface; goroce0 has no kernel command channel
+//	ibv_cmd_post_srq_recv             EOPNOTSUPP as rdma-core: the provider interface; goroce0 has no kernel command channel
+//	ibv_cmd_query_context             EOPNOTSUPP as rdma-core: the provider interface; goroce0 has no kernel command channel
+//	ibv_cmd_query_device_any          EOPNOTSUPP as rdma-core: the provider interface; goroce0 has no kernel command channel
+//	ibv_cmd_query_mr                  EOPNOTSUPP as rdma-core: the provider interface; goroce0 has no kernel command channel
+//	ibv_cmd_query_port                EOPNOTSUPP as rdma-core: the provider interface; goroce0 has no kernel command channel
+//	ibv_cmd_query_qp                  EOPNOTSUPP as rdma-core: the provider interface; goroce0 has no kernel command channel
+//	ibv_cmd_query_srq                 EOPNOTSUPP as rdma-core: the provider interface; goroce0 has no kernel command channel
+//	ibv_cmd_read_counters             EOPNOTSUPP as rdma-core: the provider interface; goroce0 has no kernel command channel
+//	ibv_cmd_reg_dm_mr                 EOPNOTSUPP as rdma-core: the provider interface; goroce0 has no kernel command channel
+//	ibv_cmd_reg_dmabuf_mr             EOPNOTSUPP as rdma-core: the provider interface; goroce0 has no kernel command channel
+//	ibv_cmd_reg_mr                    EOPNOTSUPP as rdma-core: the provider interface; goroce0 has no kernel command channel
+//	ibv_cmd_req_notify_cq             EOPNOTSUPP as rdma-core: the provider interface; goroce0 has no kernel command channel
+//	ibv_cmd_rereg_mr                  EOPNOTSUPP as rdma-core: the provider interface; goroce0 has no kernel command channel
+//	ibv_cmd_resize_cq                 EOPNOTSUPP as rdma-core: the provider interface; goroce0 has no kernel command channel
+//	ibv_copy_ah_attr_from_kern        works: libibverbs' own once its pointers are checked
+//	ibv_copy_path_rec_from_kern       works: libibverbs' own once its pointers are checked
+//	ibv_copy_path_rec_to_kern         works: libibverbs' own once its pointers are checked
+//	ibv_copy_qp_attr_from_kern        works: libibverbs' own once its pointers are checked
+//	ibv_create_ah                     works
+//	ibv_create_ah_from_wc             works
+//	ibv_create_comp_channel           works
+//	ibv_create_cq                     works
+//	ibv_create_qp                     works
+//	ibv_create_srq                    works
+//	ibv_dealloc_pd                    works
+//	ibv_dereg_mr                      works
+//	ibv_destroy_ah                    works
+//	ibv_destroy_comp_channel          works
+//	ibv_destroy_cq                    works
+//	ibv_destroy_qp                    works
+//	ibv_destroy_srq                   works
+//	ibv_detach_mcast                  works differently from rxe: EOPNOTSUPP, goroce0 has no multicast
+//	ibv_dofork_range                  works: 0, nothing to keep from a child (see Fork)
+//	ibv_dontfork_range                works: 0, nothing to keep from a child (see Fork)
+//	ibv_event_type_str                works: libibverbs' own (pure)
+//	ibv_fork_init                     works: 0, fork needs no setup (see Fork)
+//	ibv_free_device_list              works
+//	ibv_get_async_event               works
+//	ibv_get_cq_event                  works
+//	ibv_get_device_guid               works
+//	ibv_get_device_index              works: 0, the process's one device
+//	ibv_get_device_list               works
+//	ibv_get_device_name               works
+//	ibv_get_pkey_index                works
+//	ibv_get_sysfs_path                works: libibverbs' own (pure)
+//	ibv_import_device                 EOPNOTSUPP as rdma-core (rxe's too): an object lives in one process's device
+//	ibv_import_dm                     EOPNOTSUPP as rdma-core (rxe's too): an object lives in one process's device
+//	ibv_import_mr                     EOPNOTSUPP as rdma-core (rxe's too): an object lives in one process's device
+//	ibv_import_pd                     EOPNOTSUPP as rdma-core (rxe's too): an object lives in one process's device
+//	ibv_init_ah_from_wc               works
+//	ibv_is_fork_initialized           works: IBV_FORK_UNNEEDED (see Fork)
+//	ibv_modify_qp                     works
+//	ibv_modify_srq                    works differently from rxe: EOPNOTSUPP, an SRQ keeps its size and limit
+//	ibv_node_type_str                 works: libibverbs' own (pure)
+//	ibv_open_device                   works
+//	ibv_port_state_str                works: libibverbs' own (pure)
+//	ibv_qp_to_qp_ex                   works: the ibv_qp_ex of a QP of ibv_create_qp_ex
+//	ibv_query_device                  works
+//	ibv_query_ece                     EOPNOTSUPP as rdma-core (rxe's too)
+//	ibv_query_gid                     works: an index with no GID gives a zero GID, as rdma-core
+//	ibv_query_gid_type                works
+//	ibv_query_pkey                    works
+//	ibv_query_port                    works
+//	ibv_query_qp                      works
+//	ibv_query_qp_data_in_order        works: 0, as rxe (no in-order guarantee claimed)
+//	ibv_query_srq                     works differently from rxe: EOPNOTSUPP
+//	ibv_rate_to_mbps                  works: libibverbs' own (pure)
+//	ibv_rate_to_mult                  works: libibverbs' own (pure)
+//	ibv_read_ibdev_sysfs_file         EOPNOTSUPP as rdma-core: the provider interface; goroce0 is no provider's device
+//	ibv_read_sysfs_file               works: libibverbs' own (pure)
+//	ibv_reg_dmabuf_mr                 EOPNOTSUPP as rdma-core (rxe's too)
+//	ibv_reg_mr                        works
+//	ibv_reg_mr_iova                   works
+//	ibv_reg_mr_iova2                  works
+//	ibv_register_driver               works: does nothing, as rdma-core's since version 13
+//	ibv_rereg_mr                      works differently from rxe: IBV_REREG_MR_ERR_INPUT with errno EOPNOTSUPP, an MR keeps its PD and access
+//	ibv_resize_cq                     works differently from rxe: EOPNOTSUPP, a CQ keeps its size
+//	ibv_resolve_eth_l2_from_gid       works differently from rxe: EOPNOTSUPP, goroce0 sends through UDP sockets and resolves no Ethernet address
+//	ibv_set_ece                       EOPNOTSUPP as rdma-core (rxe's too)
+//	ibv_unimport_dm                   works: does nothing, as nothing can be imported
+//	ibv_unimport_mr                   works: does nothing, as nothing can be imported
+//	ibv_unimport_pd                   works: does nothing, as nothing can be imported
+//	ibv_wc_status_str                 works: libibverbs' own (pure)
+//	mbps_to_ibv_rate                  works: libibverbs' own (pure)
+//	mult_to_ibv_rate                  works: libibverbs' own (pure)
+//	verbs_allow_disassociate_destroy  works: libibverbs' own (a flag of its commands, which goroce0 never runs)
+//	verbs_init_cq                     works
+//	verbs_open_device                 works: as ibv_open_device
+//	verbs_register_driver_34          works: does nothing, goroce0's device list is goroce0
+//	verbs_set_ops                     works: does nothing, a goroce0 context has no provider ops
+//	verbs_uninit_context              works: does nothing, a goroce0 context has no provider part
+//
+// librdmacm.so.1:
+//
+//	raccept                           works differently from rxe: EBADF, no rsocket exists
+//	rbind                             works differently from rxe: EBADF, no rsocket exists
+//	rclose                            works differently from rxe: EBADF, no rsocket exists
+//	rconnect                          works differently from rxe: EBADF, no rsocket exists
+//	rdma_accept                       works
+//	rdma_ack_cm_event                 works
+//	rdma_bind_addr                    works
+//	rdma_connect                      works
+//	rdma_create_ep                    works
+//	rdma_create_event_channel         works
+//	rdma_create_id                    works
+//	rdma_create_qp                    works
+//	rdma_create_qp_ex                 works differently from rxe: ENOSYS, QPs through rdma_create_qp
+//	rdma_create_srq                   works differently from rxe: ENOSYS, goroce's CM makes no SRQs
+//	rdma_create_srq_ex                works differently from rxe: ENOSYS, goroce's CM makes no SRQs
+//	rdma_destroy_ep                   works
+//	rdma_destroy_event_channel        works
+//	rdma_destroy_id                   works
+//	rdma_destroy_qp                   works
+//	rdma_destroy_srq                  works: does nothing, no SRQ can be made
+//	rdma_disconnect                   works
+//	rdma_establish                    works differently from rxe: ENOSYS, goroce's CM moves the QP itself
+//	rdma_event_str                    works
+//	rdma_free_devices                 works
+//	rdma_freeaddrinfo                 works
+//	rdma_get_cm_event                 works
+//	rdma_get_devices                  works
+//	rdma_get_dst_port                 works
+//	rdma_get_remote_ece               works differently from rxe: ENOSYS, no ECE
+//	rdma_get_request                  works
+//	rdma_get_src_port                 works
+//	rdma_getaddrinfo                  works
+//	rdma_init_qp_attr                 works differently from rxe: ENOSYS, goroce's CM moves the QP itself
+//	rdma_join_multicast               works differently from rxe: ENOSYS, no multicast
+//	rdma_join_multicast_ex            works differently from rxe: ENOSYS, no multicast
+//	rdma_leave_multicast              works differently from rxe: ENOSYS, no multicast
+//	rdma_listen                       works
+//	rdma_migrate_id                   works
+//	rdma_notify                       works differently from rxe: ENOSYS, goroce's CM moves the QP itself
+//	rdma_reject                       works
+//	rdma_reject_ece                   works differently from rxe: ENOSYS, no ECE
+//	rdma_resolve_addr                 works
+//	rdma_resolve_route                works
+//	rdma_set_local_ece                works differently from rxe: ENOSYS, no ECE
+//	rdma_set_option                   works: REUSEADDR and AFONLY; the other options ENOSYS
+//	rfcntl                            works differently from rxe: EBADF, no rsocket exists
+//	rgetpeername                      works differently from rxe: EBADF, no rsocket exists
+//	rgetsockname                      works differently from rxe: EBADF, no rsocket exists
+//	rgetsockopt                       works differently from rxe: EBADF, no rsocket exists
+//	riomap                            works differently from rxe: EBADF, no rsocket exists
+//	riounmap                          works differently from rxe: EBADF, no rsocket exists
+//	riowrite                          works differently from rxe: EBADF, no rsocket exists
+//	rlisten                           works differently from rxe: EBADF, no rsocket exists
+//	rpoll                             works: poll and select, as no rsocket exists
+//	rread                             works differently from rxe: EBADF, no rsocket exists
+//	rreadv                            works differently from rxe: EBADF, no rsocket exists
+//	rrecv                             works differently from rxe: EBADF, no rsocket exists
+//	rrecvfrom                         works differently from rxe: EBADF, no rsocket exists
+//	rrecvmsg                          works differently from rxe: EBADF, no rsocket exists
+//	rselect                           works: poll and select, as no rsocket exists
+//	rsend                             works differently from rxe: EBADF, no rsocket exists
+//	rsendmsg                          works differently from rxe: EBADF, no rsocket exists
+//	rsendto                           works differently from rxe: EBADF, no rsocket exists
+//	rsetsockopt                       works differently from rxe: EBADF, no rsocket exists
+//	rshutdown                         works differently from rxe: EBADF, no rsocket exists
+//	rsocket                           works differently from rxe: ENOSYS, rsockets are not stood in for
+//	rwrite                            works differently from rxe: EBADF, no rsocket exists
+//	rwritev                           works differently from rxe: EBADF, no rsocket exists
+//
+// Not in the table, since they are inline functions of verbs.h that call
+// the context's ops (ibv_post_send, ibv_poll_cq, ibv_req_notify_cq,
+// ibv_alloc_mw, ibv_bind_mw, ...) or the extended ones above: they work;
+// those of ops goroce0 lacks (ibv_open_xrcd, ibv_create_srq_ex,
+// ibv_create_flow, ibv_alloc_dm, ibv_create_counters, ibv_alloc_td,
+// ibv_alloc_parent_domain, ibv_create_wq, ibv_create_rwq_ind_table,
+// ibv_advise_mr, ibv_modify_cq, ibv_modify_qp_rate_limit, ibv_get_srq_num,
+// ibv_post_srq_ops, ibv_query_rt_values_ex, ibv_open_qp, ibv_alloc_null_mr)
+// answer EOPNOTSUPP as rdma-core's dummy ops do, and with GOROCE_DEBUG
+// say so once.
+//
+// Differences from the lab's rxe (Linux 6.1, rdma-core 44) that are not
+// of a verb: a SEND_WITH_INV receive is marked IBV_WC_WITH_INV (rxe marks
+// it with the kernel's bit for it, which user space reads as
+// IBV_WC_IP_CSUM_OK); RC and UC receives do not say IBV_WC_GRH (rxe's
+// always do); an error completion keeps its work request's opcode (rxe's
+// is 0); ATOMIC WRITE is refused at ibv_create_qp_ex (rxe's provider
+// takes IBV_QP_EX_WITH_ATOMIC_WRITE, the 6.1 kernel does not carry it
+// out); an ibv_wr_* batch the device refuses part of (a QP not in RTS, an
+// opcode of another QP type) stops there, the WRs before posted, as an
+// ibv_post_send list does (rxe's wr_complete posts the whole batch and
+// fails the WRs as they run).
 package main

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/goroce/goroce/wire/testenv"
+	"github.com/goroce/goroce/bench/testenv"
 )
 
 // mpiBase is local rank 0's goroce0 address in the tests of this file;

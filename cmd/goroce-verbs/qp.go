@@ -103,6 +103,9 @@ func sgl(sge *C.struct_goroce_sge, n C.int) []qp.SGE {
 	return unsafe.Slice((*qp.SGE)(unsafe.Pointer(sge)), int(n))
 }
 
+// goroce_create_qp creates a QP of the capabilities *cp asks for, and
+// writes the ones it got into *cp (rounded up, as ibv_create_qp reports).
+//
 //export goroce_create_qp
 func goroce_create_qp(pdh C.uint32_t, typ C.int, sendCQ, recvCQ, srqh C.uint32_t, sigAll C.int, cp *C.struct_goroce_cap,
 	obj C.uintptr_t, h, qpn *C.uint32_t) C.int {
@@ -136,7 +139,8 @@ func goroce_create_qp(pdh C.uint32_t, typ C.int, sendCQ, recvCQ, srqh C.uint32_t
 		debugf("create_qp: %v", err)
 		return errno(err)
 	}
-	if n := q.Query().Cap.MaxInlineData; n > 0 {
+	got := q.Query().Cap
+	if n := got.MaxInlineData; n > 0 {
 		st := &inlineStage{buf: make([]byte, n)}
 		if st.mr, err = pd.RegMR(st.buf, 0); err != nil {
 			q.Destroy()
@@ -146,6 +150,7 @@ func goroce_create_qp(pdh C.uint32_t, typ C.int, sendCQ, recvCQ, srqh C.uint32_t
 	}
 	addAsyncObject(uintptr(obj))
 	*h, *qpn = C.uint32_t(qps.add(q)), C.uint32_t(q.QPN())
+	*cp = capC(got)
 	return 0
 }
 
@@ -197,6 +202,13 @@ func goroce_destroy_qp(h C.uint32_t) C.int {
 	return 0
 }
 
+// capC converts capabilities for C.
+func capC(c qp.Cap) C.struct_goroce_cap {
+	return C.struct_goroce_cap{max_send_wr: C.uint32_t(c.MaxSendWR), max_recv_wr: C.uint32_t(c.MaxRecvWR),
+		max_send_sge: C.uint32_t(c.MaxSendSGE), max_recv_sge: C.uint32_t(c.MaxRecvSGE),
+		max_inline_data: C.uint32_t(c.MaxInlineData)}
+}
+
 func capOf(c *C.struct_goroce_cap) qp.Cap {
 	return qp.Cap{MaxSendWR: uint32(c.max_send_wr), MaxRecvWR: uint32(c.max_recv_wr), MaxSendSGE: uint32(c.max_send_sge),
 		MaxRecvSGE: uint32(c.max_recv_sge), MaxInlineData: uint32(c.max_inline_data)}
@@ -234,9 +246,7 @@ func goroce_query_qp(h C.uint32_t, a *C.struct_goroce_qp_attr) C.int {
 	*a = C.struct_goroce_qp_attr{state: C.int(v.State), cur_state: C.int(v.CurState), path_mtu: C.int(v.PathMTU),
 		qkey: C.uint32_t(v.QKey), rq_psn: C.uint32_t(v.RQPSN), sq_psn: C.uint32_t(v.SQPSN),
 		dest_qp_num: C.uint32_t(v.DestQPN), access_flags: C.int(v.AccessFlags),
-		cap: C.struct_goroce_cap{max_send_wr: C.uint32_t(v.Cap.MaxSendWR), max_recv_wr: C.uint32_t(v.Cap.MaxRecvWR),
-			max_send_sge: C.uint32_t(v.Cap.MaxSendSGE), max_recv_sge: C.uint32_t(v.Cap.MaxRecvSGE),
-			max_inline_data: C.uint32_t(v.Cap.MaxInlineData)},
+		cap:        capC(v.Cap),
 		pkey_index: C.uint16_t(v.PKeyIndex), port_num: C.uint8_t(v.PortNum), max_rd_atomic: C.uint8_t(v.MaxRdAtomic),
 		max_dest_rd_atomic: C.uint8_t(v.MaxDestRdAtomic), min_rnr_timer: C.uint8_t(v.MinRNRTimer),
 		timeout: C.uint8_t(v.Timeout), retry_cnt: C.uint8_t(v.RetryCnt), rnr_retry: C.uint8_t(v.RNRRetry),
@@ -253,55 +263,64 @@ func goroce_query_qp(h C.uint32_t, a *C.struct_goroce_qp_attr) C.int {
 	return 0
 }
 
-// postBatch is GOROCE_POST_BATCH: the most WRs of a list the shim hands
-// over in one call.
+// postBatch is GOROCE_POST_BATCH: the most WRs of a list posted as one
+// (the device told once).
 const postBatch = C.GOROCE_POST_BATCH
 
-// goroce_post_send_list posts the n send work requests at ws (at most
-// GOROCE_POST_BATCH) in order, as ibv_post_send does a list: as one list
-// (rnic.QP.PostSendList), so that the device is told once and sends their
-// packets together; an inline WR ends a run, since its data waits in the
-// QP's one inline stage until it is posted. It stores in *posted how many
-// it posted: on an error, the WR at that index is the first one not posted
-// (ibv_post_send's bad_wr), and every one before it is.
+// goroce_post_send_list posts the n send work requests at ws in order, as
+// ibv_post_send does a list, and tells the device once, after the last, so
+// that their packets leave together: ibv_post_send hands it
+// GOROCE_POST_BATCH WRs per call, ibv_wr_complete every WR built since
+// ibv_wr_start in one call. The WRs are queued GOROCE_POST_BATCH at a time
+// (rnic.QP.QueueSendList); an inline WR ends a run, since its data waits
+// in the QP's one inline stage until it is queued. It stores in *posted
+// how many it posted: on an error, the WR at that index is the first one
+// not posted (ibv_post_send's bad_wr), and every one before it is.
 //
 //export goroce_post_send_list
 func goroce_post_send_list(h C.uint32_t, ws *C.struct_goroce_send_wr, n C.int, posted *C.int) C.int {
 	*posted = 0
 	q, ok := qps.get(uint32(h))
-	if !ok || n < 0 || n > postBatch || (ws == nil && n > 0) {
+	if !ok || n < 0 || (ws == nil && n > 0) {
 		return C.int(syscall.EINVAL)
 	}
+	defer func() {
+		if *posted > 0 {
+			q.Post()
+		}
+	}()
 	var wrs [postBatch]qp.SendWR
 	src := unsafe.Slice(ws, int(n))
-	k := 0 // WRs converted into wrs and not yet posted
+	k := 0 // WRs converted into wrs and not yet queued
 	for i := range src {
 		st, rc := sendWR(q, &src[i], &wrs[k])
 		if rc != 0 {
-			if rc2 := postSends(q, wrs[:k], posted); rc2 != 0 {
+			if rc2 := queueSends(q, wrs[:k], posted); rc2 != 0 {
 				return rc2
 			}
 			return rc
 		}
 		k++
-		if st != nil { // its data waits in the stage: post the run now
-			rc = postSends(q, wrs[:k], posted)
-			st.mu.Unlock()
+		if st != nil || k == postBatch { // an inline WR's data waits in the stage: queue the run now
+			rc = queueSends(q, wrs[:k], posted)
+			if st != nil {
+				st.mu.Unlock()
+			}
 			if rc != 0 {
 				return rc
 			}
 			k = 0
 		}
 	}
-	return postSends(q, wrs[:k], posted)
+	return queueSends(q, wrs[:k], posted)
 }
 
-// postSends posts wrs as one list and adds how many it posted to *posted.
-func postSends(q *rnic.QP, wrs []qp.SendWR, posted *C.int) C.int {
+// queueSends queues wrs and adds how many it queued to *posted.
+func queueSends(q *rnic.QP, wrs []qp.SendWR, posted *C.int) C.int {
 	if len(wrs) == 0 {
 		return 0
 	}
-	n, err := q.PostSendList(wrs)
+	n, err := q.QueueSendList(wrs)
 	*posted += C.int(n)
 	if err != nil {
 		debugf("post_send: %v", err)

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/goroce/goroce/wire/testenv"
+	"github.com/goroce/goroce/bench/testenv"
 )
 
 // TestRecvCompletionsAsRxe runs testdata/recv_wc.c preloaded, over an

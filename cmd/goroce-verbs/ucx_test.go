@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/goroce/goroce/wire/testenv"
+	"github.com/goroce/goroce/bench/testenv"
 )
 
 // The tests of this file put goroce0 on 127.140.0.N, and on fd00:140::N in

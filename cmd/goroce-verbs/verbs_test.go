@@ -20,8 +20,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/goroce/goroce/bench/testenv"
 	"github.com/goroce/goroce/cmd/goroce-verbs/build"
-	"github.com/goroce/goroce/wire/testenv"
 )
 
 // The two libraries and the goroce binary, built once for all tests of
@@ -363,10 +363,7 @@ func TestMixed(t *testing.T) {
 // device, and the process survives all of it.
 func TestBadInput(t *testing.T) {
 	lib := libs(t)
-	prog := filepath.Join(t.TempDir(), "verbs_check")
-	if out, err := exec.Command("gcc", "-O2", "-Wall", "-Werror", "-o", prog, "testdata/verbs_check.c", "-libverbs").CombinedOutput(); err != nil {
-		t.Fatalf("gcc: %v\n%s", err, out)
-	}
+	prog := buildC(t, "verbs_check", "-libverbs")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	p := start(ctx, t, lib, "127.22.0.7", []string{"GOROCE_DEBUG=1"}, prog)
@@ -434,9 +431,9 @@ create_srq_ex XRC: EOPNOTSUPP
 create_qp XRC_SEND: EOPNOTSUPP
 create_qp RAW_PACKET: EOPNOTSUPP
 create_qp_ex DRIVER (DC): EOPNOTSUPP
-create_qp_ex for ibv_wr_*: EOPNOTSUPP
-qp_to_qp_ex: NULL
-create_cq_ex: EOPNOTSUPP
+create_qp_ex for ibv_wr_atomic_write: EOPNOTSUPP
+qp_to_qp_ex of an ibv_create_qp QP: NULL
+create_cq_ex with completion timestamps: EOPNOTSUPP
 resize_cq: EOPNOTSUPP
 reg_mr ON_DEMAND (ODP): EOPNOTSUPP
 advise_mr (ODP): EOPNOTSUPP
@@ -457,8 +454,10 @@ dealloc_pd of a PD with MRs: EBUSY
 	}
 	// With GOROCE_DEBUG, each unsupported verb is named once on stderr,
 	// however often it is called (open_xrcd is called twice).
-	for _, verb := range []string{"ibv_open_xrcd", "ibv_create_srq_ex", "ibv_create_qp_ex", "ibv_qp_to_qp_ex",
-		"ibv_create_cq_ex", "ibv_resize_cq", "ibv_reg_mr with IBV_ACCESS_ON_DEMAND", "ibv_advise_mr",
+	for _, verb := range []string{"ibv_open_xrcd", "ibv_create_srq_ex",
+		"ibv_create_qp_ex with this comp_mask, create_flags or send_ops_flags",
+		"ibv_create_cq_ex with these wc_flags, comp_mask or flags", "ibv_resize_cq",
+		"ibv_reg_mr with IBV_ACCESS_ON_DEMAND", "ibv_advise_mr",
 		"ibv_reg_dmabuf_mr", "ibv_create_flow", "ibv_create_counters", "ibv_alloc_dm", "ibv_alloc_td",
 		"ibv_create_wq", "ibv_attach_mcast"} {
 		if n := strings.Count(p.stderr.String(), "goroce-verbs: "+verb+" is not supported (EOPNOTSUPP)\n"); n != 1 {

@@ -79,12 +79,16 @@ type interopCase struct {
 	Events   bool
 	Perftest string // "" for a ping-pong; else the test: rxe runs ib_<Perftest>, goroce `perf <Perftest>`
 	Rdmacm   string // "" or a librdmacm example (rping): rxe runs it, goroce its own (see rping.go)
-	RxeRole  role
-	Family   family
-	MTU      int // path MTU in bytes: 1024 or 4096
-	Size     int // message size, -s
-	Iters    int // exchanges, -n
-	Port     int // TCP side-channel port, -p
+	// Own is "" or a program of goroce's own (own.go), run preloaded on
+	// goroce and on rxe; OwnBin is its binary, built by the suite.
+	Own     string
+	OwnBin  string
+	RxeRole role
+	Family  family
+	MTU     int // path MTU in bytes: 1024 or 4096
+	Size    int // message size, -s
+	Iters   int // exchanges, -n
+	Port    int // TCP side-channel port, -p
 }
 
 // Name identifies the case in the guest's serial log (the lab's
@@ -116,6 +120,9 @@ func (c interopCase) Line() string {
 // program is the rxe side's program: ibv_rc_pingpong's "rc_pingpong" or
 // perftest's "ib_write_bw".
 func (c interopCase) program() string {
+	if c.Own != "" {
+		return c.Own
+	}
 	if c.Rdmacm != "" {
 		return c.Rdmacm
 	}
@@ -131,7 +138,9 @@ func (c interopCase) program() string {
 // fill (0x7b, a zero at each page start) and sends it back.
 // A preloaded example prints no such count: the capture is the oracle
 // (see fillProblems).
-func (c interopCase) goroceChecks() bool { return c.Perftest == "" && !c.Preload && c.Rdmacm == "" }
+func (c interopCase) goroceChecks() bool {
+	return c.Perftest == "" && !c.Preload && c.Rdmacm == "" && c.Own == ""
+}
 
 // message sizes per transport and MTU: the lab's own choices at 1024 (one
 // packet each), and at 4096 an RC/UC message of two packets (SEND_FIRST +
@@ -177,6 +186,7 @@ type plan struct {
 	preloadEvents    []string // the programs run preloaded in event mode (see preloadEvents)
 	rdmacm           []string // librdmacm examples (rping) against goroce's own
 	rdmacmPreload    []string // librdmacm examples run preloaded on goroce (see rdmacmPreloaded)
+	own              []string // goroce's own programs (see ownPrograms)
 	iters            int      // exchanges per ping-pong case
 	perfIters        int      // operations per perftest case (-n)
 }
@@ -223,6 +233,11 @@ func matrix(p plan) []interopCase {
 						cs = append(cs, p.rdmacmPreloadCase(t, r, f, firstPort+len(cs)))
 					}
 				}
+				for _, t := range p.own {
+					if mtu == ownMTU {
+						cs = append(cs, p.ownCase(t, r, f, firstPort+len(cs)))
+					}
+				}
 			}
 		}
 	}
@@ -264,6 +279,9 @@ func (c interopCase) goroceAddr() string {
 
 // goroceArgs is the goroce command line for the case (without the binary).
 func (c interopCase) goroceArgs() []string {
+	if c.Own != "" {
+		return c.ownArgs()
+	}
 	if c.Rdmacm != "" && c.Preload {
 		return c.rdmacmPreloadArgs()
 	}
@@ -336,6 +354,9 @@ func (c interopCase) execArgs() []string {
 // rxeCommand is the guest's command line for the case. $G4 and $G6 are
 // the guest script's GID indexes of its IPv4-mapped and IPv6 GIDs.
 func (c interopCase) rxeCommand() string {
+	if c.Own != "" {
+		return c.ownRxeCommand()
+	}
 	if c.Rdmacm != "" && c.Preload {
 		return c.rdmacmPreloadRxeCommand()
 	}

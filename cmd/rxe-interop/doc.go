@@ -52,6 +52,18 @@
 //
 //	interop: ucmatose preloaded rxe-server ipv6 mtu=1024 PASS (...)
 //
+// and so does each case of goroce's own C programs (-own, own.go): ext_qp
+// (cmd/goroce-verbs/testdata/ext_qp.c), built on the host and run under
+// `goroce exec` on goroce and, copied into the guest (the lab's
+// RXE_LAB_ADD), on rxe: the extended verbs (ibv_wr_* on RC, UC and UD,
+// the ibv_cq_ex poll API), READ, atomics and memory windows bound,
+// invalidated and rebound, each side the sender in turn and checking
+// what it received; both sides must pass every check, print the same
+// "api:" lines (the extended verbs' errno values), and send what their
+// "wire:" lines say, at MTU 1024:
+//
+//	interop: ext_qp preloaded rxe-client ipv6 mtu=1024 PASS (...)
+//
 // perftest's -R (connect with rdma_cm) is not a case: ib_write_bw -R does
 // not complete even rxe to rxe in the lab.
 //
@@ -114,7 +126,7 @@
 //	go run ./cmd/rxe-interop [-goroce BIN] [-lab PATH] [-out DIR] [-v]
 //	    [-transports rc,uc,ud|none] [-perftests write_bw,...|none]
 //	    [-preload rc,uc,ud,srq,write_bw,...,rc-e,send_bw-e,send_lat-e|none]
-//	    [-rdmacm rping,rping-preload,ucmatose,udaddy,rdma_server|none]
+//	    [-rdmacm rping,rping-preload,ucmatose,udaddy,rdma_server|none] [-own ext_qp|none]
 //	    [-roles server,client] [-families ipv4,ipv6] [-mtus 1024,4096]
 //	    [-iters 5] [-perf-iters 20]
 //

@@ -42,6 +42,13 @@ func (s *suite) run(ctx context.Context, cases []interopCase) []result {
 	if err := s.preparePreload(ctx, cases); err != nil {
 		return emit(failAll(cases, err.Error()))
 	}
+	bins, err := buildOwn(ctx, s.out, cases)
+	if err != nil {
+		return emit(failAll(cases, err.Error()))
+	}
+	if len(bins) > 0 {
+		s.lab.env = append(s.lab.env, ownLabAdd(bins))
+	}
 
 	script := filepath.Join(s.out, "guest.sh")
 	if err := os.WriteFile(script, []byte(guestScript(cases, s.caseTimeout)), 0o644); err != nil {

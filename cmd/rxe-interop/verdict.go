@@ -123,6 +123,10 @@ func judge(c interopCase, o observed) result {
 		problems = append(problems, "capture not parsed: "+o.wireErr.Error())
 	} else if o.pcapErr == nil {
 		switch {
+		case c.Own != "":
+			ps, what := ownProblems(c, o)
+			problems = append(problems, ps...)
+			checked = what
 		case c.Rdmacm != "" && c.Preload:
 			ps, what := rdmacmPreloadProblems(c, o)
 			problems = append(problems, ps...)
@@ -146,8 +150,12 @@ func judge(c interopCase, o observed) result {
 		}
 	}
 	if len(problems) == 0 {
-		return result{c: c, verdict: pass, detail: fmt.Sprintf("%d x %d B%s; wire: goroce %v; rxe %v; ICRC ok on %d",
-			c.Iters, c.Size, checked, o.wire.goroce, o.wire.rxe, p.ICRCOK)}
+		what := fmt.Sprintf("%d x %d B", c.Iters, c.Size)
+		if c.Own != "" {
+			what = "each side the sender in turn"
+		}
+		return result{c: c, verdict: pass, detail: fmt.Sprintf("%s%s; wire: goroce %v; rxe %v; ICRC ok on %d",
+			what, checked, o.wire.goroce, o.wire.rxe, p.ICRCOK)}
 	}
 	r := result{c: c, verdict: fail, detail: strings.Join(problems, "; ")}
 	for _, l := range o.rxeTail {

@@ -83,9 +83,12 @@ func countWire(path, goroceAddr string, timeout time.Duration, skipCM bool) (wir
 	if err != nil {
 		return w, err
 	}
+	// A request's PSN is its sender's; a READ response's is the
+	// requester's, from the other side's PSN space: they are told apart.
 	type psnKey struct {
-		qp  uint32
-		psn wire.PSN
+		qp       uint32
+		psn      wire.PSN
+		response bool
 	}
 	first := [2]map[psnKey]time.Time{{}, {}}
 	naked := [2]bool{}     // whether the other side has sent a NAK yet
@@ -156,7 +159,7 @@ func countWire(path, goroceAddr string, timeout time.Duration, skipCM bool) (wir
 			}
 		}
 		if info.Request || info.Op == wire.OpReadResponse {
-			k := psnKey{p.BTH().DestQP(), p.BTH().PSN()}
+			k := psnKey{p.BTH().DestQP(), p.BTH().PSN(), info.Op == wire.OpReadResponse}
 			if t0, ok := first[side][k]; !ok {
 				first[side][k] = rec.Time
 			} else if info.Op == wire.OpReadResponse && readAgain[side] {

@@ -3,6 +3,7 @@ package main
 import (
 	"strings"
 	"testing"
+	"time"
 )
 
 // rxeRun reads a capture of rxe talking to rxe for case c: a golden
@@ -79,6 +80,28 @@ func TestCountWireSkipsOtherCasesMADs(t *testing.T) {
 		if w.rxe.Requests != tc.want || w.goroce.ReadResponses != 20 {
 			t.Errorf("skipCM %v: rxe sent %d requests, goroce %d read responses; want %d and 20",
 				tc.skipCM, w.rxe.Requests, w.goroce.ReadResponses, tc.want)
+		}
+	}
+}
+
+// TestCountWirePSNSpaces: a READ response carries the requester's PSN,
+// so on one QP a side's own requests and its READ responses can carry the
+// same PSNs, as in ext_qp's cases, whose two sides start their send queues
+// at the same PSN and READ in turn (testdata/ext_qp_psn_spaces.pcap: rxe's
+// READ responses at 0x84..0x86, then its own requests up to 0x84 and
+// on). They are neither duplicates nor repeated READ responses.
+func TestCountWirePSNSpaces(t *testing.T) {
+	w, err := countWire("testdata/ext_qp_psn_spaces.pcap", "10.99.0.254", 4096*time.Nanosecond<<18, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []struct {
+		who string
+		f   flow
+	}{{"goroce", w.goroce}, {"rxe", w.rxe}} {
+		if s.f.Duplicates != 0 || s.f.ReadRepeats != 0 || s.f.Retransmits != 0 || s.f.Requests != 26 || s.f.ReadResponses != 3 {
+			t.Errorf("%s: %d requests, %d duplicates, %d retransmissions, %d READ responses, %d repeated; want 26, 0, 0, 3, 0",
+				s.who, s.f.Requests, s.f.Duplicates, s.f.Retransmits, s.f.ReadResponses, s.f.ReadRepeats)
 		}
 	}
 }

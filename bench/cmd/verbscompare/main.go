@@ -8,10 +8,20 @@
 //	go run ./bench/cmd/verbscompare -rounds 11 -n 10000
 //	go run ./bench/cmd/verbscompare -server 127.0.9.1 -client 127.0.9.2
 //
-// The pairs, and issue 22's targets (the median of the rounds' ratios):
+// The pairs, and issue 22's and 34's targets (the median of the rounds'
+// ratios):
 //
 //	preloaded ib_write_bw -s 65536 -Q 100   vs  goroce perf write_bw -s 65536   BW average, ≥ 0.9×
 //	preloaded ib_send_lat -s 8              vs  goroce perf send_lat -s 8       t_typical,  ≤ 1.2×
+//	wrloop -m wr -b 1 and -b 64             vs  wrloop -m post, the same        post rate,  ≥ 1.0×
+//
+// wrloop (testdata/wrloop.c, built with gcc) is a posting loop of 64-byte
+// RDMA WRITEs on one RC QP of goroce0 to another, preloaded: in batches of
+// -b, through the ibv_wr_* API (ibv_wr_start, a builder and a setter per
+// WR, ibv_wr_complete) or the same WRs as one ibv_post_send list; its
+// figure is the WRs over the time spent building and posting them (which,
+// goroce0 sending what is posted in the poster's thread, includes the
+// device's sending). Its pairs run -n times 20 WRs.
 //
 // Both sides do the same work: one RC QP, TX depth 128, MTU 4096, one WR
 // per post, the same -n, and a completion asked for every 100th WRITE
@@ -61,8 +71,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/goroce/goroce/bench/testenv"
 	"github.com/goroce/goroce/cmd/goroce-verbs/build"
-	"github.com/goroce/goroce/wire/testenv"
 )
 
 // Exit statuses.
@@ -91,6 +101,10 @@ type pair struct {
 	column       int     // of the data line: BW average or t_typical
 	target       float64 // the ratio preloaded/native must reach
 	atLeast      bool    // the ratio must be ≥ target (bandwidth), else ≤ (latency)
+	// own is a program of testdata (wrloop) run preloaded in two modes
+	// instead of a perftest tool and goroce perf: its "preloaded" side is
+	// -m wr, its "native" side -m post.
+	own string
 }
 
 // pairs are issue 22's two comparisons.
@@ -102,6 +116,11 @@ var pairs = []pair{
 		perftestArgs: []string{"-Q", "100"}, unit: "MiB/s", column: 3, target: 0.9, atLeast: true},
 	{name: "send_lat 8 B", tool: "ib_send_lat", test: "send_lat", args: []string{"-s", "8"},
 		unit: "usec", column: 4, target: 1.2, atLeast: false},
+	// Issue 34's: an ibv_wr_* posting loop at least as fast as the same
+	// loop with ibv_post_send, a WR per batch and 64 (four of the
+	// shim's GOROCE_POST_BATCH lists).
+	{name: "wr_* vs post 1", own: "wrloop", args: []string{"-b", "1"}, unit: "MWR/s", column: 3, target: 1.0, atLeast: true},
+	{name: "wr_* vs post 64", own: "wrloop", args: []string{"-b", "64"}, unit: "MWR/s", column: 3, target: 1.0, atLeast: true},
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -130,16 +149,27 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitFail
 	}
 	for _, p := range pairs {
+		if p.own != "" {
+			continue
+		}
 		if _, err := exec.LookPath(p.tool); err != nil {
 			return fail(fmt.Errorf("%s not found: apt-get install perftest", p.tool))
 		}
 	}
+	dir, err := os.MkdirTemp("", "verbscompare")
+	if err != nil {
+		return fail(err)
+	}
+	defer os.RemoveAll(dir)
 	bin := *goroce
 	if bin == "" {
-		var err error
 		if bin, err = buildAll(ctx, *src, stderr); err != nil {
 			return fail(err)
 		}
+	}
+	own, err := buildOwn(ctx, *src, dir)
+	if err != nil {
+		return fail(err)
 	}
 	fmt.Fprintf(stdout, "verbscompare: %d rounds, -n %d, server %s, client %s%s\n",
 		*rounds, *iters, addrs[0], addrs[1], pinNote())
@@ -152,14 +182,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 				sides = []bool{false, true}
 			}
 			for _, preloaded := range sides {
-				v, err := measure(ctx, bin, addrs, p, preloaded, *iters)
+				v, err := measure(ctx, bin, own, addrs, p, preloaded, *iters)
 				if err != nil && ctx.Err() == nil {
 					// Once: a run a loaded machine stalled is run
 					// again, and its failure shown in full.
 					fmt.Fprintf(stdout, "round %d  %-16s %-22s failed; again (its output on stderr)\n", r, p.name,
 						sideName(p, preloaded))
 					fmt.Fprintf(stderr, "verbscompare: round %d, run again: %v\n", r, err)
-					v, err = measure(ctx, bin, addrs, p, preloaded, *iters)
+					v, err = measure(ctx, bin, own, addrs, p, preloaded, *iters)
 				}
 				if err != nil {
 					return fail(err)
@@ -210,6 +240,12 @@ func loadAverage() string {
 
 // sideName says what ran on one side of a pair.
 func sideName(p pair, preloaded bool) string {
+	switch {
+	case p.own != "" && preloaded:
+		return p.own + " ibv_wr_*"
+	case p.own != "":
+		return p.own + " ibv_post_send"
+	}
 	if preloaded {
 		return "preloaded " + p.tool
 	}
@@ -248,9 +284,44 @@ func loopbackPair(server, client string) ([2]netip.Addr, error) {
 	return a, nil
 }
 
+// buildOwn builds the programs of testdata the pairs run (wrloop) from
+// the source in src into dir, and gives their paths by name.
+func buildOwn(ctx context.Context, src, dir string) (map[string]string, error) {
+	bins := map[string]string{}
+	for _, p := range pairs {
+		if p.own == "" || bins[p.own] != "" {
+			continue
+		}
+		bin := filepath.Join(dir, p.own)
+		c := filepath.Join(src, "bench", "cmd", "verbscompare", "testdata", p.own+".c")
+		if out, err := exec.CommandContext(ctx, "gcc", "-O2", "-Wall", "-Werror", "-o", bin, c, "-libverbs").CombinedOutput(); err != nil {
+			return nil, fmt.Errorf("gcc %s: %v\n%s", c, err, out)
+		}
+		bins[p.own] = bin
+	}
+	return bins, nil
+}
+
 // measure runs one side of a pair once, the server on addrs[0] and the
-// client on addrs[1], and returns the client's figure.
-func measure(ctx context.Context, bin string, addrs [2]netip.Addr, p pair, preloaded bool, iters int) (float64, error) {
+// client on addrs[1], and returns the client's figure; an own program's
+// side is one process, on addrs[0].
+func measure(ctx context.Context, bin string, own map[string]string, addrs [2]netip.Addr, p pair, preloaded bool,
+	iters int) (float64, error) {
+	if p.own != "" {
+		mode := "post"
+		if preloaded {
+			mode = "wr"
+		}
+		ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+		defer cancel()
+		args := slices.Concat([]string{"exec", "--addr", addrs[0].String(), "--", own[p.own], "-m", mode,
+			"-n", strconv.Itoa(20 * iters)}, p.args)
+		out, err := pinned(ctx, 0, bin, args...).CombinedOutput()
+		if err != nil {
+			return 0, fmt.Errorf("%s: %v\n%s", sideName(p, preloaded), err, out)
+		}
+		return figure(string(out), p.column)
+	}
 	port, err := freePort()
 	if err != nil {
 		return 0, err
@@ -382,7 +453,7 @@ func verdict(p pair, r result) (ratio float64, met bool) {
 
 func printTable(w io.Writer, res []result, iters int) {
 	fmt.Fprintf(w, "%-16s %-6s %-28s %-28s %7s %7s  %-8s %s\n", "case", "unit",
-		"preloaded min/median/max", "goroce perf min/median/max", "ratio", "medians", "target", "met")
+		"preloaded|wr_* min/med/max", "perf|post_send min/med/max", "ratio", "medians", "target", "met")
 	for i, p := range pairs {
 		r := res[i]
 		ratio, met := verdict(p, r)
@@ -397,8 +468,8 @@ func printTable(w io.Writer, res []result, iters int) {
 		fmt.Fprintf(w, "%-16s %-6s %-28s %-28s %6.2fx %6.2fx  %s %.1fx   %s\n", p.name, p.unit,
 			spread(r.preloaded), spread(r.native), ratio, median(r.preloaded)/median(r.native), op, p.target, yes)
 	}
-	fmt.Fprintf(w, "\n(-n %d; ratio = the median of the rounds' ratios, preloaded / goroce perf, which the verdict "+
-		"takes; medians = preloaded median / goroce perf median)\n", iters)
+	fmt.Fprintf(w, "\n(-n %d; ratio = the median of the rounds' ratios, preloaded / goroce perf (wrloop: ibv_wr_* / "+
+		"ibv_post_send), which the verdict takes; medians = the ratio of the two sides' medians)\n", iters)
 }
 
 // spread formats min/median/max.

@@ -130,6 +130,24 @@ func SourceHash(src string) (string, error) {
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
+// ShimSources lists the shim's C files, every cmd/goroce-verbs/shim/*.c
+// of the source in src, relative to it.
+func ShimSources(src string) ([]string, error) {
+	files, err := filepath.Glob(filepath.Join(src, "cmd", "goroce-verbs", "shim", "*.c"))
+	if err != nil {
+		return nil, err
+	}
+	if len(files) == 0 {
+		return nil, &MissingError{"the goroce source", fmt.Sprintf("%q has no cmd/goroce-verbs/shim/*.c", src)}
+	}
+	for i, f := range files {
+		if files[i], err = filepath.Rel(src, f); err != nil {
+			return nil, err
+		}
+	}
+	return files, nil
+}
+
 // Build builds both verbs libraries from the module source in src into
 // dir, creating it. The libraries are built under temporary names and
 // renamed into place, so that concurrent builds into one dir, and programs
@@ -151,12 +169,14 @@ func Build(ctx context.Context, src, dir string) error {
 		return err
 	}
 	defer os.RemoveAll(tmp)
+	shim, err := ShimSources(src)
+	if err != nil {
+		return err
+	}
 	for _, args := range [][]string{
 		{"go", "build", "-buildmode=c-shared", "-o", filepath.Join(tmp, Core), "./cmd/goroce-verbs"},
-		{"gcc", "-O2", "-Wall", "-Werror", "-shared", "-fPIC", "-o", filepath.Join(tmp, Shim),
-			filepath.Join("cmd", "goroce-verbs", "shim", "verbs.c"), filepath.Join("cmd", "goroce-verbs", "shim", "rdmacm.c"),
-			filepath.Join("cmd", "goroce-verbs", "shim", "sysfs.c"),
-			"-ldl", "-lpthread"},
+		append(append([]string{"gcc", "-O2", "-Wall", "-Werror", "-shared", "-fPIC", "-o", filepath.Join(tmp, Shim)},
+			shim...), "-ldl", "-lpthread"),
 	} {
 		cmd := exec.CommandContext(ctx, args[0], args[1:]...)
 		cmd.Dir = src

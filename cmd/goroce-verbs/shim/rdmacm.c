@@ -27,6 +27,10 @@
  * rdma_accept and rdma_disconnect wait for their event, which stays in
  * id->event until the next one; rdma_get_request takes a CONNECT_REQUEST.
  *
+ * As the verbs half does, every call checks the IDs, channels and events
+ * it is given: a NULL, destroyed or foreign one fails with EINVAL (a void
+ * call does nothing), instead of reading memory that is not one.
+ *
  * Not supported (the call fails with errno ENOSYS, and GOROCE_DEBUG says
  * so once): multicast (rdma_join_multicast, _ex, rdma_leave_multicast),
  * rdma_init_qp_attr, rdma_establish (goroce's CM establishes by itself),
@@ -48,13 +52,14 @@
 #include <infiniband/verbs.h>
 #include <rdma/rdma_cma.h>
 
-#include "../core.h"
-
-#define EXPORT __attribute__((visibility("default")))
+#include "shim.h"
 
 /* In verbs.c. */
-void *goroce_core_symbol(const char *name);
-void goroce_unsupported(const char *call, const char *errname);
+HIDDEN void *goroce_core_symbol(const char *name);
+
+/* CM_ID fails the call with ret and errno EINVAL unless id is a live
+ * rdma_cm_id of the preload's (shim.h's live objects). */
+#define CM_ID(id, ret) LIVE(id, OBJ_CM_ID, ret)
 
 /* The core's rdma_cm functions (goroce_cm_* in rdmacm.go). */
 static struct {
@@ -190,6 +195,8 @@ EXPORT struct rdma_event_channel *rdma_create_event_channel(void)
 		return NULL;
 	}
 	int ret = cmcore.create_channel(c->ch.fd, &c->handle);
+	if (!ret && (ret = live_add(&c->ch, OBJ_CM_CHANNEL)))
+		cmcore.destroy_channel(c->handle);
 	if (ret) {
 		close(c->ch.fd);
 		free(c);
@@ -202,6 +209,8 @@ EXPORT struct rdma_event_channel *rdma_create_event_channel(void)
 EXPORT void rdma_destroy_event_channel(struct rdma_event_channel *channel)
 {
 	struct cma_channel *c = cma_channel_of(channel);
+	if (!live_del(channel, OBJ_CM_CHANNEL))
+		return;
 	cmcore.destroy_channel(c->handle);
 	close(c->ch.fd);
 	free(c);
@@ -316,6 +325,8 @@ static enum ibv_qp_type qp_type_of(enum rdma_port_space ps)
 static int create_id(struct rdma_event_channel *channel, struct rdma_cm_id **id, void *context,
 		     enum rdma_port_space ps, enum ibv_qp_type qp_type)
 {
+	if (!id || (channel && !live(channel, OBJ_CM_CHANNEL)))
+		return err(EINVAL);
 	if (!cma_ready())
 		return -1;
 	struct cma_id *c = calloc(1, sizeof *c);
@@ -331,6 +342,8 @@ static int create_id(struct rdma_event_channel *channel, struct rdma_cm_id **id,
 		c->sync = 1;
 	}
 	int ret = cmcore.create_id(cma_channel_of(channel)->handle, ps, (uintptr_t)c, &c->handle);
+	if (!ret && (ret = live_add(&c->id, OBJ_CM_ID)))
+		cmcore.destroy_id(c->handle);
 	if (ret) {
 		if (c->sync)
 			rdma_destroy_event_channel(channel);
@@ -354,6 +367,8 @@ EXPORT int rdma_create_id(struct rdma_event_channel *channel, struct rdma_cm_id 
 EXPORT int rdma_destroy_id(struct rdma_cm_id *id)
 {
 	struct cma_id *c = cma_id_of(id);
+	if (!live_del(id, OBJ_CM_ID))
+		return err(EINVAL);
 	int ret = cmcore.destroy_id(c->handle);
 	if (id->event)
 		rdma_ack_cm_event(id->event);
@@ -391,6 +406,9 @@ EXPORT int rdma_bind_addr(struct rdma_cm_id *id, struct sockaddr *addr)
 {
 	struct cma_id *c = cma_id_of(id);
 	struct goroce_cm_addr a;
+	CM_ID(id, -1);
+	if (!addr)
+		return err(EINVAL);
 	int ret = to_core(&a, addr);
 	if (ret || (ret = cmcore.bind(c->handle, &a)))
 		return err(ret);
@@ -400,6 +418,7 @@ EXPORT int rdma_bind_addr(struct rdma_cm_id *id, struct sockaddr *addr)
 
 EXPORT int rdma_listen(struct rdma_cm_id *id, int backlog)
 {
+	CM_ID(id, -1);
 	return err(cmcore.listen(cma_id_of(id)->handle, backlog));
 }
 
@@ -409,6 +428,9 @@ EXPORT int rdma_resolve_addr(struct rdma_cm_id *id, struct sockaddr *src_addr, s
 	(void)timeout_ms;
 	struct cma_id *c = cma_id_of(id);
 	struct goroce_cm_addr src, dst;
+	CM_ID(id, -1);
+	if (!dst_addr)
+		return err(EINVAL);
 	int ret = to_core(&dst, dst_addr);
 	if (!ret && src_addr)
 		ret = to_core(&src, src_addr);
@@ -422,6 +444,7 @@ EXPORT int rdma_resolve_route(struct rdma_cm_id *id, int timeout_ms)
 {
 	(void)timeout_ms;
 	struct cma_id *c = cma_id_of(id);
+	CM_ID(id, -1);
 	int ret = cmcore.resolve_route(c->handle);
 	if (ret)
 		return err(ret);
@@ -484,7 +507,8 @@ fail: {
 EXPORT int rdma_create_qp(struct rdma_cm_id *id, struct ibv_pd *pd, struct ibv_qp_init_attr *qp_init_attr)
 {
 	struct cma_id *c = cma_id_of(id);
-	if (!id->verbs) {
+	CM_ID(id, -1);
+	if (!id->verbs || !qp_init_attr || (pd && !live(pd, OBJ_PD))) {
 		errno = EINVAL;
 		return -1;
 	}
@@ -526,7 +550,7 @@ EXPORT int rdma_create_qp(struct rdma_cm_id *id, struct ibv_pd *pd, struct ibv_q
 
 EXPORT void rdma_destroy_qp(struct rdma_cm_id *id)
 {
-	if (!id->qp)
+	if (!live(id, OBJ_CM_ID) || !id->qp)
 		return;
 	cmcore.set_qp(cma_id_of(id)->handle, 0);
 	ibv_destroy_qp(id->qp);
@@ -536,8 +560,8 @@ EXPORT void rdma_destroy_qp(struct rdma_cm_id *id)
 
 EXPORT int rdma_create_qp_ex(struct rdma_cm_id *id, struct ibv_qp_init_attr_ex *qp_init_attr)
 {
-	(void)id;
 	(void)qp_init_attr;
+	CM_ID(id, -1);
 	ENOSYS_RET("rdma_create_qp_ex", -1);
 }
 
@@ -577,6 +601,7 @@ EXPORT int rdma_connect(struct rdma_cm_id *id, struct rdma_conn_param *conn_para
 {
 	struct cma_id *c = cma_id_of(id);
 	struct goroce_cm_param p;
+	CM_ID(id, -1);
 	int ret = to_param(&p, conn_param, max_resp_res, max_init_depth);
 	if (ret || (ret = cmcore.connect(c->handle, &p)))
 		return err(ret);
@@ -587,6 +612,7 @@ EXPORT int rdma_accept(struct rdma_cm_id *id, struct rdma_conn_param *conn_param
 {
 	struct cma_id *c = cma_id_of(id);
 	struct goroce_cm_param p;
+	CM_ID(id, -1);
 	int ret = to_param(&p, conn_param, clamp(c->responder_resources, max_resp_res),
 			   clamp(c->initiator_depth, max_init_depth));
 	if (ret || (ret = cmcore.accept(c->handle, &p)))
@@ -598,6 +624,7 @@ EXPORT int rdma_accept(struct rdma_cm_id *id, struct rdma_conn_param *conn_param
 
 EXPORT int rdma_reject(struct rdma_cm_id *id, const void *private_data, uint8_t private_data_len)
 {
+	CM_ID(id, -1);
 	if (private_data_len && !private_data)
 		return err(EINVAL);
 	return err(cmcore.reject(cma_id_of(id)->handle, private_data, private_data_len));
@@ -605,6 +632,7 @@ EXPORT int rdma_reject(struct rdma_cm_id *id, const void *private_data, uint8_t 
 
 EXPORT int rdma_disconnect(struct rdma_cm_id *id)
 {
+	CM_ID(id, -1);
 	int ret = cmcore.disconnect(cma_id_of(id)->handle);
 	if (ret)
 		return err(ret);
@@ -615,6 +643,9 @@ EXPORT int rdma_migrate_id(struct rdma_cm_id *id, struct rdma_event_channel *cha
 {
 	struct cma_id *c = cma_id_of(id);
 	int sync = 0;
+	CM_ID(id, -1);
+	if (channel && !live(channel, OBJ_CM_CHANNEL))
+		return err(EINVAL);
 	if (!channel) {
 		if (!(channel = rdma_create_event_channel()))
 			return -1;
@@ -653,7 +684,7 @@ EXPORT int rdma_get_cm_event(struct rdma_event_channel *channel, struct rdma_cm_
 	struct cma_channel *ch = cma_channel_of(channel);
 	struct goroce_cm_event g;
 	uint64_t n;
-	if (!event)
+	if (!event || !live(channel, OBJ_CM_CHANNEL))
 		return err(EINVAL);
 	/* Read once: ch is freed if another thread destroys the channel. */
 	int fd = ch->ch.fd;
@@ -694,6 +725,11 @@ EXPORT int rdma_get_cm_event(struct rdma_event_channel *channel, struct rdma_cm_
 		c->id.pd = lis ? lis->id.pd : NULL;
 		c->responder_resources = g.param.responder_resources;
 		c->initiator_depth = g.param.initiator_depth;
+		if (live_add(&c->id, OBJ_CM_ID)) {
+			free(c);
+			free(e);
+			return err(ENOMEM);
+		}
 		cmcore.set_obj(g.id, (uintptr_t)c);
 		if (lis && lis->sync)
 			rdma_migrate_id(&c->id, NULL);
@@ -732,13 +768,17 @@ EXPORT int rdma_get_cm_event(struct rdma_event_channel *channel, struct rdma_cm_
 		p->srq = g.param.srq;
 		p->qp_num = g.param.qp_num;
 	}
+	if (live_add(&e->event, OBJ_CM_EVENT)) {
+		free(e);
+		return err(ENOMEM);
+	}
 	*event = &e->event;
 	return 0;
 }
 
 EXPORT int rdma_ack_cm_event(struct rdma_cm_event *event)
 {
-	if (!event)
+	if (!live_del(event, OBJ_CM_EVENT))
 		return err(EINVAL);
 	free(event);
 	return 0;
@@ -773,7 +813,8 @@ EXPORT int rdma_get_request(struct rdma_cm_id *listen, struct rdma_cm_id **id)
 {
 	struct cma_id *lis = cma_id_of(listen);
 	struct rdma_cm_event *event;
-	if (!lis->sync)
+	CM_ID(listen, -1);
+	if (!id || !lis->sync)
 		return err(EINVAL);
 	if (listen->event) {
 		rdma_ack_cm_event(listen->event);
@@ -804,7 +845,7 @@ EXPORT int rdma_create_ep(struct rdma_cm_id **id, struct rdma_addrinfo *res, str
 			  struct ibv_qp_init_attr *qp_init_attr)
 {
 	struct rdma_cm_id *cm_id;
-	if (!res || (!(res->ai_flags & RAI_PASSIVE) && !res->ai_dst_addr))
+	if (!id || !res || (!(res->ai_flags & RAI_PASSIVE) && !res->ai_dst_addr) || (pd && !live(pd, OBJ_PD)))
 		return err(EINVAL);
 	if (create_id(NULL, &cm_id, NULL, res->ai_port_space, res->ai_qp_type))
 		return -1;
@@ -844,6 +885,8 @@ fail: {
 
 EXPORT void rdma_destroy_ep(struct rdma_cm_id *id)
 {
+	if (!live(id, OBJ_CM_ID))
+		return;
 	rdma_destroy_qp(id);
 	rdma_destroy_id(id);
 }
@@ -855,7 +898,8 @@ EXPORT struct ibv_context **rdma_get_devices(int *num_devices)
 	if (!cma_ready())
 		return NULL;
 	struct ibv_context **list = calloc(2, sizeof *list);
-	if (!list) {
+	if (!list || live_add(list, OBJ_CM_DEVICE_LIST)) {
+		free(list);
 		errno = ENOMEM;
 		return NULL;
 	}
@@ -865,7 +909,11 @@ EXPORT struct ibv_context **rdma_get_devices(int *num_devices)
 	return list;
 }
 
-EXPORT void rdma_free_devices(struct ibv_context **list) { free(list); }
+EXPORT void rdma_free_devices(struct ibv_context **list)
+{
+	if (live_del(list, OBJ_CM_DEVICE_LIST))
+		free(list);
+}
 
 static __be16 port_of(const struct sockaddr *sa)
 {
@@ -876,13 +924,22 @@ static __be16 port_of(const struct sockaddr *sa)
 	return 0;
 }
 
-EXPORT __be16 rdma_get_src_port(struct rdma_cm_id *id) { return port_of(&id->route.addr.src_addr); }
+/* rdma_get_src_port and rdma_get_dst_port: 0 for what is not a live ID. */
+EXPORT __be16 rdma_get_src_port(struct rdma_cm_id *id)
+{
+	CM_ID(id, 0);
+	return port_of(&id->route.addr.src_addr);
+}
 
-EXPORT __be16 rdma_get_dst_port(struct rdma_cm_id *id) { return port_of(&id->route.addr.dst_addr); }
+EXPORT __be16 rdma_get_dst_port(struct rdma_cm_id *id)
+{
+	CM_ID(id, 0);
+	return port_of(&id->route.addr.dst_addr);
+}
 
 EXPORT int rdma_set_option(struct rdma_cm_id *id, int level, int optname, void *optval, size_t optlen)
 {
-	(void)id;
+	CM_ID(id, -1);
 	if (!optval)
 		return err(EINVAL);
 	/* The port of a destroyed ID is free at once, so SO_REUSEADDR's
@@ -908,6 +965,8 @@ static struct sockaddr *copy_sockaddr(const struct sockaddr *sa, socklen_t *len)
 
 EXPORT void rdma_freeaddrinfo(struct rdma_addrinfo *res)
 {
+	if (!live_del(res, OBJ_ADDRINFO))
+		return;
 	while (res) {
 		struct rdma_addrinfo *next = res->ai_next;
 		free(res->ai_src_addr);
@@ -931,7 +990,7 @@ EXPORT int rdma_getaddrinfo(const char *node, const char *service, const struct 
 {
 	struct addrinfo ai_hints = {0}, *ai;
 	int passive = hints && (hints->ai_flags & RAI_PASSIVE);
-	if (!node && !service)
+	if ((!node && !service) || !res)
 		return err(EINVAL);
 	ai_hints.ai_family = hints ? hints->ai_family : 0;
 	if (!ai_hints.ai_family && !node && cma_ready())
@@ -963,8 +1022,10 @@ EXPORT int rdma_getaddrinfo(const char *node, const char *service, const struct 
 			r->ai_src_addr = copy_sockaddr(hints->ai_src_addr, &r->ai_src_len);
 	}
 	freeaddrinfo(ai);
-	if ((passive && !r->ai_src_addr) || (!passive && !r->ai_dst_addr)) {
-		rdma_freeaddrinfo(r);
+	if ((passive && !r->ai_src_addr) || (!passive && !r->ai_dst_addr) || live_add(r, OBJ_ADDRINFO)) {
+		free(r->ai_src_addr);
+		free(r->ai_dst_addr);
+		free(r);
 		return err(ENOMEM);
 	}
 	*res = r;
@@ -975,68 +1036,78 @@ EXPORT int rdma_getaddrinfo(const char *node, const char *service, const struct 
 
 EXPORT int rdma_init_qp_attr(struct rdma_cm_id *id, struct ibv_qp_attr *qp_attr, int *qp_attr_mask)
 {
-	(void)id, (void)qp_attr, (void)qp_attr_mask;
+	(void)qp_attr, (void)qp_attr_mask;
+	CM_ID(id, -1);
 	ENOSYS_RET("rdma_init_qp_attr", -1);
 }
 
 EXPORT int rdma_establish(struct rdma_cm_id *id)
 {
-	(void)id;
+	CM_ID(id, -1);
 	ENOSYS_RET("rdma_establish", -1);
 }
 
 EXPORT int rdma_notify(struct rdma_cm_id *id, enum ibv_event_type event)
 {
-	(void)id, (void)event;
+	(void)event;
+	CM_ID(id, -1);
 	ENOSYS_RET("rdma_notify", -1);
 }
 
 EXPORT int rdma_join_multicast(struct rdma_cm_id *id, struct sockaddr *addr, void *context)
 {
-	(void)id, (void)addr, (void)context;
+	(void)addr, (void)context;
+	CM_ID(id, -1);
 	ENOSYS_RET("rdma_join_multicast", -1);
 }
 
 EXPORT int rdma_join_multicast_ex(struct rdma_cm_id *id, struct rdma_cm_join_mc_attr_ex *mc_join_attr, void *context)
 {
-	(void)id, (void)mc_join_attr, (void)context;
+	(void)mc_join_attr, (void)context;
+	CM_ID(id, -1);
 	ENOSYS_RET("rdma_join_multicast_ex", -1);
 }
 
 EXPORT int rdma_leave_multicast(struct rdma_cm_id *id, struct sockaddr *addr)
 {
-	(void)id, (void)addr;
+	(void)addr;
+	CM_ID(id, -1);
 	ENOSYS_RET("rdma_leave_multicast", -1);
 }
 
 EXPORT int rdma_create_srq(struct rdma_cm_id *id, struct ibv_pd *pd, struct ibv_srq_init_attr *attr)
 {
-	(void)id, (void)pd, (void)attr;
+	(void)pd, (void)attr;
+	CM_ID(id, -1);
 	ENOSYS_RET("rdma_create_srq", -1);
 }
 
 EXPORT int rdma_create_srq_ex(struct rdma_cm_id *id, struct ibv_srq_init_attr_ex *attr)
 {
-	(void)id, (void)attr;
+	(void)attr;
+	CM_ID(id, -1);
 	ENOSYS_RET("rdma_create_srq_ex", -1);
 }
 
-EXPORT void rdma_destroy_srq(struct rdma_cm_id *id) { (void)id; }
+EXPORT void rdma_destroy_srq(struct rdma_cm_id *id) { (void)id; } /* there is no SRQ to destroy */
 
 EXPORT int rdma_reject_ece(struct rdma_cm_id *id, const void *private_data, uint8_t private_data_len)
 {
-	(void)id, (void)private_data, (void)private_data_len;
+	(void)private_data, (void)private_data_len;
+	CM_ID(id, -1);
 	ENOSYS_RET("rdma_reject_ece", -1);
 }
 
 EXPORT int rdma_set_local_ece(struct rdma_cm_id *id, struct ibv_ece *ece)
 {
-	(void)id, (void)ece;
+	(void)ece;
+	CM_ID(id, -1);
 	ENOSYS_RET("rdma_set_local_ece", -1);
 }
 
 EXPORT int rdma_get_remote_ece(struct rdma_cm_id *id, struct ibv_ece *ece)
 {
-	(void)id, (void)ece;
+	(void)ece;
+	CM_ID(id, -1);
 	ENOSYS_RET("rdma_get_remote_ece", -1);
 }

@@ -36,63 +36,23 @@
 
 #include <infiniband/verbs.h>
 
-#include "../core.h"
+#include "shim.h"
 
 #undef ibv_query_port
 #undef ibv_reg_mr
 #undef ibv_reg_mr_iova
 
-#define EXPORT __attribute__((visibility("default")))
-
-#ifndef container_of
-#define container_of(p, type, member) ((type *)((char *)(p) - offsetof(type, member)))
-#endif
-
 _Static_assert(sizeof(struct ibv_sge) == sizeof(struct goroce_sge), "ibv_sge layout");
 _Static_assert(offsetof(struct ibv_sge, lkey) == offsetof(struct goroce_sge, lkey), "ibv_sge layout");
 
-/* The core's functions (goroce_* in the Go package). */
-static struct {
-	int (*open)(int async_fd, uint32_t *handle);
-	int (*close)(uint32_t handle);
-	uint64_t (*node_guid)(void);
-	int (*query_device)(struct goroce_device_attr *);
-	int (*query_port)(int, struct goroce_port_attr *);
-	int (*query_gid)(int, int, uint8_t *);
-	int (*alloc_pd)(uint32_t *);
-	int (*dealloc_pd)(uint32_t);
-	int (*reg_mr)(uint32_t, void *, size_t, uint64_t, int, int, uint32_t *, uint32_t *, uint32_t *);
-	int (*dereg_mr)(uint32_t);
-	int (*alloc_mw)(uint32_t, int, uint32_t *, uint32_t *);
-	int (*dealloc_mw)(uint32_t);
-	int (*create_ah)(uint32_t, struct goroce_av *, uint32_t *);
-	int (*destroy_ah)(uint32_t);
-	int (*create_channel)(int, uint32_t *);
-	int (*destroy_channel)(uint32_t);
-	int (*channel_pop)(uint32_t, uintptr_t *);
-	int (*async_pop)(uint32_t, struct goroce_async_event *);
-	int (*async_forget)(uintptr_t, uint32_t *);
-	int (*create_cq)(int, uint32_t, uintptr_t, struct goroce_cq_ring *, uint32_t *, int *);
-	int (*destroy_cq)(uint32_t, uint32_t *);
-	void (*cq_event)(uint32_t);
-	int (*req_notify_cq)(uint32_t, int);
-	int (*poll_cq)(uint32_t);
-	int (*create_srq)(uint32_t, uint32_t, uint32_t, uint32_t, uintptr_t, uint32_t *);
-	int (*destroy_srq)(uint32_t);
-	int (*post_srq_recv_list)(uint32_t, struct goroce_recv_wr *, int, int *);
-	int (*create_qp)(uint32_t, int, uint32_t, uint32_t, uint32_t, int, struct goroce_cap *, uintptr_t, uint32_t *,
-			 uint32_t *);
-	int (*destroy_qp)(uint32_t);
-	int (*modify_qp)(uint32_t, struct goroce_qp_attr *, int);
-	int (*query_qp)(uint32_t, struct goroce_qp_attr *);
-	int (*post_send_list)(uint32_t, struct goroce_send_wr *, int, int *);
-	int (*post_recv_list)(uint32_t, struct goroce_recv_wr *, int, int *);
-} core;
+/* The core's functions (goroce_* in the Go package), shim.h's struct
+ * core_fns. */
+struct core_fns core;
 
 static pthread_once_t core_once = PTHREAD_ONCE_INIT;
 static int core_loaded;
 static void *core_handle;
-static volatile sig_atomic_t core_forked;
+volatile sig_atomic_t core_forked;
 
 static void after_fork_child(void) { core_forked = 1; }
 
@@ -139,9 +99,7 @@ static void load_core(void)
 	core_loaded = 1;
 }
 
-/* ready loads the core once; it fails with errno ENODEV if the core cannot
- * be loaded, or in a forked child of a process that had loaded it. */
-static int ready(void)
+int ready(void)
 {
 	pthread_once(&core_once, load_core);
 	if (!core_loaded || core_forked) {
@@ -170,22 +128,12 @@ __attribute__((visibility("hidden"))) void *goroce_core_symbol(const char *name)
 	return f;
 }
 
-/* Called with an object the core made: only the fork check is left. */
-#define CHECK_FORK(ret)                 \
-	do {                            \
-		if (core_forked) {      \
-			errno = ENODEV; \
-			return ret;     \
-		}                       \
-	} while (0)
-
-/* goroce_unsupported says on stderr, once per call and only under
- * GOROCE_DEBUG, that call is not supported and fails with errname; for
- * this file's verbs and rdmacm.c's rdma_* calls. */
-__attribute__((visibility("hidden"))) void goroce_unsupported(const char *call, const char *errname)
+/* goroce_unsupported (shim.h): for this file's verbs, verbs_ex.c's,
+ * absent.c's and rdmacm.c's rdma_* calls. */
+void goroce_unsupported(const char *call, const char *errname)
 {
 	static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-	static char said[96][48];
+	static char said[256][64];
 	static int n;
 	if (!getenv("GOROCE_DEBUG"))
 		return;
@@ -193,7 +141,7 @@ __attribute__((visibility("hidden"))) void goroce_unsupported(const char *call, 
 	for (int i = 0; i < n; i++)
 		if (!strcmp(said[i], call))
 			goto out;
-	if (n < 96)
+	if (n < 256)
 		snprintf(said[n++], sizeof said[0], "%s", call);
 	fprintf(stderr, "goroce-verbs: %s is not supported (%s)\n", call, errname);
 out:
@@ -291,7 +239,8 @@ static struct ibv_device goroce0 = {
 EXPORT struct ibv_device **ibv_get_device_list(int *num_devices)
 {
 	struct ibv_device **list = calloc(2, sizeof *list);
-	if (!list) {
+	if (!list || live_add(list, OBJ_DEVICE_LIST)) {
+		free(list);
 		errno = ENOMEM;
 		return NULL;
 	}
@@ -301,19 +250,68 @@ EXPORT struct ibv_device **ibv_get_device_list(int *num_devices)
 	return list;
 }
 
-EXPORT void ibv_free_device_list(struct ibv_device **list) { free(list); }
+EXPORT void ibv_free_device_list(struct ibv_device **list)
+{
+	if (live_del(list, OBJ_DEVICE_LIST))
+		free(list);
+}
 
-EXPORT const char *ibv_get_device_name(struct ibv_device *device) { return device->name; }
+/* goroce0 is the one device: any other pointer names none. */
+#define DEVICE(d, ret)                  \
+	do {                            \
+		if ((d) != &goroce0) {  \
+			errno = EINVAL; \
+			return ret;     \
+		}                       \
+	} while (0)
+
+EXPORT const char *ibv_get_device_name(struct ibv_device *device)
+{
+	DEVICE(device, NULL);
+	return device->name;
+}
 
 EXPORT __be64 ibv_get_device_guid(struct ibv_device *device)
 {
-	(void)device;
+	DEVICE(device, 0);
 	if (!ready())
 		return 0;
 	return htobe64(core.node_guid());
 }
 
+/* ibv_get_device_index gives the kernel's index of an RDMA device; goroce0
+ * is the process's only one: 0. */
+EXPORT int ibv_get_device_index(struct ibv_device *device)
+{
+	DEVICE(device, -1);
+	return 0;
+}
+
+/* Fork: a goroce MR is the program's own memory, which the device reads
+ * and writes through the process's mappings, not pages pinned for DMA. So
+ * a fork never leaves the parent's device writing pages the child now
+ * owns, the hazard ibv_fork_init guards against: there is nothing to set
+ * up, as with rdma-core on a kernel with copy-on-fork for pinned pages,
+ * where ibv_is_fork_initialized says IBV_FORK_UNNEEDED. (The child cannot
+ * use the device: every verb fails there with ENODEV.) */
 EXPORT int ibv_fork_init(void) { return 0; }
+
+EXPORT enum ibv_fork_status ibv_is_fork_initialized(void) { return IBV_FORK_UNNEEDED; }
+
+/* ibv_dontfork_range and ibv_dofork_range: nothing to keep from the
+ * child, as above; rdma-core answers 0 too when fork support is not set
+ * up. */
+EXPORT int ibv_dontfork_range(void *base, size_t size)
+{
+	(void)base, (void)size;
+	return 0;
+}
+
+EXPORT int ibv_dofork_range(void *base, size_t size)
+{
+	(void)base, (void)size;
+	return 0;
+}
 
 static int post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad_wr);
 static int post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad_wr);
@@ -328,9 +326,8 @@ static int bind_mw(struct ibv_qp *qp, struct ibv_mw *mw, struct ibv_mw_bind *mw_
  * provider without them (libibverbs/dummy_ops.c, whose ops verbs_set_ops
  * puts in every slot a provider leaves empty): NULL with errno EOPNOTSUPP,
  * or EOPNOTSUPP. verbs.h's inline functions would answer the same for an
- * empty slot; filling it lets GOROCE_DEBUG name the verb. query_device_ex
- * stays empty, so ibv_query_device_ex falls back to ibv_query_device as
- * its inline does. */
+ * empty slot; filling it lets GOROCE_DEBUG name the verb. The extended
+ * verbs goroce0 has are verbs_ex.c's. */
 #define NO_OBJECT(type, verb, params)       \
 	static type *no_##verb params       \
 	{                                   \
@@ -346,9 +343,7 @@ static int bind_mw(struct ibv_qp *qp, struct ibv_mw *mw, struct ibv_mw_bind *mw_
 	}
 NO_OBJECT(struct ibv_xrcd, open_xrcd, (struct ibv_context * c, struct ibv_xrcd_init_attr *a))
 NO_OBJECT(struct ibv_srq, create_srq_ex, (struct ibv_context * c, struct ibv_srq_init_attr_ex *a))
-NO_OBJECT(struct ibv_qp, create_qp_ex, (struct ibv_context * c, struct ibv_qp_init_attr_ex *a))
 NO_OBJECT(struct ibv_qp, open_qp, (struct ibv_context * c, struct ibv_qp_open_attr *a))
-NO_OBJECT(struct ibv_cq_ex, create_cq_ex, (struct ibv_context * c, struct ibv_cq_init_attr_ex *a))
 NO_OBJECT(struct ibv_flow, create_flow, (struct ibv_qp * qp, struct ibv_flow_attr *a))
 NO_OBJECT(struct ibv_flow_action, create_flow_action_esp, (struct ibv_context * c, struct ibv_flow_action_esp_attr *a))
 NO_OBJECT(struct ibv_counters, create_counters, (struct ibv_context * c, struct ibv_counters_init_attr *a))
@@ -367,18 +362,6 @@ NO_INT(query_rt_values_ex, (struct ibv_context * c, struct ibv_values_ex *v))
 #undef NO_OBJECT
 #undef NO_INT
 
-/* A context: the core's handle for it, then rdma-core's extended context,
- * whose last member is the struct ibv_context programs see. */
-struct context {
-	uint32_t handle;
-	struct verbs_context vctx;
-};
-
-static struct context *context_of(struct ibv_context *ctx)
-{
-	return container_of(container_of(ctx, struct verbs_context, context), struct context, vctx);
-}
-
 EXPORT struct ibv_context *ibv_open_device(struct ibv_device *device)
 {
 	if (device != &goroce0) {
@@ -393,15 +376,16 @@ EXPORT struct ibv_context *ibv_open_device(struct ibv_device *device)
 		return NULL;
 	}
 	struct verbs_context *vctx = &c->vctx;
-	/* The extended context: its unsupported ops, and no query_port or
-	 * query_device_ex, so that verbs.h's inline functions fall back to the
-	 * legacy calls. */
+	/* The extended context: the extended verbs of verbs_ex.c, the
+	 * unsupported ops, and no query_port, so that verbs.h's inline
+	 * ibv_query_port calls the exported one. */
 	vctx->sz = sizeof *vctx;
+	vctx->create_qp_ex = goroce_create_qp_ex;
+	vctx->create_cq_ex = goroce_create_cq_ex;
+	vctx->query_device_ex = goroce_query_device_ex;
 	vctx->open_xrcd = no_open_xrcd;
 	vctx->create_srq_ex = no_create_srq_ex;
-	vctx->create_qp_ex = no_create_qp_ex;
 	vctx->open_qp = no_open_qp;
-	vctx->create_cq_ex = no_create_cq_ex;
 	vctx->ibv_create_flow = no_create_flow;
 	vctx->create_flow_action_esp = no_create_flow_action_esp;
 	vctx->create_counters = no_create_counters;
@@ -433,6 +417,8 @@ EXPORT struct ibv_context *ibv_open_device(struct ibv_device *device)
 	ctx->ops.bind_mw = bind_mw;
 	ctx->async_fd = eventfd(0, EFD_CLOEXEC | EFD_SEMAPHORE);
 	int ret = ctx->async_fd < 0 ? errno : core.open(ctx->async_fd, &c->handle);
+	if (!ret && (ret = live_add(ctx, OBJ_CONTEXT)))
+		core.close(c->handle);
 	if (ret) {
 		if (ctx->async_fd >= 0)
 			close(ctx->async_fd);
@@ -446,6 +432,10 @@ EXPORT struct ibv_context *ibv_open_device(struct ibv_device *device)
 EXPORT int ibv_close_device(struct ibv_context *ctx)
 {
 	CHECK_FORK(-1);
+	if (!live_del(ctx, OBJ_CONTEXT)) {
+		errno = EINVAL;
+		return -1;
+	}
 	struct context *c = context_of(ctx);
 	core.close(c->handle);
 	close(ctx->async_fd);
@@ -457,6 +447,9 @@ EXPORT int ibv_query_device(struct ibv_context *ctx, struct ibv_device_attr *a)
 {
 	struct goroce_device_attr g;
 	CHECK_FORK(ENODEV);
+	LIVE(ctx, OBJ_CONTEXT, EINVAL);
+	if (!a)
+		return EINVAL;
 	int ret = core.query_device(&g);
 	if (ret)
 		return ret;
@@ -487,7 +480,6 @@ EXPORT int ibv_query_device(struct ibv_context *ctx, struct ibv_device_attr *a)
 	a->max_pkeys = 1;
 	a->local_ca_ack_delay = 15;
 	a->phys_port_cnt = 1;
-	(void)ctx;
 	return 0;
 }
 
@@ -499,8 +491,10 @@ EXPORT int ibv_query_port(struct ibv_context *ctx, uint8_t port_num, struct _com
 {
 	struct ibv_port_attr *a = (struct ibv_port_attr *)compat;
 	struct goroce_port_attr g;
-	(void)ctx;
 	CHECK_FORK(ENODEV);
+	LIVE(ctx, OBJ_CONTEXT, EINVAL);
+	if (!a)
+		return EINVAL;
 	int ret = core.query_port(port_num, &g);
 	if (ret)
 		return ret;
@@ -523,11 +517,21 @@ EXPORT int ibv_query_port(struct ibv_context *ctx, uint8_t port_num, struct _com
 	return 0;
 }
 
+/* ibv_query_gid, as rdma-core's: an index of the table that holds no GID
+ * gives 0 and a zero GID; one beyond it, or another port, -1 and EINVAL. */
 EXPORT int ibv_query_gid(struct ibv_context *ctx, uint8_t port_num, int index, union ibv_gid *gid)
 {
-	(void)ctx;
 	CHECK_FORK(-1);
+	LIVE(ctx, OBJ_CONTEXT, -1);
+	if (!gid) {
+		errno = EINVAL;
+		return -1;
+	}
 	int ret = core.query_gid(port_num, index, gid->raw);
+	if (ret == ENODATA) {
+		memset(gid, 0, sizeof *gid);
+		return 0;
+	}
 	if (ret) {
 		errno = ret;
 		return -1;
@@ -535,32 +539,23 @@ EXPORT int ibv_query_gid(struct ibv_context *ctx, uint8_t port_num, int index, u
 	return 0;
 }
 
-EXPORT int _ibv_query_gid_ex(struct ibv_context *ctx, uint32_t port_num, uint32_t gid_index,
-			     struct ibv_gid_entry *entry, uint32_t flags, size_t entry_size)
-{
-	(void)ctx;
-	CHECK_FORK(ENODEV);
-	if (flags || entry_size < sizeof *entry)
-		return EINVAL;
-	if (port_num > 255 || gid_index > INT_MAX)
-		return EINVAL;
-	memset(entry, 0, sizeof *entry);
-	int ret = core.query_gid(port_num, gid_index, entry->gid.raw);
-	if (ret)
-		return ret;
-	entry->gid_index = gid_index;
-	entry->port_num = port_num;
-	entry->gid_type = IBV_GID_TYPE_ROCE_V2;
-	return 0;
-}
-
 /* ibv_query_gid_type is rdma-core's private symbol that ibv_devinfo uses;
- * type is an enum ibv_gid_type_sysfs, where 1 is RoCE v2. */
+ * type is an enum ibv_gid_type_sysfs, where 1 is RoCE v2. An index that
+ * holds no GID has no type (rdma-core reads its sysfs file, which fails). */
 EXPORT int ibv_query_gid_type(struct ibv_context *ctx, uint8_t port_num, unsigned int index, int *type)
 {
-	union ibv_gid gid;
-	if (ibv_query_gid(ctx, port_num, (int)index, &gid))
+	uint8_t raw[16];
+	CHECK_FORK(-1);
+	LIVE(ctx, OBJ_CONTEXT, -1);
+	if (!type || index > INT_MAX) {
+		errno = EINVAL;
 		return -1;
+	}
+	int ret = core.query_gid(port_num, (int)index, raw);
+	if (ret) {
+		errno = ret == ENODATA ? EINVAL : ret;
+		return -1;
+	}
 	*type = 1;
 	return 0;
 }
@@ -570,6 +565,7 @@ EXPORT int ibv_query_gid_type(struct ibv_context *ctx, uint8_t port_num, unsigne
 EXPORT struct ibv_pd *ibv_alloc_pd(struct ibv_context *ctx)
 {
 	CHECK_FORK(NULL);
+	LIVE(ctx, OBJ_CONTEXT, NULL);
 	struct ibv_pd *pd = calloc(1, sizeof *pd);
 	if (!pd) {
 		errno = ENOMEM;
@@ -577,6 +573,8 @@ EXPORT struct ibv_pd *ibv_alloc_pd(struct ibv_context *ctx)
 	}
 	pd->context = ctx;
 	int ret = core.alloc_pd(&pd->handle);
+	if (!ret && (ret = live_add(pd, OBJ_PD)))
+		core.dealloc_pd(pd->handle);
 	if (ret) {
 		free(pd);
 		errno = ret;
@@ -588,9 +586,13 @@ EXPORT struct ibv_pd *ibv_alloc_pd(struct ibv_context *ctx)
 EXPORT int ibv_dealloc_pd(struct ibv_pd *pd)
 {
 	CHECK_FORK(ENODEV);
+	if (!live_del(pd, OBJ_PD))
+		return EINVAL;
 	int ret = core.dealloc_pd(pd->handle);
 	if (!ret)
 		free(pd);
+	else
+		live_add(pd, OBJ_PD); /* still in use (EBUSY): it stays */
 	return ret;
 }
 
@@ -598,6 +600,7 @@ static struct ibv_mr *reg_mr(struct ibv_pd *pd, void *addr, size_t length, uint6
 			     unsigned int access)
 {
 	CHECK_FORK(NULL);
+	LIVE(pd, OBJ_PD, NULL);
 	struct ibv_mr *mr = calloc(1, sizeof *mr);
 	if (!mr) {
 		errno = ENOMEM;
@@ -616,6 +619,8 @@ static struct ibv_mr *reg_mr(struct ibv_pd *pd, void *addr, size_t length, uint6
 		return NULL;
 	}
 	int ret = core.reg_mr(pd->handle, addr, length, iova, use_iova, (int)access, &mr->handle, &mr->lkey, &mr->rkey);
+	if (!ret && (ret = live_add(mr, OBJ_MR)))
+		core.dereg_mr(mr->handle);
 	if (ret) {
 		free(mr);
 		errno = ret;
@@ -647,9 +652,13 @@ EXPORT struct ibv_mr *ibv_reg_mr_iova2(struct ibv_pd *pd, void *addr, size_t len
 EXPORT int ibv_dereg_mr(struct ibv_mr *mr)
 {
 	CHECK_FORK(ENODEV);
+	if (!live_del(mr, OBJ_MR))
+		return EINVAL;
 	int ret = core.dereg_mr(mr->handle);
 	if (!ret)
 		free(mr);
+	else
+		live_add(mr, OBJ_MR); /* windows still bound to it (EBUSY) */
 	return ret;
 }
 
@@ -659,12 +668,15 @@ EXPORT int ibv_dereg_mr(struct ibv_mr *mr)
 static struct ibv_mw *alloc_mw(struct ibv_pd *pd, enum ibv_mw_type type)
 {
 	CHECK_FORK(NULL);
+	LIVE(pd, OBJ_PD, NULL);
 	struct ibv_mw *mw = calloc(1, sizeof *mw);
 	if (!mw) {
 		errno = ENOMEM;
 		return NULL;
 	}
 	int ret = core.alloc_mw(pd->handle, type, &mw->handle, &mw->rkey);
+	if (!ret && (ret = live_add(mw, OBJ_MW)))
+		core.dealloc_mw(mw->handle);
 	if (ret) {
 		free(mw);
 		errno = ret;
@@ -679,9 +691,13 @@ static struct ibv_mw *alloc_mw(struct ibv_pd *pd, enum ibv_mw_type type)
 static int dealloc_mw(struct ibv_mw *mw)
 {
 	CHECK_FORK(ENODEV);
+	if (!live_del(mw, OBJ_MW))
+		return EINVAL;
 	int ret = core.dealloc_mw(mw->handle);
 	if (!ret)
 		free(mw);
+	else
+		live_add(mw, OBJ_MW);
 	return ret;
 }
 
@@ -691,6 +707,8 @@ static int dealloc_mw(struct ibv_mw *mw)
  * gives the window that rkey at once. ZERO_BASED is refused (o10-36.2.2). */
 static int bind_mw(struct ibv_qp *qp, struct ibv_mw *mw, struct ibv_mw_bind *mw_bind)
 {
+	if (!live(qp, OBJ_QP) || !live(mw, OBJ_MW) || !mw_bind)
+		return EINVAL;
 	if (mw_bind->bind_info.mw_access_flags & IBV_ACCESS_ZERO_BASED)
 		return EINVAL;
 	struct ibv_send_wr wr = {.wr_id = mw_bind->wr_id, .opcode = IBV_WR_BIND_MW,
@@ -718,7 +736,8 @@ EXPORT struct ibv_ah *ibv_create_ah(struct ibv_pd *pd, struct ibv_ah_attr *attr)
 {
 	struct goroce_av av;
 	CHECK_FORK(NULL);
-	if (!attr->is_global) { /* RoCE addresses by GID: rxe refuses an AH without a GRH */
+	LIVE(pd, OBJ_PD, NULL);
+	if (!attr || !attr->is_global) { /* RoCE addresses by GID: rxe refuses an AH without a GRH */
 		errno = EINVAL;
 		return NULL;
 	}
@@ -729,6 +748,8 @@ EXPORT struct ibv_ah *ibv_create_ah(struct ibv_pd *pd, struct ibv_ah_attr *attr)
 	}
 	av_of(&av, attr);
 	int ret = core.create_ah(pd->handle, &av, &ah->handle);
+	if (!ret && (ret = live_add(ah, OBJ_AH)))
+		core.destroy_ah(ah->handle);
 	if (ret) {
 		free(ah);
 		errno = ret;
@@ -746,7 +767,11 @@ EXPORT struct ibv_ah *ibv_create_ah(struct ibv_pd *pd, struct ibv_ah_attr *attr)
 EXPORT int ibv_init_ah_from_wc(struct ibv_context *ctx, uint8_t port_num, struct ibv_wc *wc, struct ibv_grh *grh,
 			       struct ibv_ah_attr *ah_attr)
 {
-	(void)ctx;
+	LIVE(ctx, OBJ_CONTEXT, -1);
+	if (!wc || !grh || !ah_attr || port_num != 1) {
+		errno = EINVAL;
+		return -1;
+	}
 	memset(ah_attr, 0, sizeof *ah_attr);
 	ah_attr->sl = wc->sl;
 	ah_attr->port_num = port_num;
@@ -775,6 +800,7 @@ EXPORT struct ibv_ah *ibv_create_ah_from_wc(struct ibv_pd *pd, struct ibv_wc *wc
 					    uint8_t port_num)
 {
 	struct ibv_ah_attr attr;
+	LIVE(pd, OBJ_PD, NULL);
 	if (ibv_init_ah_from_wc(pd->context, port_num, wc, grh, &attr))
 		return NULL;
 	return ibv_create_ah(pd, &attr);
@@ -783,6 +809,8 @@ EXPORT struct ibv_ah *ibv_create_ah_from_wc(struct ibv_pd *pd, struct ibv_wc *wc
 EXPORT int ibv_destroy_ah(struct ibv_ah *ah)
 {
 	CHECK_FORK(ENODEV);
+	if (!live_del(ah, OBJ_AH))
+		return EINVAL;
 	int ret = core.destroy_ah(ah->handle);
 	if (!ret)
 		free(ah);
@@ -799,6 +827,7 @@ struct channel {
 EXPORT struct ibv_comp_channel *ibv_create_comp_channel(struct ibv_context *ctx)
 {
 	CHECK_FORK(NULL);
+	LIVE(ctx, OBJ_CONTEXT, NULL);
 	struct channel *c = calloc(1, sizeof *c);
 	if (!c) {
 		errno = ENOMEM;
@@ -807,6 +836,8 @@ EXPORT struct ibv_comp_channel *ibv_create_comp_channel(struct ibv_context *ctx)
 	c->ch.context = ctx;
 	c->ch.fd = eventfd(0, EFD_CLOEXEC | EFD_SEMAPHORE);
 	int ret = c->ch.fd < 0 ? errno : core.create_channel(c->ch.fd, &c->handle);
+	if (!ret && (ret = live_add(&c->ch, OBJ_COMP_CHANNEL)))
+		core.destroy_channel(c->handle);
 	if (ret) {
 		if (c->ch.fd >= 0)
 			close(c->ch.fd);
@@ -821,27 +852,27 @@ EXPORT int ibv_destroy_comp_channel(struct ibv_comp_channel *ch)
 {
 	struct channel *c = container_of(ch, struct channel, ch);
 	CHECK_FORK(ENODEV);
-	if (ch->refcnt)
+	if (!live_del(ch, OBJ_COMP_CHANNEL))
+		return EINVAL;
+	if (ch->refcnt) {
+		live_add(ch, OBJ_COMP_CHANNEL);
 		return EBUSY;
+	}
 	core.destroy_channel(c->handle);
 	close(ch->fd);
 	free(c);
 	return 0;
 }
 
-/* A CQ: the ibv_cq the program sees, and the ring of completions the core
- * has taken from the device's CQ for ibv_poll_cq (core.h), which lock
- * guards: the poller that finds it empty asks the core to fill it. */
-struct cq {
-	struct ibv_cq cq;
-	pthread_spinlock_t lock;
-	struct goroce_cq_ring ring;
-};
-
-EXPORT struct ibv_cq *ibv_create_cq(struct ibv_context *ctx, int cqe, void *cq_context, struct ibv_comp_channel *ch,
-				    int comp_vector)
+/* cq_create makes a CQ (shim.h's struct cq), or gives NULL with errno:
+ * for ibv_create_cq and ibv_create_cq_ex. */
+HIDDEN struct cq *cq_create(struct ibv_context *ctx, int cqe, void *cq_context, struct ibv_comp_channel *ch,
+			    int comp_vector)
 {
 	CHECK_FORK(NULL);
+	LIVE(ctx, OBJ_CONTEXT, NULL);
+	if (ch)
+		LIVE(ch, OBJ_COMP_CHANNEL, NULL);
 	if (comp_vector < 0 || comp_vector >= ctx->num_comp_vectors) {
 		errno = EINVAL;
 		return NULL;
@@ -860,6 +891,10 @@ EXPORT struct ibv_cq *ibv_create_cq(struct ibv_context *ctx, int cqe, void *cq_c
 	pthread_cond_init(&cq->cond, NULL);
 	uint32_t chh = ch ? container_of(ch, struct channel, ch)->handle : 0;
 	int ret = core.create_cq(cqe, chh, (uintptr_t)cq, &c->ring, &cq->handle, &cq->cqe);
+	if (!ret && (ret = live_add(cq, OBJ_CQ))) {
+		uint32_t reported;
+		core.destroy_cq(cq->handle, &reported);
+	}
 	if (ret) {
 		pthread_spin_destroy(&c->lock);
 		free(c);
@@ -871,7 +906,14 @@ EXPORT struct ibv_cq *ibv_create_cq(struct ibv_context *ctx, int cqe, void *cq_c
 		ch->refcnt++;
 		pthread_mutex_unlock(&ctx->mutex);
 	}
-	return cq;
+	return c;
+}
+
+EXPORT struct ibv_cq *ibv_create_cq(struct ibv_context *ctx, int cqe, void *cq_context, struct ibv_comp_channel *ch,
+				    int comp_vector)
+{
+	struct cq *c = cq_create(ctx, cqe, cq_context, ch, comp_vector);
+	return c ? &c->cq : NULL;
 }
 
 /* wait_async_acks forgets the async events of obj, a QP, CQ or SRQ the core
@@ -896,6 +938,10 @@ EXPORT int ibv_destroy_cq(struct ibv_cq *cq)
 {
 	uint32_t reported;
 	CHECK_FORK(ENODEV);
+	LIVE(cq, OBJ_CQ, EINVAL);
+	/* It stays live until its events are acknowledged: ibv_ack_cq_events
+	 * checks it. The core forgets the handle first, so a second
+	 * ibv_destroy_cq meanwhile fails there. */
 	int ret = core.destroy_cq(cq->handle, &reported);
 	if (ret)
 		return ret;
@@ -909,6 +955,7 @@ EXPORT int ibv_destroy_cq(struct ibv_cq *cq)
 		cq->channel->refcnt--;
 		pthread_mutex_unlock(&cq->context->mutex);
 	}
+	live_del(cq, OBJ_CQ);
 	struct cq *c = container_of(cq, struct cq, cq);
 	pthread_spin_destroy(&c->lock);
 	free(c);
@@ -919,6 +966,11 @@ EXPORT int ibv_get_cq_event(struct ibv_comp_channel *ch, struct ibv_cq **cq, voi
 {
 	struct channel *c = container_of(ch, struct channel, ch);
 	CHECK_FORK(-1);
+	LIVE(ch, OBJ_COMP_CHANNEL, -1);
+	if (!cq || !cq_context) {
+		errno = EINVAL;
+		return -1;
+	}
 	for (;;) {
 		uint64_t n;
 		uintptr_t p;
@@ -935,6 +987,8 @@ EXPORT int ibv_get_cq_event(struct ibv_comp_channel *ch, struct ibv_cq **cq, voi
 
 EXPORT void ibv_ack_cq_events(struct ibv_cq *cq, unsigned int nevents)
 {
+	if (!live(cq, OBJ_CQ))
+		return;
 	pthread_mutex_lock(&cq->mutex);
 	cq->comp_events_completed += nevents;
 	pthread_cond_signal(&cq->cond);
@@ -967,6 +1021,22 @@ static void wc_of(struct ibv_wc *w, const struct goroce_wc *g)
 		w->invalidated_rkey = g->imm;
 }
 
+/* cq_refill asks the core to move what the device's CQ holds into the
+ * CQ's empty ring (and, on an empty CQ, to run the receive path), and
+ * returns how many it moved, or a negative errno. The lock is held. */
+int cq_refill(struct cq *c) { return core.poll_cq(c->cq.handle); }
+
+/* cq_idle is called after each poll that found nothing. A program that
+ * spins on an empty CQ shares the CPUs with the device's goroutines that
+ * would fill it: every few empty polls, offer the CPU (sched_yield), as
+ * qp.CQ.Wait does while it spins. */
+void cq_idle(void)
+{
+	static __thread unsigned int empty;
+	if (++empty % 4 == 0)
+		sched_yield();
+}
+
 /* poll_cq hands the program the completions in the CQ's ring, and calls
  * into the core only when the ring is empty, at most once per call: the
  * core then moves what the device's CQ holds into the ring (and, on an
@@ -985,9 +1055,9 @@ static int poll_cq(struct ibv_cq *ibcq, int n, struct ibv_wc *wc)
 			if (crossed)
 				break;
 			crossed = 1;
-			int got = core.poll_cq(ibcq->handle);
+			int got = cq_refill(cq);
 			if (got < 0)
-				err = 1;
+				err = -got;
 			if (got <= 0)
 				break;
 			continue;
@@ -998,14 +1068,12 @@ static int poll_cq(struct ibv_cq *ibcq, int n, struct ibv_wc *wc)
 		__atomic_store_n(&r->head, head, __ATOMIC_RELEASE);
 	}
 	pthread_spin_unlock(&cq->lock);
-	if (err && !total)
+	if (err && !total) {
+		errno = err;
 		return -1;
-	/* A program that spins on an empty CQ shares the CPUs with the
-	 * device's goroutines that would fill it: every few empty polls, offer
-	 * the CPU (sched_yield), as qp.CQ.Wait does while it spins. */
-	static __thread unsigned int empty;
-	if (total == 0 && ++empty % 4 == 0)
-		sched_yield();
+	}
+	if (total == 0)
+		cq_idle();
 	return total;
 }
 
@@ -1014,6 +1082,11 @@ static int poll_cq(struct ibv_cq *ibcq, int n, struct ibv_wc *wc)
 EXPORT struct ibv_srq *ibv_create_srq(struct ibv_pd *pd, struct ibv_srq_init_attr *attr)
 {
 	CHECK_FORK(NULL);
+	LIVE(pd, OBJ_PD, NULL);
+	if (!attr) {
+		errno = EINVAL;
+		return NULL;
+	}
 	struct ibv_srq *srq = calloc(1, sizeof *srq);
 	if (!srq) {
 		errno = ENOMEM;
@@ -1026,6 +1099,8 @@ EXPORT struct ibv_srq *ibv_create_srq(struct ibv_pd *pd, struct ibv_srq_init_att
 	pthread_cond_init(&srq->cond, NULL);
 	int ret = core.create_srq(pd->handle, attr->attr.max_wr, attr->attr.max_sge, attr->attr.srq_limit,
 				  (uintptr_t)srq, &srq->handle);
+	if (!ret && (ret = live_add(srq, OBJ_SRQ)))
+		core.destroy_srq(srq->handle);
 	if (ret) {
 		free(srq);
 		errno = ret;
@@ -1037,10 +1112,15 @@ EXPORT struct ibv_srq *ibv_create_srq(struct ibv_pd *pd, struct ibv_srq_init_att
 EXPORT int ibv_destroy_srq(struct ibv_srq *srq)
 {
 	CHECK_FORK(ENODEV);
+	LIVE(srq, OBJ_SRQ, EINVAL);
+	/* It stays live until its async events are acknowledged:
+	 * ibv_ack_async_event checks it. The core forgets the handle first,
+	 * so a second ibv_destroy_srq meanwhile fails there. */
 	int ret = core.destroy_srq(srq->handle);
 	if (ret)
-		return ret;
+		return ret; /* QPs still use it (EBUSY) */
 	wait_async_acks((uintptr_t)srq, &srq->mutex, &srq->cond, &srq->events_completed);
+	live_del(srq, OBJ_SRQ);
 	free(srq);
 	return 0;
 }
@@ -1078,18 +1158,23 @@ static int post_srq_recv(struct ibv_srq *srq, struct ibv_recv_wr *wr, struct ibv
 	return post_recvs(core.post_srq_recv_list, srq->handle, wr, bad_wr);
 }
 
-EXPORT struct ibv_qp *ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *attr)
+/* qp_create (shim.h) makes the QP of ibv_create_qp and ibv_create_qp_ex,
+ * and writes the capabilities it got into attr->cap, as rdma-core does. */
+struct qp *qp_create(struct ibv_pd *pd, struct ibv_qp_init_attr *attr)
 {
 	CHECK_FORK(NULL);
-	if (!attr->send_cq || !attr->recv_cq) {
+	LIVE(pd, OBJ_PD, NULL);
+	if (!attr || !live(attr->send_cq, OBJ_CQ) || !live(attr->recv_cq, OBJ_CQ) ||
+	    (attr->srq && !live(attr->srq, OBJ_SRQ))) {
 		errno = EINVAL;
 		return NULL;
 	}
-	struct ibv_qp *qp = calloc(1, sizeof *qp);
-	if (!qp) {
+	struct qp *q = calloc(1, sizeof *q);
+	if (!q) {
 		errno = ENOMEM;
 		return NULL;
 	}
+	struct ibv_qp *qp = &q->qp;
 	struct goroce_cap cap = {
 		.max_send_wr = attr->cap.max_send_wr,
 		.max_recv_wr = attr->cap.max_recv_wr,
@@ -1100,11 +1185,19 @@ EXPORT struct ibv_qp *ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *
 	int ret = core.create_qp(pd->handle, attr->qp_type, attr->send_cq->handle, attr->recv_cq->handle,
 				 attr->srq ? attr->srq->handle : 0, attr->sq_sig_all, &cap, (uintptr_t)qp, &qp->handle,
 				 &qp->qp_num);
+	if (!ret && (ret = live_add(qp, OBJ_QP)))
+		core.destroy_qp(qp->handle);
 	if (ret) {
-		free(qp);
+		free(q);
 		errno = ret;
 		return NULL;
 	}
+	attr->cap = (struct ibv_qp_cap){.max_send_wr = cap.max_send_wr, .max_recv_wr = cap.max_recv_wr,
+				       .max_send_sge = cap.max_send_sge, .max_recv_sge = cap.max_recv_sge,
+				       .max_inline_data = cap.max_inline_data};
+	q->max_send_wr = cap.max_send_wr;
+	q->max_send_sge = cap.max_send_sge;
+	q->max_inline = cap.max_inline_data;
 	qp->context = pd->context;
 	qp->qp_context = attr->qp_context;
 	qp->pd = pd;
@@ -1115,22 +1208,39 @@ EXPORT struct ibv_qp *ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *
 	qp->state = IBV_QPS_RESET;
 	pthread_mutex_init(&qp->mutex, NULL);
 	pthread_cond_init(&qp->cond, NULL);
-	return qp;
+	pthread_spin_init(&q->lock, PTHREAD_PROCESS_PRIVATE);
+	return q;
+}
+
+EXPORT struct ibv_qp *ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *attr)
+{
+	struct qp *q = qp_create(pd, attr);
+	return q ? &q->qp : NULL;
 }
 
 EXPORT int ibv_destroy_qp(struct ibv_qp *qp)
 {
 	CHECK_FORK(ENODEV);
+	LIVE(qp, OBJ_QP, EINVAL);
+	/* It stays live until its async events are acknowledged:
+	 * ibv_ack_async_event checks it. The core forgets the handle first,
+	 * so a second ibv_destroy_qp meanwhile fails there. */
 	int ret = core.destroy_qp(qp->handle);
 	if (ret)
 		return ret;
 	wait_async_acks((uintptr_t)qp, &qp->mutex, &qp->cond, &qp->events_completed);
-	free(qp);
+	live_del(qp, OBJ_QP);
+	struct qp *q = qp_of(qp);
+	qp_ex_free(q);
+	pthread_spin_destroy(&q->lock);
+	free(q);
 	return 0;
 }
 
 EXPORT int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *a, int mask)
 {
+	if (!live(qp, OBJ_QP) || !a)
+		return EINVAL;
 	struct goroce_qp_attr g = {
 		.state = a->qp_state,
 		.cur_state = a->cur_qp_state,
@@ -1169,6 +1279,8 @@ EXPORT int ibv_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *a, int mask, stru
 	struct goroce_qp_attr g;
 	(void)mask;
 	CHECK_FORK(ENODEV);
+	if (!live(qp, OBJ_QP) || !a)
+		return EINVAL;
 	int ret = core.query_qp(qp->handle, &g);
 	if (ret)
 		return ret;
@@ -1229,6 +1341,7 @@ static int send_wr(struct ibv_qp *qp, struct ibv_send_wr *wr, struct goroce_send
 	switch (wr->opcode) {
 	case IBV_WR_RDMA_WRITE_WITH_IMM:
 	case IBV_WR_SEND_WITH_IMM:
+	case IBV_WR_BIND_MW: /* which takes none: the core refuses one */
 		g->imm = ntohl(wr->imm_data);
 		break;
 	case IBV_WR_SEND_WITH_INV:
@@ -1253,7 +1366,8 @@ static int send_wr(struct ibv_qp *qp, struct ibv_send_wr *wr, struct goroce_send
 		g->swap = wr->wr.atomic.swap;
 		break;
 	case IBV_WR_BIND_MW:
-		if (!wr->bind_mw.mw)
+		if (!live(wr->bind_mw.mw, OBJ_MW) ||
+		    (wr->bind_mw.bind_info.mr && !live(wr->bind_mw.bind_info.mr, OBJ_MR)))
 			return EINVAL;
 		g->mw = wr->bind_mw.mw->handle;
 		g->mr = wr->bind_mw.bind_info.mr ? wr->bind_mw.bind_info.mr->handle : 0;
@@ -1310,6 +1424,11 @@ static int post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_
 EXPORT int ibv_get_async_event(struct ibv_context *ctx, struct ibv_async_event *event)
 {
 	CHECK_FORK(-1);
+	LIVE(ctx, OBJ_CONTEXT, -1);
+	if (!event) {
+		errno = EINVAL;
+		return -1;
+	}
 	for (;;) {
 		uint64_t n;
 		struct goroce_async_event g;
@@ -1345,11 +1464,17 @@ EXPORT int ibv_get_async_event(struct ibv_context *ctx, struct ibv_async_event *
 	}
 }
 
+/* ibv_ack_async_event acknowledges event: its object's count, if the
+ * object still lives. */
 EXPORT void ibv_ack_async_event(struct ibv_async_event *event)
 {
+	if (!event)
+		return;
 	switch (event->event_type) {
 	case IBV_EVENT_CQ_ERR: {
 		struct ibv_cq *cq = event->element.cq;
+		if (!live(cq, OBJ_CQ))
+			return;
 		pthread_mutex_lock(&cq->mutex);
 		cq->async_events_completed++;
 		pthread_cond_signal(&cq->cond);
@@ -1365,6 +1490,8 @@ EXPORT void ibv_ack_async_event(struct ibv_async_event *event)
 	case IBV_EVENT_PATH_MIG_ERR:
 	case IBV_EVENT_QP_LAST_WQE_REACHED: {
 		struct ibv_qp *qp = event->element.qp;
+		if (!live(qp, OBJ_QP))
+			return;
 		pthread_mutex_lock(&qp->mutex);
 		qp->events_completed++;
 		pthread_cond_signal(&qp->cond);
@@ -1374,6 +1501,8 @@ EXPORT void ibv_ack_async_event(struct ibv_async_event *event)
 	case IBV_EVENT_SRQ_ERR:
 	case IBV_EVENT_SRQ_LIMIT_REACHED: {
 		struct ibv_srq *srq = event->element.srq;
+		if (!live(srq, OBJ_SRQ))
+			return;
 		pthread_mutex_lock(&srq->mutex);
 		srq->events_completed++;
 		pthread_cond_signal(&srq->cond);
@@ -1386,41 +1515,38 @@ EXPORT void ibv_ack_async_event(struct ibv_async_event *event)
 }
 
 /* ---- what goroce0 does not do: rdma-core's answer for a device
- * without the verb. Defined here so the real libibverbs never sees a
- * goroce0 object (it would look for its private ops). ---- */
-
-EXPORT struct ibv_qp_ex *ibv_qp_to_qp_ex(struct ibv_qp *qp)
-{
-	(void)qp;
-	unsupported("ibv_qp_to_qp_ex");
-	errno = EOPNOTSUPP;
-	return NULL;
-}
+ * without the verb, after the object is checked. Defined here so the
+ * real libibverbs never sees a goroce0 object (it would look for its
+ * private ops). ---- */
 
 EXPORT int ibv_resize_cq(struct ibv_cq *cq, int cqe)
 {
-	(void)cq, (void)cqe;
+	(void)cqe;
+	LIVE(cq, OBJ_CQ, EINVAL);
 	unsupported("ibv_resize_cq");
 	return EOPNOTSUPP;
 }
 
 EXPORT int ibv_modify_srq(struct ibv_srq *srq, struct ibv_srq_attr *attr, int mask)
 {
-	(void)srq, (void)attr, (void)mask;
+	(void)attr, (void)mask;
+	LIVE(srq, OBJ_SRQ, EINVAL);
 	unsupported("ibv_modify_srq");
 	return EOPNOTSUPP;
 }
 
 EXPORT int ibv_query_srq(struct ibv_srq *srq, struct ibv_srq_attr *attr)
 {
-	(void)srq, (void)attr;
+	(void)attr;
+	LIVE(srq, OBJ_SRQ, EINVAL);
 	unsupported("ibv_query_srq");
 	return EOPNOTSUPP;
 }
 
 EXPORT int ibv_rereg_mr(struct ibv_mr *mr, int flags, struct ibv_pd *pd, void *addr, size_t length, int access)
 {
-	(void)mr, (void)flags, (void)pd, (void)addr, (void)length, (void)access;
+	(void)flags, (void)pd, (void)addr, (void)length, (void)access;
+	LIVE(mr, OBJ_MR, IBV_REREG_MR_ERR_INPUT);
 	unsupported("ibv_rereg_mr");
 	errno = EOPNOTSUPP;
 	return IBV_REREG_MR_ERR_INPUT;
@@ -1429,7 +1555,8 @@ EXPORT int ibv_rereg_mr(struct ibv_mr *mr, int flags, struct ibv_pd *pd, void *a
 EXPORT struct ibv_mr *ibv_reg_dmabuf_mr(struct ibv_pd *pd, uint64_t offset, size_t length, uint64_t iova, int fd,
 					int access)
 {
-	(void)pd, (void)offset, (void)length, (void)iova, (void)fd, (void)access;
+	(void)offset, (void)length, (void)iova, (void)fd, (void)access;
+	LIVE(pd, OBJ_PD, NULL);
 	unsupported("ibv_reg_dmabuf_mr");
 	errno = EOPNOTSUPP;
 	return NULL;
@@ -1437,25 +1564,40 @@ EXPORT struct ibv_mr *ibv_reg_dmabuf_mr(struct ibv_pd *pd, uint64_t offset, size
 
 EXPORT int ibv_attach_mcast(struct ibv_qp *qp, const union ibv_gid *gid, uint16_t lid)
 {
-	(void)qp, (void)gid, (void)lid;
+	(void)gid, (void)lid;
+	LIVE(qp, OBJ_QP, EINVAL);
 	unsupported("ibv_attach_mcast");
 	return EOPNOTSUPP;
 }
 
 EXPORT int ibv_detach_mcast(struct ibv_qp *qp, const union ibv_gid *gid, uint16_t lid)
 {
-	(void)qp, (void)gid, (void)lid;
+	(void)gid, (void)lid;
+	LIVE(qp, OBJ_QP, EINVAL);
 	unsupported("ibv_detach_mcast");
 	return EOPNOTSUPP;
 }
 
 EXPORT int ibv_query_pkey(struct ibv_context *ctx, uint8_t port_num, int index, __be16 *pkey)
 {
-	(void)ctx;
-	if (port_num != 1 || index != 0) {
+	LIVE(ctx, OBJ_CONTEXT, -1);
+	if (port_num != 1 || index != 0 || !pkey) {
 		errno = EINVAL;
 		return -1;
 	}
 	*pkey = htons(0xffff); /* the default P_Key, rxe's only entry */
 	return 0;
+}
+
+/* ibv_get_pkey_index finds pkey in the port's P_Key table, as rdma-core
+ * does: its index, or -1 (errno EINVAL) once the table ends. */
+EXPORT int ibv_get_pkey_index(struct ibv_context *ctx, uint8_t port_num, __be16 pkey)
+{
+	__be16 p;
+	for (int i = 0;; i++) {
+		if (ibv_query_pkey(ctx, port_num, i, &p))
+			return -1;
+		if (p == pkey)
+			return i;
+	}
 }

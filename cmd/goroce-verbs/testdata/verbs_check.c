@@ -654,15 +654,17 @@ int main(void)
 					  .cap = {.max_send_wr = 1, .max_recv_wr = 1, .max_send_sge = 1, .max_recv_sge = 1}};
 	errno = 0;
 	unsupported("create_qp_ex DRIVER (DC)", ibv_create_qp_ex(ctx, &qia));
+	/* ATOMIC WRITE: rxe's provider takes the flag, goroce has no such
+	 * operation. */
 	qia.qp_type = IBV_QPT_RC;
 	qia.comp_mask |= IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
-	qia.send_ops_flags = IBV_QP_EX_WITH_RDMA_WRITE;
+	qia.send_ops_flags = IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_ATOMIC_WRITE;
 	errno = 0;
-	unsupported("create_qp_ex for ibv_wr_*", ibv_create_qp_ex(ctx, &qia));
-	printf("qp_to_qp_ex: %s\n", ibv_qp_to_qp_ex(c.qp) ? "a qp_ex" : "NULL");
-	struct ibv_cq_init_attr_ex cqa = {.cqe = 4};
+	unsupported("create_qp_ex for ibv_wr_atomic_write", ibv_create_qp_ex(ctx, &qia));
+	printf("qp_to_qp_ex of an ibv_create_qp QP: %s\n", ibv_qp_to_qp_ex(c.qp) ? "a qp_ex" : "NULL");
+	struct ibv_cq_init_attr_ex cqa = {.cqe = 4, .wc_flags = IBV_WC_EX_WITH_COMPLETION_TIMESTAMP};
 	errno = 0;
-	unsupported("create_cq_ex", ibv_create_cq_ex(ctx, &cqa));
+	unsupported("create_cq_ex with completion timestamps", ibv_create_cq_ex(ctx, &cqa));
 	printf("resize_cq: %s\n", errname(ibv_resize_cq(c.cq, 64)));
 	errno = 0;
 	unsupported("reg_mr ON_DEMAND (ODP)", ibv_reg_mr(pd, bufa, 4096, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_ON_DEMAND));

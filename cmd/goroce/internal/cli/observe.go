@@ -108,8 +108,7 @@ func explainBindError(err error, addr netip.Addr) error {
 // of a pingpong or perf on loopback is the other process of a pair on this
 // host, and two processes each free to run on every CPU wake idle threads
 // that then fight for the same cores (as goroce run's ranks would; see
-// RanksProcs). On 2 CPUs, perf write_bw 64 KiB measured 2,559 MiB/s that
-// way and 3,325 with one each; send_lat t_typical 40.8 µs and 28.9 µs.
+// RanksProcs, and docs/performance.md, "Processes and CPUs").
 //
 // It returns the function that puts GOMAXPROCS back, for when the command
 // is done (commands also run inside the tests' process). perf and
@@ -207,8 +206,6 @@ func (o *ObserveFlags) Apply(cfg *rnic.Config, stderr io.Writer) (func() error, 
 // RanksProcs is the GOMAXPROCS each of n ranks on a host of cpus CPUs gets:
 // its share of the CPUs, at least one, as mpirun binds each rank to its
 // cores. With every rank free to run a goroutine on every CPU, the ranks'
-// schedulers wake idle threads that then compete for the same cores:
-// nccl-perf all_reduce with 2 ranks on 2 CPUs measured busbw 0.3-0.6 GB/s
-// at 64 KiB and 0.9 at 16 MiB that way, against 1.2 and 1.2-1.5 with one
-// each.
+// schedulers wake idle threads that then compete for the same cores
+// (docs/performance.md, "Processes and CPUs").
 func RanksProcs(n, cpus int) int { return max(1, cpus/max(1, n)) }

@@ -87,7 +87,8 @@ Scene 2, a timeout:
 - The lost packet is the last: B sees no gap, so nothing comes back. 67 ms
   later A: "ACK timeout: go back to psn 0x000a03 (6 retries left)" and
   resends the whole message from the oldest unacknowledged PSN; B counts
-  the first two as duplicates, takes the third, and ACKs.
+  the first two as duplicates and ACKs each with what it has (psn
+  0x000a04, msn=1), takes the third, and ACKs the message (msn=2).
 Scene 3, a lost ACK:
 - B delivered the message (its completion is there) but the ACK is lost.
   A times out and resends; B sees a duplicate PSN, ACKs it again and does
@@ -109,7 +110,7 @@ var rnrLesson = lesson{
 		if err := a.post(qa, &qp.SendWR{WRID: 1, Opcode: qp.WRSend, Flags: qp.SendSignaled, SGL: a.sge(0, 64)}); err != nil {
 			return err
 		}
-		if err := a.waitCounter(ctx, "rcvd_rnr_err", 2); err != nil {
+		if err := l.waitCounter(ctx, a, "rcvd_rnr_err", 2); err != nil {
 			return err
 		}
 		l.out.say("== A has had two RNR NAKs; now B posts a receive (wr_id 1), and A's next retry gets through")
@@ -136,7 +137,7 @@ var rnrLesson = lesson{
 			return err
 		}
 		// The failed WR completes first; the QP moves to ERR right after.
-		if err := waitState(ctx, qa2, qp.StateErr); err != nil {
+		if err := l.waitState(ctx, qa2, qp.StateErr); err != nil {
 			return err
 		}
 		l.out.say("   A's QP %#06x is now %v", qa2.QPN(), qa2.State())
@@ -148,7 +149,7 @@ var rnrLesson = lesson{
 - B: "psn 0x000a00: no receive WQE posted: RNR NAK", and it sends
   RC_ACKNOWLEDGE psn=0x000a00 aeth(RNR_NAK timer=20 ...): timer code 20
   is B's min_rnr_timer, 10.24 ms in the IBTA table.
-- A: "RNR NAK psn 0x000a00: wait 10.24ms, then resend", and 10 ms later
+- A: "RNR NAK psn 0x000a00: wait 10.24ms, then resend", and 10.24 ms later
   "RNR wait over: resend from psn 0x000a00". The same PSN goes out again:
   an RNR NAK is not a loss, nothing is skipped.
 - Once B has posted its receive, the retry is ACKed (msn=1).
@@ -182,14 +183,16 @@ var accessErrorLesson = lesson{
 		if err := l.waitAll(ctx, a, qp.WCRemAccessErr, qp.WCWRFlushErr); err != nil {
 			return err
 		}
-		// If A's SEND went out before the NAK came back, let B drop it
-		// before going on, so that its lines come before the ones below.
-		if a.dev.Counter("sent_pkts")-sent >= 2 {
-			if err := b.waitCounter(ctx, "drop_bad_state", 1); err != nil {
-				return err
-			}
+		// A's worker sends the SEND right behind the WRITE, at the same
+		// instant, and the NAK takes a round trip to come back: B gets the
+		// SEND in ERR and drops it.
+		if sent := a.dev.Counter("sent_pkts") - sent; sent != 2 {
+			return fmt.Errorf("A sent %d packets, want the WRITE and the SEND", sent)
 		}
-		ev, err := b.qpEvent(ctx)
+		if err := l.waitCounter(ctx, b, "drop_bad_state", 1); err != nil {
+			return err
+		}
+		ev, err := l.qpEvent(ctx, b)
 		if err != nil {
 			return err
 		}
@@ -200,10 +203,10 @@ var accessErrorLesson = lesson{
 		if err := l.expectNoCompletion(ctx, b, "B's CQ hears nothing of it"); err != nil {
 			return err
 		}
-		if err := waitState(ctx, qa, qp.StateErr); err != nil {
+		if err := l.waitState(ctx, qa, qp.StateErr); err != nil {
 			return err
 		}
-		if err := waitState(ctx, qb, qp.StateErr); err != nil {
+		if err := l.waitState(ctx, qb, qp.StateErr); err != nil {
 			return err
 		}
 		l.out.say("   A's QP is %v, B's QP is %v", qa.State(), qb.State())

@@ -14,15 +14,17 @@ import (
 	"github.com/goroce/goroce/mr"
 	"github.com/goroce/goroce/qp"
 	"github.com/goroce/goroce/rnic"
+	"github.com/goroce/goroce/rnic/clock"
 	"github.com/goroce/goroce/rnic/simlink"
 	"github.com/goroce/goroce/wire"
 	"github.com/goroce/goroce/wire/pcap"
 )
 
 // This file holds the lab the lessons run in: goroce devices A, B (and C)
-// attached to one simulated switch (rnic/simlink, in real time), a
-// registered buffer on each, and the few verbs steps every lesson needs:
-// connect a QP pair, post, wait for a completion, lose a chosen packet.
+// attached to one simulated switch (rnic/simlink), all on one virtual
+// clock (labClock), a registered buffer on each, and the few verbs steps
+// every lesson needs: connect a QP pair, post, wait for a completion, lose
+// a chosen packet.
 
 // labConfig is what a lesson needs of its lab.
 type labConfig struct {
@@ -39,8 +41,15 @@ const (
 	labFirstPSN = 0x000a00 // host i sends from labFirstPSN + i*0x100
 )
 
+// labCable is every host's cable to the switch, both ways: a packet of the
+// lab's MTU takes under a microsecond on the wire, then a microsecond to
+// cross, so the trace shows sends, arrivals and answers a few
+// microseconds apart instead of all at one instant.
+var labCable = simlink.Wire{Rate: 10 * simlink.Gbps, Latency: time.Microsecond}
+
 // lab is the world of one lesson.
 type lab struct {
+	clock *labClock
 	out   *lessonOutput
 	net   *simlink.Network
 	hosts []*host
@@ -65,21 +74,24 @@ type host struct {
 	psn  wire.PSN // the first PSN of this host's requests
 }
 
-// newLab attaches cfg.hosts devices to a new switch. With trace, every
-// device writes its trace through out, each line prefixed with the host's
-// name; with pcapPath, device A's packets go to that capture file.
-func newLab(cfg labConfig, out *lessonOutput, trace bool, pcapPath string) (*lab, error) {
+// newLab attaches cfg.hosts devices to a new switch, all on clk; it must
+// run in a goroutine of clk (inside clk.Run). With trace, every device
+// writes its trace through out, each line prefixed with the host's name;
+// with pcapPath, device A's packets go to that capture file, stamped with
+// clk's virtual time.
+func newLab(clk *labClock, cfg labConfig, out *lessonOutput, trace bool, pcapPath string) (*lab, error) {
 	if cfg.hosts == 0 {
 		cfg.hosts = 2
 	}
-	l := &lab{out: out, mtu: qp.MTUFromBytes(labMTU), drops: dropper{out: out}, closePcap: func() error { return nil }}
+	l := &lab{clock: clk, out: out, mtu: qp.MTUFromBytes(labMTU), drops: dropper{out: out}, closePcap: func() error { return nil }}
 	// Every port's packets pass the dropper, which loses only what a
 	// lesson asked it to.
-	l.net = simlink.NewNetwork(simlink.Config{Seed: 1,
+	l.net = simlink.NewNetwork(simlink.Config{Seed: 1, Clock: clk,
 		Impairments: []simlink.Impairment{{Action: simlink.Drop, Match: l.drops.match}}})
 	for i := range cfg.hosts {
 		name := string(rune('A' + i))
-		dc := rnic.Config{Addr: netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 0, 0, byte(1 + i)}), 4791), MTU: labMTU}
+		dc := rnic.Config{Addr: netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 0, 0, byte(1 + i)}), 4791), MTU: labMTU,
+			Clock: clk}
 		if trace {
 			dc.Trace = out.deviceTrace(name)
 		}
@@ -106,7 +118,7 @@ func newLab(cfg labConfig, out *lessonOutput, trace bool, pcapPath string) (*lab
 // attach opens a device on a new switch port and gives it a PD, a CQ and
 // a registered buffer.
 func (l *lab) attach(name string, dc rnic.Config) (*host, error) {
-	port, err := l.net.Attach(dc.Addr, simlink.PortConfig{})
+	port, err := l.net.Attach(dc.Addr, simlink.PortConfig{Uplink: labCable, Downlink: labCable})
 	if err != nil {
 		return nil, err
 	}
@@ -272,25 +284,32 @@ func (h *host) postRecv(q *rnic.QP, wrID uint64, off, length int) error {
 	return nil
 }
 
-// completionWait bounds the wait for one completion. The slowest the
-// lessons stage is an ACK timeout of 67 ms.
+// completionWait bounds, in the lab's virtual time, each thing a lesson
+// waits for: a completion, a counter, a state, an event. The slowest the
+// lessons stage is an ACK timeout of 67 ms; virtual seconds cost no real
+// time when the lab has nothing else to do.
 const completionWait = 5 * time.Second
 
 // errNoCompletion: a completion the lesson waited for did not come.
 var errNoCompletion = errors.New("no completion")
 
+// nextCompletion waits for h's next completion and returns it; what says
+// what the lesson waits for, in the error if none comes.
+func (l *lab) nextCompletion(ctx context.Context, h *host, what string) (qp.WC, error) {
+	wcs := make([]qp.WC, 1)
+	err := l.waitUntil(ctx, func() bool { return h.cq.Poll(wcs) == 1 }, func() error {
+		return fmt.Errorf("host %s: %w within %v (%s)", h.name, errNoCompletion, completionWait, what)
+	})
+	return wcs[0], err
+}
+
 // wait returns h's next completion, says what it is, and checks its
 // status; a wrong status is an error naming what was expected.
 func (l *lab) wait(ctx context.Context, h *host, want qp.WCStatus) (qp.WC, error) {
-	ctx, cancel := context.WithTimeout(ctx, completionWait)
-	defer cancel()
-	wcs := make([]qp.WC, 1)
-	for h.cq.Poll(wcs) == 0 {
-		if err := h.cq.Wait(ctx); err != nil {
-			return qp.WC{}, fmt.Errorf("host %s: %w after %v (want one with status %q)", h.name, errNoCompletion, completionWait, want)
-		}
+	wc, err := l.nextCompletion(ctx, h, fmt.Sprintf("want one with status %q", want))
+	if err != nil {
+		return wc, err
 	}
-	wc := wcs[0]
 	l.out.say("-> %s: completion wr_id=%d %v %q, %d bytes", h.name, wc.WRID, wc.Opcode, wc.Status.String(), wc.ByteLen)
 	if wc.Status != want {
 		return wc, fmt.Errorf("host %s: wr_id %d completed with %q, want %q", h.name, wc.WRID, wc.Status.String(), want.String())
@@ -299,22 +318,16 @@ func (l *lab) wait(ctx context.Context, h *host, want qp.WCStatus) (qp.WC, error
 }
 
 // waitAll polls one completion per status in wants, in order, and only
-// then prints them: the trace of the last one is written before its
-// completion reaches the CQ, so the transcript shows the device's lines
-// first and the program's after, however the goroutines are scheduled.
+// then prints them, so that the transcript shows the device's lines of
+// every one before the program's.
 func (l *lab) waitAll(ctx context.Context, h *host, wants ...qp.WCStatus) error {
-	ctx, cancel := context.WithTimeout(ctx, completionWait)
-	defer cancel()
 	got := make([]qp.WC, 0, len(wants))
-	wcs := make([]qp.WC, 1)
 	for len(got) < len(wants) {
-		if h.cq.Poll(wcs) == 0 {
-			if err := h.cq.Wait(ctx); err != nil {
-				return fmt.Errorf("host %s: %w after %v (%d of %d completions)", h.name, errNoCompletion, completionWait, len(got), len(wants))
-			}
-			continue
+		wc, err := l.nextCompletion(ctx, h, fmt.Sprintf("%d of %d completions", len(got), len(wants)))
+		if err != nil {
+			return err
 		}
-		got = append(got, wcs[0])
+		got = append(got, wc)
 	}
 	for i, wc := range got {
 		l.out.say("-> %s: completion wr_id=%d %v %q, %d bytes", h.name, wc.WRID, wc.Opcode, wc.Status.String(), wc.ByteLen)
@@ -325,15 +338,15 @@ func (l *lab) waitAll(ctx context.Context, h *host, wants ...qp.WCStatus) error 
 	return nil
 }
 
-// expectNoCompletion checks that h's CQ is empty, after giving anything
-// in flight the time of a few round trips on the switch.
+// settleTime is how long expectNoCompletion lets the lab run first:
+// thousands of round trips on the lab's cables.
+const settleTime = 20 * time.Millisecond
+
+// expectNoCompletion checks that h's CQ is empty, after letting the lab
+// run for settleTime of virtual time, so that anything in flight lands.
 func (l *lab) expectNoCompletion(ctx context.Context, h *host, why string) error {
-	settle := time.NewTimer(20 * time.Millisecond)
-	defer settle.Stop()
-	select {
-	case <-settle.C:
-	case <-ctx.Done():
-		return ctx.Err()
+	if err := l.sleep(ctx, settleTime); err != nil {
+		return err
 	}
 	wcs := make([]qp.WC, 1)
 	if h.cq.Poll(wcs) > 0 {
@@ -344,50 +357,78 @@ func (l *lab) expectNoCompletion(ctx context.Context, h *host, why string) error
 }
 
 // waitCounter waits until h's counter name reaches at least want.
-func (h *host) waitCounter(ctx context.Context, name string, want uint64) error {
-	return waitUntil(ctx, func() bool { return h.dev.Counter(name) >= want }, func() error {
+func (l *lab) waitCounter(ctx context.Context, h *host, name string, want uint64) error {
+	return l.waitUntil(ctx, func() bool { return h.dev.Counter(name) >= want }, func() error {
 		return fmt.Errorf("host %s: counter %s stayed at %d, want %d", h.name, name, h.dev.Counter(name), want)
 	})
 }
 
 // waitState waits until q is in state want.
-func waitState(ctx context.Context, q *rnic.QP, want qp.State) error {
-	return waitUntil(ctx, func() bool { return q.State() == want }, func() error {
+func (l *lab) waitState(ctx context.Context, q *rnic.QP, want qp.State) error {
+	return l.waitUntil(ctx, func() bool { return q.State() == want }, func() error {
 		return fmt.Errorf("QP %#06x stayed %v, want %v", q.QPN(), q.State(), want)
 	})
 }
 
-// waitUntil checks cond every half millisecond until it holds. If it
-// still does not after completionWait, it returns the error failed makes.
-func waitUntil(ctx context.Context, cond func() bool, failed func() error) error {
-	ctx, cancel := context.WithTimeout(ctx, completionWait)
-	defer cancel()
-	tick := time.NewTicker(500 * time.Microsecond)
-	defer tick.Stop()
+// qpEvent returns the next QP event on h's device, skipping port events.
+func (l *lab) qpEvent(ctx context.Context, h *host) (qp.Event, error) {
+	var ev qp.Event
+	err := l.waitUntil(ctx, func() bool {
+		for {
+			select {
+			case ev = <-h.dev.Events():
+				if ev.QP != nil {
+					return true
+				}
+			default:
+				return false
+			}
+		}
+	}, func() error { return fmt.Errorf("host %s: no QP event", h.name) })
+	return ev, err
+}
+
+// waitUntil waits until cond holds. It checks cond each time the lab has
+// moved (see labClock), so it sees every state the devices and the switch
+// pass through, and returns before the virtual time moves on from the
+// instant cond came true: what the script does next happens before any
+// timer that was still pending then. If cond does not hold within
+// completionWait of virtual time, waitUntil returns the error failed
+// makes; if ctx ends first (the lesson's time in real time is up, or the
+// program is interrupted), ctx's error.
+func (l *lab) waitUntil(ctx context.Context, cond func() bool, failed func() error) error {
+	if cond() {
+		return nil
+	}
+	expired := make(chan struct{})
+	deadline := l.clock.Virtual.AfterFunc(completionWait, func() { close(expired) })
+	defer deadline.Stop()
+	// The script's own waiter, which is not a labClock's: its waking is
+	// not the lab moving.
+	w := l.clock.Virtual.NewWaiter(l.clock.moved, expired, ctx.Done())
 	for !cond() {
-		select {
-		case <-tick.C:
-		case <-ctx.Done():
+		switch w.Wait() {
+		case 1:
+			if cond() {
+				return nil
+			}
 			return failed()
+		case 2:
+			return fmt.Errorf("%w (%v)", ctx.Err(), failed())
 		}
 	}
 	return nil
 }
 
-// qpEvent returns the next QP event on h's device, skipping port events.
-func (h *host) qpEvent(ctx context.Context) (qp.Event, error) {
-	ctx, cancel := context.WithTimeout(ctx, completionWait)
-	defer cancel()
-	for {
-		select {
-		case ev := <-h.dev.Events():
-			if ev.QP != nil {
-				return ev, nil
-			}
-		case <-ctx.Done():
-			return qp.Event{}, fmt.Errorf("host %s: no QP event", h.name)
-		}
+// sleep lets the lab run for d of virtual time.
+func (l *lab) sleep(ctx context.Context, d time.Duration) error {
+	rang := make(chan struct{})
+	t := l.clock.Virtual.AfterFunc(d, func() { close(rang) })
+	defer t.Stop()
+	if l.clock.Virtual.NewWaiter(rang, ctx.Done()).Wait() == 1 {
+		return ctx.Err()
 	}
+	return nil
 }
 
 // counters prints the named counters of h, as `rdma statistic` names
@@ -453,9 +494,12 @@ func isOpcode(op wire.Opcode) func(p wire.Packet) bool {
 
 // lessonOutput is where a lesson prints: its narration and the trace
 // lines of the devices and the switch, each line written whole. Trace
-// lines are stamped with the seconds since the lab started, taken as the
-// line is printed: one clock for every device, increasing down the page.
+// lines are stamped with the seconds since the lab started, on the lab's
+// virtual clock, read as the line is printed (in the goroutine of the
+// lab that acts, at the instant it acts): one clock for every device,
+// increasing down the page, the same on every run.
 type lessonOutput struct {
+	clock clock.Clock
 	start time.Time
 
 	mu sync.Mutex
@@ -473,7 +517,7 @@ func (o *lessonOutput) say(format string, a ...any) {
 func (o *lessonOutput) trace(who, what string) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	fmt.Fprintf(o.w, "%s %.6f %s\n", who, time.Since(o.start).Seconds(), what)
+	fmt.Fprintf(o.w, "%s %.6f %s\n", who, o.clock.Now().Sub(o.start).Seconds(), what)
 }
 
 // deviceTrace returns the writer for the trace of device who. The device

@@ -15,10 +15,11 @@ import (
 // course "RDMA from the wire up" (docs/course). Each lesson stages, on
 // demand, something a real command shows only by chance (a lost packet,
 // a receiver without a posted receive, a bad rkey), between goroce devices
-// on a simulated switch inside this process, narrates what it does, and
-// ends with what to look for in the trace. The lab they run in is in
-// lab.go; the lessons are in rc.go (the operations), faults.go (what goes
-// wrong on RC) and unreliable.go (UC and UD).
+// on a simulated switch inside this process, in virtual time, narrates
+// what it does, and ends with what to look for in the trace. The lab they
+// run in is in lab.go, its clock in labclock.go; the lessons are in rc.go
+// (the operations), faults.go (what goes wrong on RC) and unreliable.go
+// (UC and UD).
 
 const lessonAbout = `Runs one scripted scenario of the course "RDMA from the wire up"
 (docs/course): goroce devices A and B (and for ud, C) on a simulated switch
@@ -29,10 +30,17 @@ every device (lines starting with the device's name: A, B, C) and the
 switch's drops (lines starting with S), so you can watch every PSN, ACK,
 NAK and retransmission.
 
-The switch is rnic/simlink running in real time; the devices are the same
-code that runs over UDP. PSNs start at 0x000a00 for A's requests and
-0x000b00 for B's, so you can tell them apart; QPNs and keys are random, as
-on real RNICs.
+The switch is rnic/simlink, with cables of 10 Gb/s and 1 µs each way; the
+devices are the same code that runs over UDP. The lab runs in virtual
+time: the devices, the switch and the script share one clock, which moves
+on to the next timer (an RNR wait, an ACK timeout) only when everything in
+the lab waits. So a lesson plays out the same way on any machine, however
+busy, and the trace's times (seconds since the lesson started) are exact
+and the same on every run: an RNR wait of 10.24 ms shows as 0.010240. The
+--pcap file is stamped with the same virtual time, counted from midnight
+UTC on 2000-01-01. PSNs start at 0x000a00 for A's requests and 0x000b00
+for B's, so you can tell them apart; QPNs and keys are random, as on real
+RNICs.
 
 Lessons:
 %s
@@ -66,9 +74,16 @@ var lessons = []lesson{
 	ucLossLesson, udLesson,
 }
 
-// lessonTimeout bounds a whole lesson: none needs more than a fraction of
-// a second, so reaching it means something hung.
-const lessonTimeout = 20 * time.Second
+// lessonTimeout bounds a whole lesson in real time: a lesson runs in
+// virtual time (labClock) and takes a fraction of a second of CPU, so
+// reaching it means the lab went round in circles without waiting. The
+// lab's goroutines see it end (their waits include the context); one
+// that hung outside the clock would keep the lab from ending, so play
+// gives up hangGrace later.
+const (
+	lessonTimeout = 20 * time.Second
+	hangGrace     = 5 * time.Second
+)
 
 // Run is `goroce lesson NAME`.
 func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -79,7 +94,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := cli.NewFlagSet("goroce lesson NAME [--trace] [--pcap FILE]", fmt.Sprintf(lessonAbout, list.String()))
 	trace := fs.Bool("trace", os.Getenv("GOROCE_TRACE") != "",
 		"interleave every packet the devices send and receive, their QP events and the switch's drops with the lesson, on stdout")
-	pcapPath := fs.String("pcap", "", "write every packet device A sends or receives to this pcap `file` (Wireshark decodes it as RoCE)")
+	pcapPath := fs.String("pcap", "", "write every packet device A sends or receives to this pcap `file` (Wireshark decodes it as RoCE), stamped with the lab's virtual time")
 	pos, code, ok := cli.ParseWithHosts(fs, args, stdout, stderr)
 	if !ok {
 		return code
@@ -113,11 +128,36 @@ func findLesson(name string) (lesson, bool) {
 	return lesson{}, false
 }
 
-// play builds the lesson's lab, runs the scenario and prints what to look
-// for. It returns the exit status.
+// play runs the lesson on a new lab clock and returns the exit status.
 func (ls *lesson) play(ctx context.Context, trace bool, pcapPath string, stdout, stderr io.Writer) int {
-	out := &lessonOutput{w: stdout, start: time.Now()}
-	l, err := newLab(ls.lab, out, trace, pcapPath)
+	clk := newLabClock()
+	code := cli.ExitFail
+	ran := make(chan error, 1)
+	go func() {
+		ran <- clk.Run(func() { code = ls.playOn(ctx, clk, trace, pcapPath, stdout, stderr) })
+	}()
+	hung := time.NewTimer(lessonTimeout + hangGrace)
+	defer hung.Stop()
+	select {
+	case err := <-ran:
+		if err != nil {
+			fmt.Fprintf(stderr, "goroce lesson %s: %v\n", ls.name, err)
+			return cli.ExitFail
+		}
+		return code
+	case <-hung.C:
+		fmt.Fprintf(stderr, "goroce lesson %s: the lab did not end within %v: a goroutine of it waits outside its clock\n",
+			ls.name, lessonTimeout+hangGrace)
+		return cli.ExitFail
+	}
+}
+
+// playOn builds the lesson's lab on clk, runs the scenario and prints what
+// to look for. It runs in clk's goroutine (inside clk.Run) and returns the
+// exit status.
+func (ls *lesson) playOn(ctx context.Context, clk *labClock, trace bool, pcapPath string, stdout, stderr io.Writer) int {
+	out := &lessonOutput{w: stdout, clock: clk, start: clk.Now()}
+	l, err := newLab(clk, ls.lab, out, trace, pcapPath)
 	if err != nil {
 		fmt.Fprintf(stderr, "goroce lesson %s: %v\n", ls.name, err)
 		return cli.ExitFail

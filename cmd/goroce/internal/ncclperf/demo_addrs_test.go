@@ -13,8 +13,8 @@ import (
 
 // TestTwoDemosAtOnce runs two goroce demos at the same time with the
 // default flags but small sizes: both must succeed, their ranks on
-// different, freshly drawn loopback addresses (issue 25: with the one
-// fixed base 127.0.0.10, the second demo's ranks could not bind).
+// different, freshly drawn loopback addresses (with the one fixed base
+// 127.0.0.10, the second demo's ranks could not bind).
 func TestTwoDemosAtOnce(t *testing.T) {
 	t.Setenv("NCCL_IB_TIMEOUT", clitest.KillIBTimeout) // see TestDemo
 	var codes [2]int

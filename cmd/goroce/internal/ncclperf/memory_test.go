@@ -1,15 +1,16 @@
 package ncclperf
 
 import (
-	"github.com/goroce/goroce/wire/testenv"
 	"regexp"
 	"testing"
+
+	"github.com/goroce/goroce/bench/testenv"
 
 	"github.com/goroce/goroce/cmd/goroce/internal/clitest"
 )
 
-// TestNcclPerfRefusesHugeSizes runs the goroce binary with issue 25's
-// sizes: -np 2 at 64 GiB died with "fatal error: runtime: out of memory",
+// TestNcclPerfRefusesHugeSizes runs the goroce binary with sizes that
+// once failed: -np 2 at 64 GiB died with "fatal error: runtime: out of memory",
 // a single rank at 8 GiB grew until the OOM killer came. Each must exit 2
 // at once, before any rank starts, saying how much memory it needs and how
 // much the host has.

@@ -22,7 +22,7 @@ var run = clitest.Command("perf", Run)
 // ERR with IBV_EVENT_QP_ACCESS_ERR and the client's WR fails with
 // REM_ACCESS_ERR (IBTA 9.7.5.2.4). The client would then exit without its
 // done line; the server's error for that must name its QP, the state and
-// the event, not only the side channel's EOF (issue 25).
+// the event, not only the side channel's EOF.
 func TestPerfServerSaysWhyItsQPFailed(t *testing.T) {
 	srvAddr, cliAddr := clitest.LoopbackPair()
 	srv := openPerf(t, perfStall, "write_bw", "--addr", srvAddr)

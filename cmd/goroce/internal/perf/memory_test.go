@@ -1,15 +1,16 @@
 package perf
 
 import (
-	"github.com/goroce/goroce/wire/testenv"
 	"regexp"
 	"testing"
+
+	"github.com/goroce/goroce/bench/testenv"
 
 	"github.com/goroce/goroce/cmd/goroce/internal/clitest"
 )
 
-// TestPerfRefusesHugeRuns runs the goroce binary with issue 25's sizes,
-// which died with "fatal error: runtime: out of memory" and a stack dump:
+// TestPerfRefusesHugeRuns runs the goroce binary with sizes that once
+// died with "fatal error: runtime: out of memory" and a stack dump:
 // each must exit 2 at once with one line saying how much memory the run
 // needs and how much the host has, before opening a device or a socket.
 func TestPerfRefusesHugeRuns(t *testing.T) {

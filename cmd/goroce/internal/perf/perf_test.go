@@ -216,7 +216,7 @@ func TestPerfProcesses(t *testing.T) {
 	}
 	checkBW(t, "client", rows[0], 65536, 2000, true)
 
-	// With --trace, each process's lines say whose they are (issue 25).
+	// With --trace, each process's lines say whose they are.
 	p := clitest.RunTwoProcessesAll(t, ctx, bin, []string{"perf", "send_lat"}, []string{"-n", "5", "-s", "8", "--trace"})
 	clitest.CheckTraceTagged(t, "server", p.SrvErr, "[server "+p.SrvAddr+"]")
 	clitest.CheckTraceTagged(t, "client", p.CliErr, "[client "+p.CliAddr+"]")

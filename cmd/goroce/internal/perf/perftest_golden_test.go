@@ -229,7 +229,7 @@ func TestPerftestGoldenServer(t *testing.T) {
 // agrees the MTU, cycle buffer and version. A server older than perftest
 // 5.70 is refused, as perftest refuses it, and so is a peer that asks for
 // a cycle buffer of 2 GiB, which a goroce server would allocate twice per
-// QP (issue 25).
+// QP.
 func TestPerftestGoldenPrelude(t *testing.T) {
 	g := clitest.ReadGoldenCapture(t, "ib_write_bw")
 	prelude := g.Segments[:8] // version, cycle buffer, cache line and MTU, each way

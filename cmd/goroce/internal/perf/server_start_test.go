@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"errors"
-	"github.com/goroce/goroce/wire/testenv"
 	"io"
 	"net"
 	"os"
@@ -14,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/goroce/goroce/bench/testenv"
 
 	"github.com/goroce/goroce/cmd/goroce/internal/cli"
 	"github.com/goroce/goroce/cmd/goroce/internal/clitest"
@@ -79,8 +80,8 @@ func runFails(t *testing.T, ctx context.Context, bin string, env []string, want 
 	}
 }
 
-// TestPerfServerOpensDeviceAtStart runs goroce perf servers as processes
-// (issue 25, items 6 and 8). A waiting server has its device open, so
+// TestPerfServerOpensDeviceAtStart runs goroce perf servers as
+// processes. A waiting server has its device open, so
 // goroce stat shows it; a second server whose device would take the
 // first's address (GOROCE_ADDR, no flags) fails at once naming --addr
 // and GOROCE_ADDR, and so does one at an address this host does not have,

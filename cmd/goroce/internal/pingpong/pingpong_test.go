@@ -124,7 +124,7 @@ func TestPingpongProcesses(t *testing.T) {
 			checkClosingLines(t, "client", cliOut, tc.size, 200, 1)
 		})
 	}
-	// With --trace, each process's lines say whose they are (issue 25).
+	// With --trace, each process's lines say whose they are.
 	t.Run("trace", func(t *testing.T) {
 		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 		defer cancel()

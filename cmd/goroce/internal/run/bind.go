@@ -43,9 +43,8 @@ func parseBind(s string) (bindPolicy, error) {
 //
 // auto binds only ranks that outnumber the CPUs. Ranks that fit poll their
 // RNICs (nccl's busy polling), and a polling rank bound to one CPU shares
-// it with its own runtime's other threads: on a 2-CPU host, nccl-perf
-// all_reduce with 2 ranks took 31-36 us at 8 B bound against 12-20 us
-// unbound, the same at 16 MiB.
+// it with its own runtime's other threads (docs/performance.md,
+// "Processes and CPUs").
 func (p bindPolicy) binds(n, cpus int) bool {
 	return p == bindCore || p == bindAuto && n > cpus
 }
@@ -55,13 +54,8 @@ func (p bindPolicy) binds(n, cpus int) bool {
 // len(cpus)/n CPUs of its own. When they do not, consecutive ranks share
 // a CPU: rank r takes cpus[r*len(cpus)/n], so ring neighbours (r and r+1)
 // mostly share one and the data they pass each other stays in that CPU's
-// caches and run queue.
-//
-// Measured on a 2-CPU host, nccl-perf all_reduce at 16 MiB with 4 ranks:
-// busbw 0.92-1.05 GB/s with ranks 0,1 on one CPU and 2,3 on the other,
-// 0.77-0.78 with 0,2 and 1,3, 0.62-0.76 unbound. Unbound, the scheduler
-// moved ranks between the CPUs about 1,100 times a second, and every
-// packet woke a rank on whichever CPU it last ran on.
+// caches and run queue, instead of waking a rank on whichever CPU it last
+// ran on for every packet (docs/performance.md, "Processes and CPUs").
 func rankCPUs(r, n int, cpus []int) []int {
 	if len(cpus) == 0 || n < 1 {
 		return nil

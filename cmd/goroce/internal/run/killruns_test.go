@@ -20,7 +20,7 @@ import (
 	"github.com/goroce/goroce/nccl"
 )
 
-// Collectives under failure (GitHub issue 10). TestKillRuns makes
+// Collectives under failure. TestKillRuns makes
 // GOROCE_KILLRUNS seeded runs (default 3, one per victim) of `goroce run -n 3`; each rank
 // loops over a seeded random sequence of collectives, and one rank, drawn
 // from the same seed, SIGKILLs itself a random time into the loop, so it
