@@ -12,7 +12,7 @@ import (
 // cmatose.c, udaddy.c, rdma_server.c and rdma_client.c getopt strings).
 func TestRdmacmPreloadCases(t *testing.T) {
 	cfg, err := parseFlags([]string{"-transports", "none", "-perftests", "none", "-preload", "none",
-		"-rdmacm", "rping-preload,ucmatose,udaddy,rdma_server", "-own", "none"}, &strings.Builder{})
+		"-rdmacm", "rping-preload,ucmatose,udaddy,rdma_server", "-own", "none", "-ucx", "none"}, &strings.Builder{})
 	if err != nil || len(cfg.plan.rdmacm) != 0 || !slices.Equal(cfg.plan.rdmacmPreload, rdmacmPreloaded) {
 		t.Fatalf("parseFlags: %+v %v", cfg.plan, err)
 	}
