@@ -37,8 +37,9 @@ librdmacm-dev) when missing or stale: HASH names the source.
 Under a launcher (mpirun's OMPI_COMM_WORLD_RANK, srun's SLURM_PROCID,
 torchrun's RANK; run as mpirun ... goroce exec -- PROGRAM), each rank gets
 a device of its own: --addr (or GOROCE_ADDR, else 127.0.0.1) is local rank
-0's address and local rank r takes the r-th address after it, and --pcap
-FILE becomes FILE with .rankN (the global rank) before its extension.
+0's address and local rank r takes the r-th address after it, and the
+files of --pcap FILE (or GOROCE_PCAP) and GOROCE_CPUPROFILE get .rankN
+(the global rank) before their extension.
 
 For UCX (ucx_perftest, Open MPI's pml ucx) it sets
 UCX_UD_VERBS_ETH_DGID_CHECK=n unless the environment sets it: UCX 1.13's
@@ -107,10 +108,13 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		if err != nil {
 			return fail(err)
 		}
-		if underLauncher {
-			p = rankFile(p, launch.Rank)
-		}
 		set["GOROCE_PCAP"] = p
+	}
+	// Under a launcher every rank writes files of its own.
+	for _, name := range []string{"GOROCE_PCAP", "GOROCE_CPUPROFILE"} {
+		if p := cmp.Or(set[name], os.Getenv(name)); underLauncher && p != "" {
+			set[name] = rankFile(p, launch.Rank)
+		}
 	}
 	if *debugFlag {
 		set["GOROCE_DEBUG"] = "1"
@@ -129,7 +133,8 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		set[ucxDGIDCheck] = "n"
 	}
 	if *printEnv {
-		for _, name := range []string{"LD_PRELOAD", "GOROCE_ADDR", "GOROCE_MTU", "GOROCE_TRACE", "GOROCE_PCAP", "GOROCE_DEBUG", ucxDGIDCheck} {
+		for _, name := range []string{"LD_PRELOAD", "GOROCE_ADDR", "GOROCE_MTU", "GOROCE_TRACE", "GOROCE_PCAP", "GOROCE_DEBUG",
+			"GOROCE_CPUPROFILE", ucxDGIDCheck} {
 			if v, ok := set[name]; ok {
 				fmt.Fprintf(stdout, "export %s=%s\n", name, cli.ShellQuote(v))
 			}

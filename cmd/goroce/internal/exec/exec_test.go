@@ -152,8 +152,8 @@ func TestExec(t *testing.T) {
 			// Under mpirun: local rank 2 takes the second address after
 			// --addr, the pcap file is rank 5's.
 			{mpi, []string{"--addr", "127.140.9.1", "--pcap", "/tmp/j.pcap"}, "127.140.9.3 /tmp/j.rank5.pcap n"},
-			// GOROCE_ADDR's port is kept.
-			{append(mpi, "GOROCE_ADDR=127.140.9.1:5000"), nil, "127.140.9.3:5000  n"},
+			// GOROCE_ADDR's port is kept; GOROCE_PCAP's file is the rank's.
+			{append(mpi, "GOROCE_ADDR=127.140.9.1:5000", "GOROCE_PCAP=/tmp/e.pcap"), nil, "127.140.9.3:5000 /tmp/e.rank5.pcap n"},
 			// No address at all: from the core's default.
 			{append(mpi, "GOROCE_ADDR="), nil, "127.0.0.3  n"},
 			// Under srun.
