@@ -73,11 +73,23 @@
 // goroce perf's passive server does, instead of waking the receive
 // goroutine for each burst: ib_read_lat 8 B went from 66-73 to 20 µs.
 //
+// Receive completions carry what rdma-core's rxe provider reports
+// (testdata/rxe-recv-wc.txt, captured on rxe): IBV_WC_GRH on every
+// successful receive, RC and UC included; src_qp only for UD (0 on RC and
+// UC); sl, slid, dlid_path_bits and pkey_index 0. A UD receive buffer
+// starts with the 40-byte GRH area as rxe fills it: for an IPv4 packet 20
+// zero bytes, then the IPv4 header; for IPv6 the IPv6 header. Its TOS (or
+// traffic class), IPv4 Identification and TTL (or hop limit) are 0, 0 and
+// 64 whatever the packet carried: goroce does not read them off its socket.
+//
 // Completion channels and the async fd are eventfds in semaphore mode, so
 // poll and epoll work on them; the core adds one per event and the shim's
 // ibv_get_cq_event and ibv_get_async_event read one, then take the event.
 // ibv_destroy_cq waits until every event it handed out is acknowledged
-// (ibv_ack_cq_events), as rdma-core does.
+// (ibv_ack_cq_events), and ibv_destroy_qp, ibv_destroy_srq and
+// ibv_destroy_cq until every async event of the object the program took is
+// (ibv_ack_async_event), as rdma-core's do; an object's events nobody took
+// go with it.
 //
 // Fork: the Go runtime does not survive fork, so in the child of a process
 // that has loaded the core every verb fails with ENODEV; a child that
@@ -151,6 +163,29 @@
 // does not survive fork); and the uverbs device is uverbs0 even on a host
 // with its own, which the process then does not see.
 //
+// # UCX
+//
+// UCX 1.13 (Debian's libucx0, ucx_perftest, Open MPI's pml ucx and osc
+// ucx) opens goroce0 as it opens rxe0 and uses the two transports it finds
+// on rxe: rc_verbs and ud_verbs (rc_mlx5, dc_mlx5 and ud_mlx5 need mlx5's
+// provider, on rxe too). Between two processes of one host UCX prefers
+// shared memory; UCX_TLS=rc_verbs,ud_verbs,self (RC, with UD for its
+// wire-up) or ud_verbs,self keeps every byte on goroce0, and so does the
+// default selection between processes UCX takes for two hosts. Over an
+// IPv4 GID, UCX 1.13's UD transport drops every datagram while its RoCE
+// destination-GID filter is on, because it reads the IP version from
+// wc.sl as mlx5 encodes it, and rxe and goroce report sl 0: goroce exec sets
+// UCX_UD_VERBS_ETH_DGID_CHECK=n unless the environment sets it (UCX 1.19
+// reads the version from the GRH area). Over IPv6 GIDs the filter passes.
+// Open MPI 4.1 runs over it with --mca pml ucx --mca osc ucx, each rank
+// under goroce exec on a goroce0 of its own (mpirun ... goroce exec --
+// PROGRAM); with UCX_TLS=rc_verbs,ud_verbs,self every byte between the
+// ranks crosses goroce0, as each rank's counters show.
+// librdmacm's stand-in keeps a context of goroce0 for the CM, as librdmacm
+// keeps its devices, and closes it as the process ends (librdmacm's
+// destructor does too), so goroce0 closes, and GOROCE_DEBUG prints its
+// counters, when a program such as UCX has loaded the CM.
+//
 // Environment:
 //
 //	GOROCE_ADDR        the device's IP address, or address:port (default 127.0.0.1, port 4791)
@@ -164,7 +199,8 @@
 //	GOROCE_TRACE=1     print the packet trace on stderr, as goroce --trace does
 //	GOROCE_PCAP=FILE   write every packet to a pcap file, as goroce --pcap does
 //	GOROCE_DEBUG=1     say on stderr why a verb failed, once per verb what is unsupported, and as
-//	                   goroce0 closes its counters that are not 0 (as goroce stat shows a native device's)
+//	                   goroce0 closes its address and its counters that are not 0 (as goroce stat shows
+//	                   a native device's): "goroce0 on 127.0.0.1:4791 closes: sent_pkts 12 ..."
 //	GOROCE_VERBS_CORE  the core library's path, if not beside the shim
 //	GOROCE_CPUPROFILE  write a CPU profile (runtime/pprof) of the Go side to this file, from the
 //	                   first ibv_open_device to the last ibv_close_device

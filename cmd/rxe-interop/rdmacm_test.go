@@ -13,7 +13,7 @@ import (
 // rdma_client.c getopt strings) and libfabric's fi_pingpong (util/pingpong.c).
 func TestRdmacmPreloadCases(t *testing.T) {
 	cfg, err := parseFlags([]string{"-transports", "none", "-perftests", "none", "-preload", "none",
-		"-rdmacm", "rping-preload,ucmatose,udaddy,rdma_server,fi_pingpong", "-own", "none"}, &strings.Builder{})
+		"-rdmacm", "rping-preload,ucmatose,udaddy,rdma_server,fi_pingpong", "-own", "none", "-ucx", "none"}, &strings.Builder{})
 	if err != nil || len(cfg.plan.rdmacm) != 0 || !slices.Equal(cfg.plan.rdmacmPreload, rdmacmPreloaded) {
 		t.Fatalf("parseFlags: %+v %v", cfg.plan, err)
 	}

@@ -117,6 +117,17 @@ static void cma_init(void)
 	cma_ok = 1;
 }
 
+/* cma_fini closes the CM's context of goroce0 as the process ends, as
+ * librdmacm's destructor closes its devices (rdma_cma_fini): goroce0 then
+ * closes with the program's last ibv_close_device, or here. */
+__attribute__((destructor)) static void cma_fini(void)
+{
+	if (cma_verbs)
+		ibv_close_device(cma_verbs);
+	cma_verbs = NULL;
+	cma_ok = 0;
+}
+
 /* cma_ready readies the core's CM and goroce0, or fails with errno. */
 static int cma_ready(void)
 {
