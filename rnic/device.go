@@ -200,6 +200,11 @@ type Device struct {
 	srqs map[*qp.SRQ]*mr.PD // SRQs and the PDs they hold
 
 	share qp.WindowShare // the RC QPs' shares of Config.InflightBytes
+
+	// sourcesMu guards sources: what counts on the device's behalf
+	// (AddCounterSource), listed after its own counters and its link's.
+	sourcesMu sync.Mutex
+	sources   []*CounterSource
 }
 
 // DeviceCounters are counted by the device below the QPs.
@@ -736,12 +741,61 @@ func (q *QP) Destroy() error {
 }
 
 // Counters returns the device's counters, named as `rdma statistic` shows
-// rxe's, in a stable order.
+// rxe's, in a stable order: its own, then its link's (link.Counted, such
+// as shmlink's drops: shm_rx_bad_ring ...), then those of the sources
+// added to it (AddCounterSource: its CM's, under ib_cm's names, cm_rx_msgs_req
+// ..., and its drops, cm_rx_drop_bad_mad ...). /metrics, goroce stat and
+// the live view list them all.
 func (d *Device) Counters() []Counter {
-	return d.appendCounters(make([]Counter, 0, numCounters))
+	cs := d.appendCounters(make([]Counter, 0, numCounters+16))
+	if lc, ok := d.link.(link.Counted); ok {
+		for _, c := range lc.AppendCounters(nil) {
+			cs = append(cs, Counter(c))
+		}
+	}
+	d.sourcesMu.Lock()
+	defer d.sourcesMu.Unlock()
+	for _, s := range d.sources {
+		cs = s.append(cs)
+	}
+	return cs
 }
 
-// numCounters is how many counters Counters lists.
+// A CounterSource counts on a device's behalf: a part built on the device
+// that has counters of its own, such as its communication manager
+// (package rnic/cm), whose counters the device then lists with its own
+// (Counters). AddCounterSource makes one.
+type CounterSource struct {
+	d      *Device
+	append func([]Counter) []Counter
+}
+
+// AddCounterSource lists, after the device's own counters and its link's,
+// the counters that appendCounters appends (in a stable order, safe for
+// concurrent use), until the returned source is removed.
+func (d *Device) AddCounterSource(appendCounters func([]Counter) []Counter) *CounterSource {
+	s := &CounterSource{d: d, append: appendCounters}
+	d.sourcesMu.Lock()
+	d.sources = append(d.sources, s)
+	d.sourcesMu.Unlock()
+	return s
+}
+
+// Remove stops listing the source's counters. Removing twice does
+// nothing.
+func (s *CounterSource) Remove() {
+	d := s.d
+	d.sourcesMu.Lock()
+	defer d.sourcesMu.Unlock()
+	for i, x := range d.sources {
+		if x == s {
+			d.sources = append(d.sources[:i], d.sources[i+1:]...)
+			return
+		}
+	}
+}
+
+// numCounters is how many counters of its own the device lists.
 const numCounters = 41
 
 // appendCounters appends the device's counters to cs.
@@ -784,11 +838,17 @@ type Counter struct {
 // anything arrived.
 func (d *Device) LinkRcvdPkts() uint64 { return d.dev.LinkRcvdPkts.Load() }
 
-// Counter returns the value of the named counter (0 if unknown).
-// It allocates nothing: a program may read one in its polling loop.
+// Counter returns the value of the named counter, any that Counters
+// lists (0 if unknown). One of the device's own it finds without
+// allocating: a program may read one in its polling loop.
 func (d *Device) Counter(name string) uint64 {
 	var buf [numCounters]Counter
 	for _, c := range d.appendCounters(buf[:0]) {
+		if c.Name == name {
+			return c.Value
+		}
+	}
+	for _, c := range d.Counters()[numCounters:] {
 		if c.Name == name {
 			return c.Value
 		}

@@ -59,6 +59,9 @@ type CM struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 	cnt    counters
+	// counted lists cnt with the device's counters (rnic.Device.Counters,
+	// which /metrics and goroce stat show) while the CM is open.
+	counted *rnic.CounterSource
 
 	// mu guards the connections and everything in their IDs that the
 	// state machine touches. Taken by the API, the receive goroutine and
@@ -132,6 +135,7 @@ func Open(dev *rnic.Device, cfg Config) (*CM, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	c.cancel = cancel
+	c.counted = dev.AddCounterSource(c.appendCounters)
 	go c.run(ctx)
 	return c, nil
 }
@@ -171,6 +175,7 @@ func (c *CM) Close() error {
 	c.mu.Unlock()
 	c.cancel()
 	<-c.done
+	c.counted.Remove()
 	return errors.Join(c.qp1.Destroy(), c.recv.Dereg(), c.send.Dereg(), c.pd.Dealloc())
 }
 

@@ -125,6 +125,23 @@ type Link interface {
 	Close() error
 }
 
+// Counter is one named counter value.
+type Counter struct {
+	Name  string
+	Value uint64
+}
+
+// Counted is a link that counts what it drops and why (shmlink's rings
+// and frames). The device lists those counters after its own
+// (rnic.Device.Counters), so that /metrics and goroce stat show them.
+type Counted interface {
+	// AppendCounters appends the link's counters to cs, in a stable
+	// order, each named as `rdma statistic` names a device's counters
+	// (lower case, words joined by underscores, the link's name first),
+	// and returns the longer slice. It is safe for concurrent use.
+	AppendCounters(cs []Counter) []Counter
+}
+
 // ErrClosed is returned by ReadBatch and WriteBatch after Close.
 var ErrClosed = errors.New("link: closed")
 

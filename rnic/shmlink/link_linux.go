@@ -1000,6 +1000,27 @@ func (l *Link) Stats() Stats {
 	}
 }
 
+// AppendCounters appends the link's counts of what it dropped and why,
+// and of its waits for room (link.Counted), as the device lists them
+// after its own: shm_rx_bad_ring (RxBadRing), shm_rx_bad_frame,
+// shm_rx_truncated, shm_rx_stale, shm_rx_untrusted, shm_tx_no_peer,
+// shm_tx_full, shm_tx_full_waits and shm_tx_untrusted, each its Stats
+// field's.
+func (l *Link) AppendCounters(cs []link.Counter) []link.Counter {
+	s := l.Stats()
+	return append(cs,
+		link.Counter{Name: "shm_rx_bad_ring", Value: s.RxBadRing},
+		link.Counter{Name: "shm_rx_bad_frame", Value: s.RxBadFrame},
+		link.Counter{Name: "shm_rx_truncated", Value: s.RxTruncated},
+		link.Counter{Name: "shm_rx_stale", Value: s.RxStale},
+		link.Counter{Name: "shm_rx_untrusted", Value: s.RxUntrusted},
+		link.Counter{Name: "shm_tx_no_peer", Value: s.TxNoPeer},
+		link.Counter{Name: "shm_tx_full", Value: s.TxFull},
+		link.Counter{Name: "shm_tx_full_waits", Value: s.TxFullWaits},
+		link.Counter{Name: "shm_tx_untrusted", Value: s.TxUntrusted},
+	)
+}
+
 // Close marks the port closed, wakes the receivers, waits for the calls
 // in progress to return, removes the link's port and ring files and
 // unmaps everything. Later calls return link.ErrClosed, as does closing
