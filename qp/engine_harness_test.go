@@ -53,6 +53,7 @@ type rigOpts struct {
 	srq      bool
 	sqPSN    wire.PSN // 0 means rigSQPSN
 	share    *qp.WindowShare
+	paths    *qp.Paths
 }
 
 // rig is a QP in RTS with its Engine, CQ and a registered region.
@@ -102,7 +103,7 @@ func newRig(t *testing.T, o rigOpts) *rig {
 	}
 	ctr := new(qp.Counters)
 	env := &qp.Env{Mem: tab, Counters: ctr, Limits: qp.Limits{MaxMTU: qp.MTU4096, MaxRdAtomic: 16,
-		MaxSendWR: 64, MaxSGE: 4, MaxInline: 64, MaxMsgSize: 1 << 20, IPv4: true}, Share: o.share}
+		MaxSendWR: 64, MaxSGE: 4, MaxInline: 64, MaxMsgSize: 1 << 20, IPv4: true}, Share: o.share, Paths: o.paths}
 	ia := &qp.InitAttr{Type: o.typ, SendCQ: cq, RecvCQ: cq,
 		Cap: qp.Cap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 2, MaxRecvSGE: 2}}
 	if o.srq {

@@ -200,6 +200,7 @@ type Device struct {
 	srqs map[*qp.SRQ]*mr.PD // SRQs and the PDs they hold
 
 	share qp.WindowShare // the RC QPs' shares of Config.InflightBytes
+	paths qp.Paths       // the ways to the peers the RC QPs share (qp.Path)
 
 	// sourcesMu guards sources: what counts on the device's behalf
 	// (AddCounterSource), listed after its own counters and its link's.
@@ -331,6 +332,17 @@ func Open(cfg Config) (*Device, error) {
 		d.share.Bytes = cfg.InflightBytes
 	case cfg.InflightBytes == 0:
 		d.share.Bytes = d.caps.ReadBuffer / 4
+	}
+	if br, ok := l.(link.BacklogReporter); ok {
+		// Unread at either end: the peer's requests, or its answers here.
+		d.paths.Backlog = func(peer netip.AddrPort) (int, bool) {
+			there, ok := br.PeerBacklog(peer)
+			if !ok {
+				return 0, false
+			}
+			here, _ := br.PeerBacklog(d.local)
+			return there + here, true
+		}
 	}
 	if cfg.Trace != nil {
 		d.tracer = newTracer(cfg.Trace, cfg.TraceTag, d.local, d.clock.Now())
@@ -601,7 +613,7 @@ func (d *Device) createQP(pd *mr.PD, ia *qp.InitAttr, qpn uint32) (*QP, error) {
 	q.timer = d.clock.AfterFunc(time.Hour, q.fired)
 	q.timer.Stop()
 	q.env = qp.Env{Mem: d.mem, Counters: &d.counters, Limits: d.limits, Local: d.local.Addr().Unmap(),
-		Doorbell: func(*qp.QP) { q.w.ring(q) }, Post: func(*qp.QP) { d.post(q) }, Event: d.event, Share: &d.share}
+		Doorbell: func(*qp.QP) { q.w.ring(q) }, Post: func(*qp.QP) { d.post(q) }, Event: d.event, Share: &d.share, Paths: &d.paths}
 	if d.tracer != nil {
 		q.env.Tracer = d.tracer
 	}
@@ -796,7 +808,7 @@ func (s *CounterSource) Remove() {
 }
 
 // numCounters is how many counters of its own the device lists.
-const numCounters = 41
+const numCounters = 42
 
 // appendCounters appends the device's counters to cs.
 func (d *Device) appendCounters(cs []Counter) []Counter {
@@ -810,6 +822,7 @@ func (d *Device) appendCounters(cs []Counter) []Counter {
 		Counter{"completer_retry_err", c.CompleterRetryErr.Load()}, Counter{"send_err", c.SendErr.Load()},
 		Counter{"rdma_sends", c.RDMASends.Load()}, Counter{"rdma_recvs", c.RDMARecvs.Load()},
 		Counter{"sent_seq_err", c.SentSeqErr.Load()}, Counter{"local_ack_timeouts", c.Timeouts.Load()},
+		Counter{"ack_timeout_deferred", c.AckTimeoutDeferred.Load()},
 		Counter{"retransmitted_pkts", c.RetransmittedPkts.Load()}, Counter{"rem_access_err", c.RemAccessErr.Load()},
 		Counter{"rem_inv_req_err", c.RemInvReqErr.Load()}, Counter{"uc_dropped_msgs", c.UCDroppedMessages.Load()},
 		Counter{"drop_bad_source", c.DroppedBadSource.Load()}, Counter{"drop_bad_state", c.DroppedBadState.Load()},
