@@ -19,6 +19,9 @@ import (
 func TestCompleter(t *testing.T) {
 	rc := rigOpts{typ: qp.RC, retry: 7, rnrRetry: 7}
 	P := rigSQPSN
+	// W is two PSNs before the 24-bit PSN space wraps to 0.
+	W := wire.PSN(0xFFFFFE)
+	wrap := rigOpts{typ: qp.RC, retry: 7, rnrRetry: 7, sqPSN: W}
 	send := func(psn wire.PSN, n int) pkt { return pkt{op: wire.RCSendOnly, psn: psn, ackReq: true, n: n} }
 	runEngineCases(t, []engineCase{
 		{"one ACK retires three SENDs", rc, []step{
@@ -110,6 +113,33 @@ func TestCompleter(t *testing.T) {
 			counter{"retransmitted_pkts", func(c *qp.Counters) uint64 { return c.RetransmittedPkts.Load() }, 1},
 			deadline(0),
 		}},
+		{"an ACK across the PSN wrap retires what it covers", wrap, []step{
+			post{id: 1, op: qp.WRSend, n: 10}, post{id: 2, op: qp.WRSend, n: 10}, post{id: 3, op: qp.WRSend, n: 10},
+			out{send(W, 10), send(W.Add(1), 10), send(W.Add(2), 10)}, // 0xfffffe, 0xffffff, 0x000000
+			ackIn(W.Add(1), wire.SynACK),
+			wcs{{1, qp.WCSuccess, qp.WCSend, 10}, {2, qp.WCSuccess, qp.WCSend, 10}},
+			ackIn(W.Add(2), wire.SynACK),
+			wcs{{3, qp.WCSuccess, qp.WCSend, 10}},
+			deadline(0),
+		}},
+		{"one ACK past the PSN wrap retires all three", wrap, []step{
+			post{id: 1, op: qp.WRSend, n: 10}, post{id: 2, op: qp.WRSend, n: 10}, post{id: 3, op: qp.WRSend, n: 10},
+			out{send(W, 10), send(W.Add(1), 10), send(W.Add(2), 10)},
+			ackIn(W.Add(2), wire.SynACK),
+			wcs{{1, qp.WCSuccess, qp.WCSend, 10}, {2, qp.WCSuccess, qp.WCSend, 10}, {3, qp.WCSuccess, qp.WCSend, 10}},
+			ackIn(W, wire.SynACK), // stale, from before the wrap
+			counter{"drop_unexpected", func(c *qp.Counters) uint64 { return c.DroppedUnexpected.Load() }, 1},
+			deadline(0),
+		}},
+		{"a sequence NAK past the PSN wrap: go back across it", wrap, []step{
+			post{id: 1, op: qp.WRSend, n: 10}, post{id: 2, op: qp.WRSend, n: 10}, post{id: 3, op: qp.WRSend, n: 10},
+			out{send(W, 10), send(W.Add(1), 10), send(W.Add(2), 10)},
+			ackIn(W.Add(2), wire.SynNAKSeqErr),
+			wcs{{1, qp.WCSuccess, qp.WCSend, 10}, {2, qp.WCSuccess, qp.WCSend, 10}},
+			out{send(W.Add(2), 10)},
+			ackIn(W.Add(2), wire.SynACK),
+			wcs{{3, qp.WCSuccess, qp.WCSend, 10}},
+		}},
 		{"READ responses place the data; the last completes the READ", rc, []step{
 			post{id: 1, op: qp.WRRDMARead, n: 600, remote: 0x9000, rkey: 0x77},
 			out{{op: wire.RCReadRequest, psn: P, ackReq: true, va: 0x9000, dmaLen: 600}},
@@ -120,6 +150,17 @@ func TestCompleter(t *testing.T) {
 			wcs{{1, qp.WCSuccess, qp.WCRDMARead, 600}},
 			memIs{0, fill(P, 256)}, memIs{256, fill(P+1, 256)}, memIs{512, fill(P+2, 88)},
 			deadline(0),
+		}},
+		{"READ of 601 bytes: the padded last response places 89 bytes, no pad", rc, []step{
+			setMem{600, []byte{0xEE, 0xEE, 0xEE, 0xEE}},
+			post{id: 1, op: qp.WRRDMARead, n: 601, remote: 0x9000, rkey: 0x77},
+			out{{op: wire.RCReadRequest, psn: P, ackReq: true, va: 0x9000, dmaLen: 601}},
+			req(wire.RCReadResponseFirst, P, false, 256),
+			req(wire.RCReadResponseMiddle, P+1, false, 256),
+			req(wire.RCReadResponseLast, P+2, false, 89),
+			wcs{{1, qp.WCSuccess, qp.WCRDMARead, 601}},
+			memIs{0, fill(P, 256)}, memIs{256, fill(P+1, 256)}, memIs{512, fill(P+2, 89)},
+			memIs{601, []byte{0xEE, 0xEE, 0xEE}}, // the pad went nowhere
 		}},
 		{"a lost READ response: ask again from it", rc, []step{
 			post{id: 1, op: qp.WRRDMARead, n: 600, remote: 0x9000, rkey: 0x77},
