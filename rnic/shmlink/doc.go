@@ -115,12 +115,11 @@
 // system call per batch and peer, only when the peer sleeps. The FIFO,
 // unlike a futex, is read through Go's poller, so a sleeping receiver
 // holds no thread and no P: the other goroutines of its process run (a
-// futex sleep kept a P until the runtime's monitor took it back, up to
-// 10 ms later, which made a blocking round trip slower than over UDP). A device
-// in polling mode (rnic.Config.BusyPoll) polls through link.Poller's
-// TryReadBatch and never sleeps while it polls; one that waits does not
-// burn the CPU that the other ranks on the host need (a 20 µs spin
-// halved a 4-rank AllReduce on a loaded 2-CPU host).
+// futex sleep is a system call, whose P stays with it until the runtime's
+// monitor takes it back). A device in polling mode (rnic.Config.BusyPoll)
+// polls through link.Poller's TryReadBatch and never sleeps while it
+// polls; one that waits does not spin unless told to (Config.Spin): the
+// other ranks on the host need the CPU.
 //
 // A polling device still has a goroutine asleep in WaitReadable, for the
 // packets that come while nobody polls. So that its senders do not write

@@ -307,8 +307,8 @@ func (l *Link) releaseRing(r *inRing) {
 // published. (The poll's own look may come before the flag goes up: a
 // datagram it missed is the next poll's, or that last look's.) With the
 // flag up already, a poll is counted only now and then (pollCountEvery):
-// the count then only says that polls go on, and an atomic add per empty
-// poll was 6% of a polled round trip's CPU.
+// the count then only says that polls go on, and an atomic add on a
+// shared cache line per empty poll is not free.
 //
 // A waiter that went to sleep before the flag went up may sleep long
 // (sleepTimeout) with nobody to wake it: raising the flag wakes it, so
