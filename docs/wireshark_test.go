@@ -14,7 +14,7 @@ import (
 // TestWiresharkReadsTheLessonCapture runs chapter 1's tshark commands, as
 // the chapter writes them, on the capture of `goroce lesson send`: tshark
 // (Wireshark's dissectors, not goroce's) must decode every packet as RoCE
-// and find none malformed (issue 25 item 12: the first SEND used to show
+// and find none malformed (the first SEND used to show
 // as "[Malformed Packet: RPCoRDMA]"), with the chapter's advice applied.
 func TestWiresharkReadsTheLessonCapture(t *testing.T) {
 	tshark := testenv.LookPath(t, "tshark", "tshark")

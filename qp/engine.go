@@ -77,9 +77,8 @@ func (e *Engine) Receive(now time.Time, p wire.Packet, src netip.AddrPort) {
 // ACKs the peer's window waits for. One request goes ahead of them for
 // latency: the answer to a message just received leaves before the ACK
 // of that message, which would otherwise cost the answer a trip through
-// the kernel's loopback path on its way out (2 to 6 µs more ping-pong
-// latency, goroce perf send_lat 8 B, t_typical 10.9-15.1 µs against
-// 16.5-17.6 µs measured side by side).
+// the kernel's loopback path on its way out (docs/performance.md has what
+// that costs a ping-pong).
 //
 // Not when the program learns of the QP's completions from events
 // (ReqNotify on either CQ): then every ACK the QP owes leaves before any

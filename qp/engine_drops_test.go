@@ -19,7 +19,7 @@ func (dereg) run(r *rig) {
 }
 
 // TestEngineDropsAreCounted checks that every packet an engine drops is
-// counted (issue 25): a stale or forged response is dropped as
+// counted: a stale or forged response is dropped as
 // drop_unexpected whatever its syndrome (rxe_comp.c's check_psn drops a
 // response for a PSN already acknowledged), a duplicate READ or atomic
 // that matches no executed request is dropped as drop_unexpected, and an

@@ -12,7 +12,7 @@ import "sync/atomic"
 // fit in the receiver's buffer, and a thousand QPs with 128-PSN windows
 // put half a gigabyte in flight into a few megabytes of socket buffer: the
 // drops turn into ACK timeouts and go-back-N, and the QPs end with "retry
-// counter exceeded" (issue 25, item 3). Sized to the receive buffer, the
+// counter exceeded". Sized to the receive buffer, the
 // budget keeps the device's own traffic within what the peer can hold, as
 // a NIC's fixed pool of transmit resources does, while one QP alone keeps
 // its whole window.

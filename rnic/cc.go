@@ -61,9 +61,9 @@ func newCongestion(d *Device, now time.Time) (*congestion, error) {
 	// for as long as the QP sends at line rate. A real NIC's rate limiter
 	// sits at the wire, with only the packet on the wire and the next one
 	// past it: when the first CNP lowers the rate, nothing else has
-	// escaped the limiter. (At 10 Gb/s with 16 senders starting together,
-	// full buckets put up to another 16 × 25 KB into the switch queue after
-	// the CNPs had already cut every rate.)
+	// escaped the limiter. (With senders starting together, full buckets
+	// would put another burst each into the switch queue after the CNPs
+	// had already cut every rate.)
 	pacer.Consume(burst-min(burst, 2*(d.cfg.MTU+64)), now)
 	c := &congestion{rp: rp, pacer: pacer, np: dcqcn.NewNotificationPoint(cfg.Params.MinTimeBetweenCNPs), mtu: d.cfg.MTU}
 	return c, nil

@@ -169,7 +169,7 @@ func TestPollingModeConcurrentPollers(t *testing.T) {
 // A polled device that reads a stream faster than one batch at a time
 // acknowledges each batch before it reads the next: the peer's window
 // reopens while the rest of the stream is still being read, instead of
-// once the link falls idle (issue 24: the ACK of a full window held back
+// once the link falls idle (the ACK of a full window held back
 // until the last packet had been read turned write_bw into a relay). x
 // sends one WRITE of 128 packets (a whole window; AckReq on its 64th and
 // 128th) while y's receive path is held; y then reads them 64 at a time.

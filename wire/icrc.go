@@ -366,7 +366,7 @@ func crcShift(v uint32, n int) uint32 {
 // deltaLens lengths used last: a stream of full fragments numbers middle
 // packets, shorter last packets and runs of ACKs, and a cache of fewer
 // lengths than that missed on every one of them, each miss costing 16
-// IPv4IDDelta calls (2% of a 2-rank AllReduce's cycles). The zero value is
+// IPv4IDDelta calls. The zero value is
 // ready; not safe for concurrent use.
 type IPv4IDDeltaCache struct {
 	lens  [deltaLens]int // 0: empty

@@ -56,7 +56,7 @@ func WriteFull(w io.Writer, results []Result) {
 // figures: the time of one call at the smallest size (latency) and busbw
 // at every other size, one line per library, then goroce's figure over
 // each other library's; and, where 16 MiB was measured, whether goroce
-// meets issue 5's target there (busbw at least Open MPI over TCP's and
+// meets the busbw target there (busbw at least Open MPI over TCP's and
 // the best Gloo algorithm's).
 func WriteSummary(w io.Writer, results []Result) {
 	for i, n := range rankCounts(results, resultRanks) {
@@ -153,15 +153,15 @@ func writeRatioRow(w io.Writer, goroce, other *Result, sizes []int) {
 	fmt.Fprintln(w)
 }
 
-// targetSize is where issue 5 sets goroce's target.
+// targetSize is the size of the busbw target.
 const targetSize = 16 << 20
 
-// A target is goroce's busbw at 16 MiB beside a library issue 5 compares
-// it with.
+// A target is goroce's busbw at 16 MiB beside a library the busbw
+// target compares it with.
 type target struct {
 	label  string  // how the line names the library and the goal
 	lib    string  // the library, when label does not name it
-	goal   bool    // issue 5 asks goroce to reach it (not shared memory)
+	goal   bool    // goroce is to reach it (not shared memory)
 	goroce float64 // GB/s
 	other  float64 // GB/s
 }
@@ -233,7 +233,7 @@ func writeTarget(w io.Writer, n int, results []Result) {
 	}
 }
 
-// WriteRepeats sums up issue 5's target over rounds of measurements
+// WriteRepeats sums up the busbw target over rounds of measurements
 // (each round every library once, one after the other): for each rank
 // count, goroce's busbw ratio at 16 MiB to each library in every round,
 // their median, and how many rounds met the goal. On a shared machine a

@@ -16,7 +16,7 @@ func find(results []Result, name string) *Result {
 	return nil
 }
 
-// A Goal is one of issue 24's collective targets: goroce on a wire
+// A Goal is one of the collective speed targets: goroce on a wire
 // against another library at one size and rank count. At targetSize the
 // figure is busbw and the goal a lower bound on goroce's over the
 // other's; at smallSize it is the time of one call and the goal an upper
@@ -29,10 +29,10 @@ type Goal struct {
 	Factor float64 // busbw: goroce's at least Factor × other's; time: at most
 }
 
-// smallSize is where issue 24 sets its latency targets.
+// smallSize is the size of the latency targets.
 const smallSize = 8
 
-// Goals are issue 24's collective targets.
+// Goals are the collective speed targets.
 var Goals = func() []Goal {
 	var gs []Goal
 	for _, n := range []int{2, 4} {
@@ -83,7 +83,7 @@ func (g Goal) met(ratio float64) bool {
 	return ratio >= g.Factor
 }
 
-// WriteGoals prints every one of issue 24's collective targets with
+// WriteGoals prints every one of the collective speed targets with
 // goroce's ratio in each round, the median, and whether the median meets
 // it ("not measured" where a round lacks a library, a size or a rank
 // count); then the scale table: busbw at 16 MiB of goroce on both wires

@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-// The issue 24 table: each goal's ratio per round from figures worked out
+// The speed targets' table: each goal's ratio per round from figures worked out
 // by hand, the median's verdict, "not measured" where a library or rank
 // count is missing, and the scale table's medians.
 func TestWriteGoals(t *testing.T) {

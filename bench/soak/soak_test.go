@@ -19,8 +19,8 @@ import (
 // data.
 func TestRun(t *testing.T) { runBrief(t, 0, "127.0.78.1", "127.0.78.2") }
 
-// TestRunWithLoss is TestRun with 1% loss on the simulated link: the soak
-// of issue 10, in brief.
+// TestRunWithLoss is TestRun with 1% loss on the simulated link: the long
+// soak under loss, in brief.
 func TestRunWithLoss(t *testing.T) {
 	runBrief(t, 0.01, "127.0.78.5", "127.0.78.6")
 }

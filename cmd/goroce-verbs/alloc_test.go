@@ -322,7 +322,7 @@ func TestPollingMode(t *testing.T) {
 
 // BenchmarkPostSend measures a posted work request from the shim's entry
 // points to its completion, and reports allocs/op: in steady state the Go
-// side should allocate nothing per work request (issue 22's target, 0).
+// side should allocate nothing per work request (the preload's target).
 // write is one RDMA WRITE (one WR), send_recv one SEND and the receive it
 // consumes (two WRs).
 func BenchmarkPostSend(b *testing.B) {

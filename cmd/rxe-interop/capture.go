@@ -95,8 +95,8 @@ func watchCapture(cmd *exec.Cmd, path string) (*capture, error) {
 }
 
 // stop ends tcpdump, which flushes the file on SIGINT, once the file has
-// stopped growing (a loaded host's tcpdump lags behind the bridge; up to
-// 3 s) and tcpdump, asked for its counts (SIGUSR1, for askFor at most),
+// stopped growing (a loaded host's tcpdump lags behind the bridge, by
+// seconds at times) and tcpdump, asked for its counts (SIGUSR1, for askFor at most),
 // has written every packet its filter had taken: the case is over, so
 // those are the case's packets. A packet that passes the filter after that (rxe retransmitting
 // once more, and goroce's answer) may reach tcpdump as it stops and stay

@@ -22,9 +22,9 @@ const (
 	firstPort = 18600
 	// qpTimeout is both perftest sides' QP timeout (-u): 4.096 us * 2^18,
 	// about 1.07 s. The default, 14 (67 ms), is shorter than a TCG
-	// guest's rxe takes to ACK the first burst of a bandwidth test
-	// (67 ms was seen), so the requester would time out and go back N on
-	// a clean bridge. With 1 s, a retransmission means a packet lost or
+	// guest's rxe may take to ACK the first burst of a bandwidth test,
+	// so the requester would time out and go back N on a clean bridge.
+	// With 1 s, a retransmission means a packet lost or
 	// ignored, which fails the case.
 	qpTimeout = 18
 	// srqQPs is the number of QPs ibv_srq_pingpong shares its SRQ

@@ -279,13 +279,10 @@ const exampleRetries = 7
 // rxe's case c allows: in a preloaded ping-pong, those after a timeout,
 // when neither side sent a NAK, up to exampleRetries per message; else
 // none. rdma-core's examples fix their QPs' ACK timeout at 14 (67 ms; not
-// a flag), and on a loaded host either side now and then stalls longer
-// than that: the TCG guest (220 ms: goroce's copies in
-// preload-srq_pingpong-client-ipv6-mtu1024), the preloaded program
-// (140 ms: rxe's in preload-rc_pingpong-client-ipv6-mtu1024), and rxe
-// against rxe itself (testdata/chk_srq_pingpong.pcap), so the sender
-// rightly goes back N. The goroce pingpong cases run goroce with -u 18
-// (1 s) and allow none.
+// a flag), and on a loaded host either side may stall longer than that:
+// the TCG guest, the preloaded program, and rxe against rxe itself
+// (testdata/chk_srq_pingpong.pcap), so the sender rightly goes back N.
+// The goroce pingpong cases run goroce with -u 18 (1 s) and allow none.
 func timedOutRetransmits(c interopCase, w wireCount) (goroce, rxe int) {
 	if !c.Preload || c.Perftest != "" || w.goroce.NAKs > 0 || w.rxe.NAKs > 0 {
 		return 0, 0

@@ -109,7 +109,7 @@ func TestCountWirePSNSpaces(t *testing.T) {
 // TestEventOrder: in event mode goroce must send no request ahead of an
 // ACK it owes (eventOrder in package qp's Engine.Transmit). The oracle is
 // rxe: in its own runs (golden captures) neither side ever does. The
-// capture of CI run 4's hung case (session 12: ib_send_lat -e preloaded,
+// capture of CI run 4's hung case (ib_send_lat -e preloaded,
 // rxe the client, ipv4, MTU 4096, goroce at 10.99.0.254) has goroce's
 // answer ahead of the ACK once, right before the hang: the count must see
 // it and the case must fail for it.

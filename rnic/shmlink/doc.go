@@ -115,12 +115,11 @@
 // system call per batch and peer, only when the peer sleeps. The FIFO,
 // unlike a futex, is read through Go's poller, so a sleeping receiver
 // holds no thread and no P: the other goroutines of its process run (a
-// futex sleep kept a P until the runtime's monitor took it back, up to
-// 10 ms later, which made a blocking round trip slower than over UDP). A device
-// in polling mode (rnic.Config.BusyPoll) polls through link.Poller's
-// TryReadBatch and never sleeps while it polls; one that waits does not
-// burn the CPU that the other ranks on the host need (a 20 µs spin
-// halved a 4-rank AllReduce on a loaded 2-CPU host).
+// futex sleep is a system call, whose P stays with it until the runtime's
+// monitor takes it back). A device in polling mode (rnic.Config.BusyPoll)
+// polls through link.Poller's TryReadBatch and never sleeps while it
+// polls; one that waits does not spin unless told to (Config.Spin): the
+// other ranks on the host need the CPU.
 //
 // A polling device still has a goroutine asleep in WaitReadable, for the
 // packets that come while nobody polls. So that its senders do not write
@@ -146,4 +145,31 @@
 //
 // The package works on Linux only (futex, flock, mmap); elsewhere Open
 // returns an error.
+//
+// # Where things are
+//
+// Each file holds one part, named after what it does, as gVisor's
+// sharedmem splits rx, tx, pipe and queue:
+//
+//   - config.go: Config, its defaults and the package's errors.
+//   - link_linux.go: the Link type, Open and Close, and what both sides
+//     share: the mappings, the counters (Stats, AppendCounters), the
+//     files refused as untrusted. link_other.go: Open elsewhere.
+//   - rx_linux.go: the receive side: mapping the rings addressed to the
+//     link (scan), ReadBatch and the Poller (TryReadBatch, WaitReadable,
+//     StopPolling), lending slots (LendReads, ReleaseBatch), the polling
+//     flag and the sleep on the wake FIFO.
+//   - tx_linux.go: the send side: WriteBatch, the ring to each peer
+//     (connect, repoint), copying a packet into a slot (put), waiting for
+//     room in a full ring (waitRoom) and waking sleeping receivers.
+//   - ring.go: a ring file's layout, its geometry checked once, and the
+//     index arithmetic of its producer and consumer; ringsync_race.go
+//     tells the race detector what publishing a slot orders.
+//   - port.go: a port file's layout.
+//   - frame.go: the IP and UDP headers around each frame, written and
+//     parsed.
+//   - files_linux.go: the files' names, making and mapping them, the wake
+//     FIFO; trust_linux.go: which directory and files the link trusts
+//     (ErrUntrusted); futex_linux.go: the futex a sender waits for room
+//     on.
 package shmlink

@@ -20,10 +20,11 @@
 // 2 bad flags; a round's output ends with what failed, each with its
 // rank count and the first line its processes wrote to stderr. Absolute numbers on shared machines swing between runs;
 // ratios from one run are what to compare. With -repeats N every library
-// runs N times, in N rounds of one run each, and a last table gives issue
-// 5's target round by round with the median ratio, which decides: one
-// round can land in a slow spell of the machine for one library alone.
-// The last table gives every target of issue 24 (goroce over UDP and over
+// runs N times, in N rounds of one run each, and a last table gives the
+// busbw target (at 16 MiB, at least Open MPI over TCP's) round by round
+// with the median ratio, which decides: one round can land in a slow
+// spell of the machine for one library alone. The last table gives every
+// collective speed target (goroce over UDP and over
 // shared memory against Open MPI over TCP and shared memory, 2 and 4
 // ranks, 16 MiB busbw and 8 B time) with its ratios, median and verdict,
 // and the busbw at 16 MiB of both wires and Open MPI's for each rank

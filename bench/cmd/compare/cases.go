@@ -28,7 +28,7 @@ const (
 	iperf      = "iperf3 TCP 1 stream"
 )
 
-// A target is one of issue 24's targets: a goroce case's median over a
+// A target is one of the speed targets: a goroce case's median over a
 // ceiling's, at least factor (bandwidth, rate) or, with atMost, at most
 // factor (latency).
 type target struct {
@@ -37,7 +37,7 @@ type target struct {
 	factor        float64
 }
 
-// targets are issue 24's targets for one device pair, over UDP and over
+// targets are the speed targets for one device pair, over UDP and over
 // shared memory.
 var targets = []target{
 	{"goroce write_bw 64 B msg rate", rate64, false, 1.5},

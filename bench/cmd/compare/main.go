@@ -18,7 +18,7 @@
 // (rnic/shmlink). write_bw of 64 KiB over 1,000 QPs (-q 1000, the same
 // bytes in all) is shown as a ratio to one QP's. Each case runs once per repeat, the repeats interleaved,
 // and the table shows min/median/max; ratios use medians. A last table
-// gives every target of issue 24 with its ratio and whether it is met. Absolute numbers on shared
+// gives every speed target with its ratio and whether it is met. Absolute numbers on shared
 // machines swing 2-5x between runs; ratios from one run are what to compare.
 package main
 
@@ -97,7 +97,7 @@ func median(results map[string][]float64, name string) (float64, bool) {
 	return s[len(s)/2], true
 }
 
-// printTargets prints each of issue 24's targets with the ratio of the
+// printTargets prints each of the speed targets with the ratio of the
 // medians and whether it is met, or why it could not be judged.
 func printTargets(w io.Writer, results map[string][]float64) {
 	fmt.Fprintf(w, "\nissue 24 targets (ratios of medians)\n")

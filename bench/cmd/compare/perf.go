@@ -89,7 +89,7 @@ func dataLine(out string) ([]float64, error) {
 
 // postList is the bandwidth cases' --post_list: the client posts its WRs
 // in lists of 32, a quarter of its window, which the device sends
-// together (issue 24: many messages per system call), as an application
+// together (many messages per system call), as an application
 // that posts a batch of WRs at once would.
 const postList = "32"
 

@@ -15,8 +15,8 @@ import (
 // Defaults of a run.
 const (
 	// defaultRate is the bottleneck's rate: well below what goroce over
-	// udplink sustains between namespaces on an unloaded 2-CPU machine
-	// (see the README), so that the htb class, not the CPU, is the
+	// udplink sustains between namespaces (see the README), so that the
+	// htb class, not the CPU, is the
 	// bottleneck.
 	defaultRate = 300 * cc.Mbps
 	// defaultGuestRate is the bottleneck's rate with -router qemu: what

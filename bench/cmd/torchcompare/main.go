@@ -3,7 +3,7 @@
 // package) against the "gloo" backend, in the same run: 2 and 4 ranks
 // under goroce run, 8 B and 16 MiB, in rounds that alternate the two
 // backends. It prints every measurement, then per rank count the median
-// over the rounds and goroce's ratios to gloo against issue 27's targets:
+// over the rounds and goroce's ratios to gloo against the backend's targets:
 // at least 1.2 times gloo's bandwidth at 16 MiB, at most gloo's time at
 // 8 B. Each measurement's line ends with the load average when its job
 // began.

@@ -10,7 +10,7 @@
 //	go run ./bench/cmd/ucxcompare -rounds 5 -n 20000
 //	go run ./bench/cmd/ucxcompare -profile /tmp/prof   # CPU profiles of goroce's side
 //
-// The pairs, and issue 35's targets (the median of the rounds' ratios,
+// The pairs, and the HPC stack's targets (the median of the rounds' ratios,
 // goroce's side over TCP's):
 //
 //	ucx_perftest -t am_lat -s 8, -x rc_verbs vs -x tcp       50th percentile latency   ≤ 2.0×
@@ -94,7 +94,7 @@ type pair struct {
 	busbw    bool
 }
 
-// pairs are issue 35's comparisons.
+// pairs are the HPC stack's comparisons, each with its target.
 var pairs = []pair{
 	{name: "am_lat 8 B", unit: "usec", target: 2.0, perftest: []string{"-t", "am_lat", "-s", "8"}, field: 2},
 	{name: "put_bw 64 KiB", unit: "MB/s", target: 1.0, atLeast: true,

@@ -8,7 +8,7 @@
 //	go run ./bench/cmd/verbscompare -rounds 11 -n 10000
 //	go run ./bench/cmd/verbscompare -server 127.0.9.1 -client 127.0.9.2
 //
-// The pairs, and issue 22's and 34's targets (the median of the rounds'
+// The pairs, and the preload's targets (the median of the rounds'
 // ratios):
 //
 //	preloaded ib_write_bw -s 65536 -Q 100   vs  goroce perf write_bw -s 65536   BW average, ≥ 0.9×
@@ -104,7 +104,8 @@ type pair struct {
 	own string
 }
 
-// pairs are issue 22's two comparisons.
+// pairs are the preload's comparisons: perftest against goroce perf,
+// then the extended verbs' posting loop against ibv_post_send's.
 var pairs = []pair{
 	// -Q 100: perftest asks for a completion of every WRITE larger than 8
 	// KiB unless told otherwise (its banner's "CQ Moderation : 1"); goroce
@@ -113,7 +114,7 @@ var pairs = []pair{
 		perftestArgs: []string{"-Q", "100"}, unit: "MiB/s", column: 3, target: 0.9, atLeast: true},
 	{name: "send_lat 8 B", tool: "ib_send_lat", test: "send_lat", args: []string{"-s", "8"},
 		unit: "usec", column: 4, target: 1.2, atLeast: false},
-	// Issue 34's: an ibv_wr_* posting loop at least as fast as the same
+	// The extended verbs: an ibv_wr_* posting loop at least as fast as the same
 	// loop with ibv_post_send, a WR per batch and 64 (four of the
 	// shim's GOROCE_POST_BATCH lists).
 	{name: "wr_* vs post 1", own: "wrloop", args: []string{"-b", "1"}, unit: "MWR/s", column: 3, target: 1.0, atLeast: true},

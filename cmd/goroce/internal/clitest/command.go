@@ -110,10 +110,10 @@ func BuildGoroce(t *testing.T) string {
 
 // KillIBTimeout is the NCCL_IB_TIMEOUT of the ranks of the tests that kill
 // one: 4.096 µs × 2^19 ≈ 2.1 s, about 17 s with the 7 retries, beyond the
-// ranks' Options.Timeout, which then decides. With
-// nccl's default (14: 67 ms, 0.5 s with the retries) a live rank that a
-// loaded machine did not schedule for half a second was taken for dead
-// (its peer's QP ran out of retries) before the victim was killed. A real
+// ranks' Options.Timeout, which then decides. nccl's default (14: 67 ms,
+// 0.5 s with the retries) is shorter than a loaded machine may leave a
+// live rank unscheduled: its peer's QP would run out of retries and take
+// it for dead before the victim was killed. A real
 // death is still seen and named: the bootstrap root hears the dead rank's
 // connection close and tells the others, which give up at their
 // Options.Timeout if their QPs have not failed by then.

@@ -433,7 +433,7 @@ var textRE = regexp.MustCompile(`<text ([^>]*)>([^<]*)</text>`)
 // TestBrowserDCQCNChartEdges loads the page for a run whose flows are far
 // below the line rate (16 flows sharing 10 Gb/s links, as `goroce dcqcn
 // incast --flows 16` runs) after the run has ended, next to a device with a
-// UD QP, and checks what the rendered charts show (issue 25 item 11): the
+// UD QP, and checks what the rendered charts show: the
 // rate axis scaled to the flows, not the links (the flows' lines in the
 // upper half); RED's Kmin and Kmax across the queue chart at their depths;
 // every flow told apart (a dash pattern once the colours come round); no
