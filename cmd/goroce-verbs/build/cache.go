@@ -313,3 +313,30 @@ func copyTree(from, dir, name string) error {
 	}
 	return os.Rename(tmp, dst)
 }
+
+// Beside returns the directory that holds target t built from the same
+// source as the goroce command at bin, when bin is the GoroceBin of a
+// Cached directory (one a test or goroce nccl-env built) and t is built
+// in that directory too. Such a binary keeps working with its own
+// libraries after the checkout it was built from has moved, changed or
+// gone: what is beside it in the cache matches it, byte for byte, where
+// a fresh build from today's source might not. The directory must be
+// the user's own, as Cached requires.
+func Beside(bin string, t Target) (string, bool) {
+	binDir := filepath.Dir(bin)
+	if filepath.Base(binDir) != Goroce.subdir() {
+		return "", false
+	}
+	dir := filepath.Dir(binDir)
+	if ownDir(dir, false) != nil {
+		return "", false
+	}
+	built, err := os.ReadFile(filepath.Join(dir, Goroce.stamp()))
+	if err != nil || len(built) == 0 {
+		return "", false
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, t.stamp())); err != nil || string(b) != string(built) {
+		return "", false
+	}
+	return filepath.Join(dir, t.subdir()), true
+}

@@ -88,3 +88,51 @@ func TestCachedRefusesDirsOfOthers(t *testing.T) {
 		t.Errorf("%s holds %s", root, left[0].Name())
 	}
 }
+
+// Beside finds the libraries built from the goroce binary's own source in
+// its cache directory, and nothing else: not a build from other source
+// (a stamp that differs), not a target never built there, not for a
+// binary outside a cache directory's bin, not in a directory others may
+// write.
+func TestBeside(t *testing.T) {
+	root := t.TempDir()
+	mk := func(name, goroceStamp, verbsStamp string, mode os.FileMode) string {
+		dir := filepath.Join(root, name)
+		for _, d := range []string{Goroce.subdir(), Verbs.subdir()} {
+			if err := os.MkdirAll(filepath.Join(dir, d), 0o700); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for s, content := range map[string]string{Goroce.stamp(): goroceStamp, Verbs.stamp(): verbsStamp} {
+			if content != "" {
+				if err := os.WriteFile(filepath.Join(dir, s), []byte(content), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		if err := os.Chmod(dir, mode); err != nil {
+			t.Fatal(err)
+		}
+		return filepath.Join(dir, Goroce.subdir(), GoroceBin)
+	}
+	for _, c := range []struct {
+		name string
+		bin  string
+		want bool
+	}{
+		{"same source", mk("same", "aaaa\n", "aaaa\n", 0o700), true},
+		{"other source", mk("other", "aaaa\n", "bbbb\n", 0o700), false},
+		{"verbs not built", mk("unbuilt", "aaaa\n", "", 0o700), false},
+		{"goroce not built", mk("nobin", "", "aaaa\n", 0o700), false},
+		{"others may write", mk("open", "aaaa\n", "aaaa\n", 0o777), false},
+		{"not in a cache directory", filepath.Join(root, "same", GoroceBin), false},
+	} {
+		dir, ok := Beside(c.bin, Verbs)
+		if ok != c.want {
+			t.Errorf("%s: Beside(%s) = %q, %v; want %v", c.name, c.bin, dir, ok, c.want)
+		}
+		if ok && dir != filepath.Join(filepath.Dir(filepath.Dir(c.bin)), Verbs.subdir()) {
+			t.Errorf("%s: Beside = %q, not the cache directory's %s", c.name, dir, Verbs.subdir())
+		}
+	}
+}

@@ -232,7 +232,9 @@ func setEnv(env []string, name, v string) []string {
 }
 
 // verbsLibs returns the path of the shim to preload: beside the goroce
-// binary if both libraries are there, else in the build cache
+// binary if both libraries are there; for a goroce binary in the build
+// cache, the libraries built there from the same source (build.Beside),
+// unless src was given (--src, GOROCE_SRC); else in the build cache
 // (build.Cached), built there from the source if missing or stale.
 func verbsLibs(ctx context.Context, src string, stderr io.Writer) (string, error) {
 	self, err := os.Executable()
@@ -241,6 +243,9 @@ func verbsLibs(ctx context.Context, src string, stderr io.Writer) (string, error
 		_, e1 := os.Stat(filepath.Join(dir, build.Shim))
 		_, e2 := os.Stat(filepath.Join(dir, build.Core))
 		if e1 == nil && e2 == nil {
+			return filepath.Join(dir, build.Shim), nil
+		}
+		if dir, ok := build.Beside(self, build.Verbs); ok && src == "" && os.Getenv("GOROCE_SRC") == "" {
 			return filepath.Join(dir, build.Shim), nil
 		}
 	}
