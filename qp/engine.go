@@ -125,10 +125,11 @@ func (e *Engine) Advance(now time.Time) {
 // Deadline returns when the QP next needs Advance, or the zero time, as
 // the last Engine call or Modify left it. It does not need the token.
 func (e *Engine) Deadline() time.Time {
-	q := e.q
-	q.dlMu.Lock()
-	defer q.dlMu.Unlock()
-	return q.dl
+	n := e.q.dl.Load()
+	if n == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, n)
 }
 
 // leave ends every engine entry point and Modify, with the token held: it
@@ -137,13 +138,13 @@ func (e *Engine) Deadline() time.Time {
 // (to ERR) has none, whatever its completer had armed.
 func (q *QP) leave() {
 	q.syncShare()
-	var dl time.Time
+	var n int64
 	if q.sending() {
-		dl = q.comp.deadline()
+		if dl := q.comp.deadline(); !dl.IsZero() {
+			n = dl.UnixNano()
+		}
 	}
-	q.dlMu.Lock()
-	q.dl = dl
-	q.dlMu.Unlock()
+	q.dl.Store(n)
 }
 
 // sending reports whether the QP's requester may send: in RTS or SQD.

@@ -104,10 +104,10 @@ type QP struct {
 	// holding the token, Query holding attrMu.
 	attrMu sync.Mutex
 	attr   Attr
-	// dlMu guards dl, the deadline the engines published on their way out
-	// (see leave), which Deadline reads without the token.
-	dlMu sync.Mutex
-	dl   time.Time
+	// dl is the deadline the engines published on their way out (see
+	// leave), in Unix nanoseconds, 0 for none: Deadline reads it without
+	// the token.
+	dl   atomic.Int64
 	req  requester
 	comp completer
 	resp responder
