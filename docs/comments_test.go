@@ -66,9 +66,7 @@ func TestNoIssueNumbersInComments(t *testing.T) {
 // commentsRewrittenElsewhere are the files whose comments still name an
 // issue because another branch rewrites them whole; each must still name
 // one, so that the entry goes once that branch has landed.
-var commentsRewrittenElsewhere = map[string]string{
-	"rnic/worker.go": "the QP ownership rewrite",
-}
+var commentsRewrittenElsewhere = map[string]string{}
 
 // commentRun is the text of comments on consecutive lines, one entry per
 // line without its comment marker and the space around it, and the line the run starts on.

@@ -33,7 +33,7 @@ type CQ struct {
 	wake     chan struct{} // signalled on every push, for Wait
 
 	// mu guards the ring, its error and the notification state. A leaf:
-	// the engines push with their QP locked.
+	// the engines push with their QP's token held.
 	mu      sync.Mutex
 	ring    []WC
 	head, n int

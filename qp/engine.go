@@ -16,6 +16,8 @@ import (
 //
 // Every method takes `now` and none reads the clock: the device (or a test)
 // decides what time it is. Deadline says when Advance is next due.
+// Receive, Transmit and Advance are called with the QP's token held
+// (Env.Token), one at a time: the engines do not lock.
 type Engine struct{ q *QP }
 
 // NewEngine creates a QP in the RESET state and returns the device's handle
@@ -37,9 +39,8 @@ func (e *Engine) QP() *QP { return e.q }
 // atomic replies) is queued for Transmit.
 func (e *Engine) Receive(now time.Time, p wire.Packet, src netip.AddrPort) {
 	q := e.q
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	defer q.syncShare()
+	q.mustHold("Engine.Receive")
+	defer q.leave()
 	st := q.State()
 	// A connected QP takes packets only from its peer's IP address. The UDP
 	// source port is not the peer's identity: RoCEv2 uses it for flow
@@ -94,9 +95,8 @@ func (e *Engine) Receive(now time.Time, p wire.Packet, src netip.AddrPort) {
 // do not show.
 func (e *Engine) Transmit(now time.Time, out *Outbox, budget int) int {
 	q := e.q
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	defer q.syncShare()
+	q.mustHold("Engine.Transmit")
+	defer q.leave()
 	if q.needsFlush() {
 		q.flush(now)
 	}
@@ -114,25 +114,36 @@ func (e *Engine) Transmit(now time.Time, out *Outbox, budget int) int {
 // Advance runs the QP's timers that are due at now.
 func (e *Engine) Advance(now time.Time) {
 	q := e.q
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	defer q.syncShare()
+	q.mustHold("Engine.Advance")
+	defer q.leave()
 	if q.sending() {
 		q.comp.advance(now)
 	}
 }
 
-// Deadline returns when the QP next needs Advance, or the zero time. Only
-// RTS and SQD run timers: a QP that left them (to ERR) has none, whatever
-// its completer had armed.
+// Deadline returns when the QP next needs Advance, or the zero time, as
+// the last Engine call or Modify left it. It does not need the token.
 func (e *Engine) Deadline() time.Time {
-	q := e.q
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if !q.sending() {
+	n := e.q.dl.Load()
+	if n == 0 {
 		return time.Time{}
 	}
-	return q.comp.deadline()
+	return time.Unix(0, n)
+}
+
+// leave ends every engine entry point and Modify, with the token held: it
+// brings the QP's share of bytes in flight up to date and publishes its
+// deadline for Deadline. Only RTS and SQD run timers: a QP that left them
+// (to ERR) has none, whatever its completer had armed.
+func (q *QP) leave() {
+	q.syncShare()
+	var n int64
+	if q.sending() {
+		if dl := q.comp.deadline(); !dl.IsZero() {
+			n = dl.UnixNano()
+		}
+	}
+	q.dl.Store(n)
 }
 
 // sending reports whether the QP's requester may send: in RTS or SQD.

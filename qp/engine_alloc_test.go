@@ -41,9 +41,9 @@ func TestEngineDoesNotAllocate(t *testing.T) {
 		i := 0
 		allocs := testing.AllocsPerRun(runs, func() {
 			r.out.Reset()
-			r.eng.Receive(r.now, pkts[i], rigPeer)
-			r.eng.Receive(r.now, pkts[i+1], rigPeer)
-			r.eng.Transmit(r.now, r.out, 64)
+			r.receive(pkts[i])
+			r.receive(pkts[i+1])
+			r.transmit(64)
 			i += 2
 		})
 		if n := len(r.out.Packets()); n != 4 { // ACK, READ_RESPONSE_FIRST, MIDDLE, LAST
@@ -69,8 +69,8 @@ func TestEngineDoesNotAllocate(t *testing.T) {
 				t.Fatal(err)
 			}
 			r.out.Reset()
-			r.eng.Transmit(r.now, r.out, 64)
-			r.eng.Receive(r.now, acks[i], rigPeer)
+			r.transmit(64)
+			r.receive(acks[i])
 			r.cq.Poll(buf)
 			i++
 		})

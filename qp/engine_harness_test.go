@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -70,6 +71,39 @@ type rig struct {
 	out  *qp.Outbox
 	now  time.Time
 	step int // the case's step being run, for failure messages
+	tok  *testToken
+}
+
+// testToken is the rig's QP token (qp.Token): the rig holds it across
+// each Engine call, as a device does, so that race-enabled builds, which
+// check that it is held, run the engine tests too.
+type testToken struct {
+	sync.Mutex
+	held bool
+}
+
+func (t *testToken) Lock()      { t.Mutex.Lock(); t.held = true }
+func (t *testToken) Unlock()    { t.held = false; t.Mutex.Unlock() }
+func (t *testToken) Held() bool { return t.held }
+
+// receive, transmit and advance are the Engine's entry points, called
+// with the token held.
+func (r *rig) receive(p wire.Packet) {
+	r.tok.Lock()
+	r.eng.Receive(r.now, p, rigPeer)
+	r.tok.Unlock()
+}
+
+func (r *rig) transmit(budget int) int {
+	r.tok.Lock()
+	defer r.tok.Unlock()
+	return r.eng.Transmit(r.now, r.out, budget)
+}
+
+func (r *rig) advance() {
+	r.tok.Lock()
+	r.eng.Advance(r.now)
+	r.tok.Unlock()
 }
 
 // fatalf fails the case, naming the step.
@@ -104,7 +138,8 @@ func newRig(t *testing.T, o rigOpts) *rig {
 		t.Fatal(err)
 	}
 	ctr := new(qp.Counters)
-	env := &qp.Env{Mem: tab, Counters: ctr, Limits: qp.Limits{MaxMTU: qp.MTU4096, MaxRdAtomic: 16,
+	tok := new(testToken)
+	env := &qp.Env{Token: tok, Mem: tab, Counters: ctr, Limits: qp.Limits{MaxMTU: qp.MTU4096, MaxRdAtomic: 16,
 		MaxSendWR: 64, MaxSGE: 4, MaxInline: 64, MaxMsgSize: 1 << 20, IPv4: true}, Share: o.share, Paths: o.paths,
 		Local: netip.MustParseAddr("10.0.0.1")}
 	ia := &qp.InitAttr{Type: o.typ, SendCQ: cq, RecvCQ: cq,
@@ -119,7 +154,7 @@ func newRig(t *testing.T, o rigOpts) *rig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &rig{t: t, tab: tab, eng: eng, q: eng.QP(), ctr: ctr, cq: cq, mr: m, mem: mem, out: qp.NewOutbox(64), now: rigStart}
+	r := &rig{t: t, tab: tab, eng: eng, q: eng.QP(), ctr: ctr, cq: cq, mr: m, mem: mem, out: qp.NewOutbox(64), now: rigStart, tok: tok}
 	if o.typ == qp.UD {
 		// UD: a Q_Key, and no path, peer or PSN to expect.
 		r.modify(&qp.Attr{State: qp.StateInit, QKey: rigQKey, PortNum: 1}, qp.AttrState|qp.AttrPKeyIndex|qp.AttrPort|qp.AttrQKey)
@@ -276,7 +311,7 @@ func (s in) run(r *rig) {
 	if err != nil {
 		r.fatalf("parsing %v: %v", h.BTH.Opcode, err)
 	}
-	r.eng.Receive(r.now, p, rigPeer)
+	r.receive(p)
 }
 
 // key turns keyGood and keyBad into real keys.
@@ -305,7 +340,7 @@ type out []pkt
 func (s out) run(r *rig) {
 	r.t.Helper()
 	r.out.Reset()
-	r.eng.Transmit(r.now, r.out, 64)
+	r.transmit(64)
 	var got []pkt
 	for _, op := range r.out.Packets() {
 		if op.Dst != rigPeer || op.QPN != rigQPN {
@@ -375,7 +410,7 @@ type at time.Duration
 
 func (s at) run(r *rig) {
 	r.now = rigStart.Add(time.Duration(s))
-	r.eng.Advance(r.now)
+	r.advance()
 }
 
 // state checks the QP's state.

@@ -61,7 +61,7 @@ func TestACKTimerAndAPeerBehind(t *testing.T) {
 		first, second := newRig(t, o), newRig(t, o)
 		first.run(post{id: 1, op: qp.WRSend, n: 600})
 		first.out.Reset()
-		if n := first.eng.Transmit(first.now, first.out, 2); n != 2 {
+		if n := first.transmit(2); n != 2 {
 			t.Fatalf("Transmit with a budget of 2 sent %d packets", n)
 		}
 		second.run(post{id: 1, op: qp.WRSend, n: 10}, out{send})

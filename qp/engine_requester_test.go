@@ -71,7 +71,7 @@ func TestUnreliableSendOwnsItsPayload(t *testing.T) {
 	copy(r.mem, want)
 	post{id: 1, op: qp.WRSend, n: 300}.run(r)
 	r.out.Reset()
-	r.eng.Transmit(r.now, r.out, 64)
+	r.transmit(64)
 	wcs{{1, qp.WCSuccess, qp.WCSend, 300}}.run(r)
 	clear(r.mem[:300]) // the program reuses the buffer
 	var got []byte

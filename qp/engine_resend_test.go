@@ -15,7 +15,7 @@ type build struct{}
 func (build) run(r *rig) {
 	r.t.Helper()
 	r.out.Reset()
-	r.eng.Transmit(r.now, r.out, 64)
+	r.transmit(64)
 }
 
 // held checks the payloads of the packets the outbox holds, in order.

@@ -31,7 +31,7 @@ type Env struct {
 	Mem      *mr.Table
 	Counters *Counters
 	Limits   Limits
-	// Doorbell is called by the QP, possibly with its lock held, when it
+	// Doorbell is called by the QP, possibly with its token held, when it
 	// needs its worker to run; it must not block and must not call back
 	// into the QP.
 	Doorbell func(*QP)
@@ -39,6 +39,9 @@ type Env struct {
 	// lock held: the device may transmit right away in the caller's
 	// goroutine (an inline doorbell). Nil means Doorbell.
 	Post func(*QP)
+	// Token runs the QP single-file (see Token). Nil gives the QP a mutex
+	// of its own.
+	Token Token
 	// Event reports an asynchronous event (may be nil).
 	Event func(Event)
 	// Tracer, if set, is told what the QP does.
@@ -56,7 +59,7 @@ type Env struct {
 }
 
 // Tracer receives a QP's protocol events for a human-readable trace. Calls
-// happen in whichever goroutine runs the QP's engines, with the QP locked;
+// happen in whichever goroutine runs the QP's engines, with its token held;
 // they must be quick and safe for concurrent use (several QPs trace at once).
 type Tracer interface {
 	QPEvent(now time.Time, qpn uint32, what string)
@@ -89,14 +92,25 @@ type QP struct {
 	posted  atomic.Uint64
 	retired atomic.Uint64 // written under mu
 
-	// mu guards the transport engines and what they share. state is
-	// written under it and read without it (State).
-	mu    sync.Mutex
-	state atomic.Uint32
-	attr  Attr
-	req   requester
-	comp  completer
-	resp  responder
+	// tok runs the QP single-file: the transport engines and what they
+	// share (req, comp, resp, errPending, inFlight, detached) are its
+	// holder's; attr and state are written only by its holder. tok is
+	// env.Token, or own.
+	tok   Token
+	own   mutexToken
+	state atomic.Uint32 // read without the token (State)
+	// attrMu guards attr for Query, which does not take the token: Modify
+	// writes attr holding the token and attrMu, the engines read it
+	// holding the token, Query holding attrMu.
+	attrMu sync.Mutex
+	attr   Attr
+	// dl is the deadline the engines published on their way out (see
+	// leave), in Unix nanoseconds, 0 for none: Deadline reads it without
+	// the token.
+	dl   atomic.Int64
+	req  requester
+	comp completer
+	resp responder
 	// errPending is set on entering ERR until the first flush; WRs posted
 	// later are flushed as they arrive (see needsFlush).
 	errPending bool
@@ -131,6 +145,10 @@ func newQP(qpn uint32, pd *mr.PD, ia *InitAttr, env *Env) (*QP, error) {
 	cap.MaxRecvSGE = max(cap.MaxRecvSGE, 1)
 	q := &QP{qpn: qpn, typ: ia.Type, pd: pd, sendCQ: ia.SendCQ, recvCQ: ia.RecvCQ, srq: ia.SRQ,
 		sigAll: ia.SigAll, ctx: ia.Context, env: env}
+	q.tok = env.Token
+	if q.tok == nil {
+		q.tok = &q.own
+	}
 	q.sq = make([]sendWQE, cap.MaxSendWR)
 	for i := range q.sq {
 		q.sq[i].sgl = make([]SGE, 0, cap.MaxSendSGE)
@@ -163,7 +181,7 @@ func (q *QP) QPN() uint32 { return q.qpn }
 // Type returns the transport service.
 func (q *QP) Type() Type { return q.typ }
 
-// State returns the current state without taking the QP's lock.
+// State returns the current state without taking the QP's token.
 func (q *QP) State() State { return State(q.state.Load()) }
 
 // PD returns the protection domain the QP belongs to.
@@ -182,14 +200,15 @@ func (q *QP) Modify(attr *Attr, mask AttrMask, now time.Time) error {
 	if attr == nil {
 		return fmt.Errorf("%w: nil Attr", ErrInvalidAttr)
 	}
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	defer q.syncShare()
+	q.tok.Lock()
+	defer q.tok.Unlock()
+	defer q.leave()
 	cur := q.State()
 	next, err := checkModify(q.typ, cur, attr, mask, &q.env.Limits)
 	if err != nil {
 		return err
 	}
+	q.attrMu.Lock()
 	a := &q.attr
 	if mask&AttrAccessFlags != 0 {
 		a.AccessFlags = attr.AccessFlags
@@ -233,6 +252,7 @@ func (q *QP) Modify(attr *Attr, mask AttrMask, now time.Time) error {
 	if mask&AttrRateLimit != 0 {
 		a.RateLimit = attr.RateLimit
 	}
+	q.attrMu.Unlock()
 	if next != cur {
 		q.enter(next, now)
 	}
@@ -240,7 +260,7 @@ func (q *QP) Modify(attr *Attr, mask AttrMask, now time.Time) error {
 }
 
 // enter moves the QP to state next, initialising the engines the new state
-// uses. Called with mu held.
+// uses. Called with the token held.
 func (q *QP) enter(next State, now time.Time) {
 	cur := q.State()
 	q.state.Store(uint32(next))
@@ -277,10 +297,11 @@ func (q *QP) reset() {
 	q.errPending = false
 }
 
-// Query returns the QP's attributes (ibv_query_qp).
+// Query returns the QP's attributes (ibv_query_qp). It does not wait for
+// the QP's token, so any path may call it, holding anything.
 func (q *QP) Query() Attr {
-	q.mu.Lock()
-	defer q.mu.Unlock()
+	q.attrMu.Lock()
+	defer q.attrMu.Unlock()
 	a := q.attr
 	a.State = q.State()
 	a.CurState = a.State
@@ -394,8 +415,10 @@ func (q *QP) post() {
 }
 
 func (q *QP) checkSendWR(wr *SendWR) error {
-	if len(wr.SGL) > cap(q.sq[0].sgl) {
-		return fmt.Errorf("%w: %d SGEs, max_send_sge is %d", ErrTooManySGE, len(wr.SGL), cap(q.sq[0].sgl))
+	// The capabilities are read from attr.Cap, which nothing changes
+	// after creation: the send-queue slots are another poster's.
+	if maxSGE := int(q.attr.Cap.MaxSendSGE); len(wr.SGL) > maxSGE {
+		return fmt.Errorf("%w: %d SGEs, max_send_sge is %d", ErrTooManySGE, len(wr.SGL), maxSGE)
 	}
 	var n uint64
 	for _, s := range wr.SGL {
@@ -476,7 +499,7 @@ func (q *QP) fail(now time.Time, ev EventType, why string) {
 }
 
 // needsFlush reports whether the QP holds WRs to flush: it has just entered
-// ERR, or WRs were posted to it in ERR. Called with mu held.
+// ERR, or WRs were posted to it in ERR. Called with the token held.
 func (q *QP) needsFlush() bool {
 	return q.errPending || q.State() == StateErr &&
 		(q.retired.Load() < q.posted.Load() || q.srq == nil && q.rq.len() > 0)

@@ -38,7 +38,7 @@ type recvQueue struct {
 	onLimit func() // called without mu held
 
 	// mu guards the ring and the limit. A leaf: the responder takes with
-	// its QP locked.
+	// its QP's token held.
 	mu      sync.Mutex
 	ring    []recvWQE
 	head, n int

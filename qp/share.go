@@ -47,7 +47,7 @@ func (q *QP) shareWindow(w int) int {
 }
 
 // syncShare brings the QP's place in env.Share's count up to date. Called
-// with q.mu held at the end of every engine entry point and of Modify.
+// with the token held at the end of every engine entry point and of Modify.
 func (q *QP) syncShare() {
 	s := q.env.Share
 	if s == nil {
@@ -69,8 +69,8 @@ func (q *QP) syncShare() {
 // the device calls it when it destroys the QP.
 func (e *Engine) Detach() {
 	q := e.q
-	q.mu.Lock()
-	defer q.mu.Unlock()
+	q.tok.Lock()
+	defer q.tok.Unlock()
 	q.detached = true
 	q.syncShare()
 }

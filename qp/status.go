@@ -17,10 +17,10 @@ type Status struct {
 	PathMTU  MTU
 }
 
-// Status returns the QP's transport state.
+// Status returns the QP's transport state. It waits for the QP's token.
 func (q *QP) Status() Status {
-	q.mu.Lock()
-	defer q.mu.Unlock()
+	q.tok.Lock()
+	defer q.tok.Unlock()
 	s := Status{QPN: q.qpn, Type: q.typ, State: q.State(), DestQPN: q.attr.DestQPN,
 		SendPSN: q.req.psn, AckedPSN: q.comp.psn, RecvPSN: q.resp.psn,
 		SendWRs: int(q.posted.Load() - q.retired.Load()), PathMTU: q.attr.PathMTU}

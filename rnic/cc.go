@@ -30,7 +30,7 @@ type congestion struct {
 
 	// mu guards the three DCQCN parts, which senders, the receive path and
 	// the worker all drive (see the package doc). Never held with the
-	// QP's lock.
+	// QP's token.
 	mu     sync.Mutex
 	rp     *dcqcn.ReactionPoint
 	pacer  *dcqcn.Pacer

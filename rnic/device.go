@@ -534,6 +534,9 @@ type QP struct {
 	env qp.Env
 	cc  *congestion // DCQCN, with its own lock; nil for UD QPs and when disabled
 
+	// task is the QP's token: its holder runs the engines (see task).
+	task task
+
 	// Guarded by w.mu.
 	ready bool // in the worker's ready list
 
@@ -620,9 +623,10 @@ func (d *Device) createQP(pd *mr.PD, ia *qp.InitAttr, qpn uint32) (*QP, error) {
 		}
 	}
 	q := &QP{d: d, w: d.workers[int(qpn)%len(d.workers)]}
+	q.task.init(q)
 	q.timer = d.clock.AfterFunc(time.Hour, q.fired)
 	q.timer.Stop()
-	q.env = qp.Env{Mem: d.mem, Counters: &d.counters, Limits: d.limits, Local: d.local.Addr().Unmap(),
+	q.env = qp.Env{Token: &q.task, Mem: d.mem, Counters: &d.counters, Limits: d.limits, Local: d.local.Addr().Unmap(),
 		Doorbell: func(*qp.QP) { q.w.ring(q) }, Post: func(*qp.QP) { d.post(q) }, Event: d.event, Share: &d.share, Paths: &d.paths}
 	if d.tracer != nil {
 		q.env.Tracer = d.tracer

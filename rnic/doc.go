@@ -5,91 +5,81 @@
 //	app ──PostSend──► qp engines ──► sender: ICRC, WriteBatch ──► link
 //	app ◄──CQ.Poll─── CQ ◄── qp engines ◄── receive path: ReadBatch, parse, ICRC, QPN
 //
-// Each QP has an owner, its worker, which sends what is posted to it and
-// runs its timers. The receive path runs the QP's engines (package qp) for
-// what arrives and sends the answers, and in polling mode the posting and
-// the polling goroutines run them too, as measured fast paths (see "Why
-// the worker transmits unless the device polls"). Whoever runs them, they
-// run one at a time under the QP's lock, and every packet leaves through a
-// sender under the device's sendMu. The tables below say who runs what and which lock guards what;
-// they are the only place the lock order is written down.
+// A QP runs single-file: whoever holds its token (task, after rxe's
+// tasks) runs its engines (package qp), and nobody else does. Five kinds
+// of goroutine have work for a QP: the poster, the receive path, a CQ
+// poller in polling mode, the QP's worker and the application's Modify.
+// Each takes the token if it is free and runs the engines inline; a path
+// that finds it held leaves its work (a post, a timer, a packet in the
+// QP's inbox) and arms it, and the holder runs again before it lets go.
+// So no path waits for another on a QP, and the lock order below has no
+// QP lock in it. Every packet leaves through a sender under the device's
+// sendMu, which keeps each QP's packets in the order they were built.
 //
-// # Who runs what
+// # Who holds the token
 //
-//	goroutine                 runs                                             when
-//	────────────────────────  ───────────────────────────────────────────────  ──────────────────────────────
-//	the caller of PostSend    Engine.Transmit: the requester (new requests),   each post (Env.Post: an inline
-//	(or of PostRecv in ERR),  queued responses, the flush of ERR; a sender     doorbell), within the DCQCN
-//	in polling mode or with   from the device's pool                           budget; then rearm. Otherwise
-//	PostMode PostInline                                                        a post only rings the worker
-//	receive goroutine         Engine.Receive: the completer (ACK, NAK, READ    each ReadBatch batch; then
-//	(Device.receive, or       response, ATOMIC ACK) or the responder           answer: the touched QPs'
-//	receivePolled)            (requests); the notification point (CE → CNP)    Engine.Transmit and the CNPs;
-//	                          and the reaction point (CNP); rx's sender        rearm
-//	a CQ poller (polling      the receive path as above, under rxMu (TryLock:  CQ.Poll on an empty CQ,
-//	mode: Config.BusyPoll)    one at a time, the others return); CNPs leave    CQ.Wait while it spins,
-//	                          at once; the touched QPs' answers leave with     Device.Progress
-//	                          the app's next post, the poller before it
-//	                          reads again (sendOwed) or their worker (rung),
-//	                          whichever comes first
-//	worker (one of            Engine.Advance: the completer's timers (ACK      its doorbell: a post (the
-//	Config.Workers; a QP's    timeout, RNR wait); the reaction point's timers  default, PostToWorker), a timer
-//	is fixed by its QPN)      and the pacer's release (congestion.advance);    fired, a state change, a
-//	                          Engine.Transmit of every ready QP, the posted    go-back, answers a poller left
-//	                          requests among them; its sender                  owed; Close's drain
-//	the QP's timer            QP.fired: rings the QP's worker, nothing else    the earlier of the engine's and
-//	(Config.Clock's AfterFunc)                                                 DCQCN's deadlines
-//	the CM goroutine          QP1's completions: the CM messages, which it     QP1's CQ has completions
-//	(package rnic/cm; one     hands to the CM's state machine; that posts
-//	per device)               MADs on QP1 and moves connected QPs (Modify)
-//	                          as any application would
-//	whoever reads or sends    the OnUnreachable listeners, counting            a datagram sent found no
-//	when the link learns of   dest_unreachable (a sender holds sendMu): they   RoCEv2 endpoint (ICMP
-//	an unreachable peer       neither block nor call the device (the CM's      destination unreachable;
-//	                          queues the report for its own goroutine)         shmlink: no port)
-//	the application           Modify, Query, Status (the QP's lock; rnic's     any time
-//	                          Modify then rings the worker: the flush of ERR,
-//	                          new timers); Rate (congestion.mu); Destroy
-//	                          (Device.mu; then, one after the other, a
-//	                          pooled sender for what the QP may still send,
-//	                          worker.mu, the QP's lock)
+//	who                       takes it                   runs, holding it                   finding it held
+//	────────────────────────  ─────────────────────────  ─────────────────────────────────  ─────────────────────────────
+//	a sender: the caller of   sender.transmit, with      the inbox's packets                arms it: the holder runs
+//	PostSend (PostInline,     sendMu held; tryTake,      (Engine.Receive), Engine.Advance   again (a sender: at once,
+//	PostMode's default when   never waiting              if due, Engine.Transmit; again     into its outbox; the receive
+//	the device polls), the                               while it finds the token armed     path: with the batch's
+//	worker (each ready QP),                                                                 answers; the application:
+//	the receive path's                                                                      hands it to the worker)
+//	answers, Destroy
+//	the receive path (Device  Device.hand, for each      the inbox's packets, then this     leaves the packet in the
+//	.receive, receivePolled,  packet; no sendMu          one (Engine.Receive); armed, it    QP's inbox (a copy) and arms
+//	a CQ poller under rxMu)                              lists the QP in rx.armed, sent     it; with the inbox full, it
+//	                                                     with the batch's answers           waits for the token (Lock)
+//	the application: Modify,  qp.Token's Lock: waits     the change of state and            (waits)
+//	Status, Engine.Detach     for it                     attributes; its Unlock hands
+//	(Destroy)                                            what was left to the worker
 //
-// So the requester runs in the worker, the receive path and, in polling
-// mode, the posting goroutine; the completer's ACK handling on the receive
-// path, its timers on the worker; the responder's checks and execution on
-// the receive path, its answers in whichever sender transmits the QP next. The pacer and
-// the reaction point are told of sends by every sender, of CNPs by the
-// receive path, and of time by the worker.
+// The CM goroutine (package rnic/cm) is an application here: it posts on
+// QP1 and calls Modify on connected QPs. The QP's timer (QP.fired) only
+// rings its worker. Nothing else touches the engines: qp.QP.Query reads
+// the attributes under their own lock (qp.QP.attrMu) and never waits for
+// the token, and Engine.Deadline reads the deadline the engines published
+// on their way out; posting fills the send queue under qp.QP.postMu and the
+// receive queue under its own lock, which the engines read as leaves.
+//
+// Why it holds: every Engine call (Receive, Transmit, Advance) is made
+// with the token held, and in race-enabled builds each checks that it is
+// (qp.QP.mustHold); TestOneQPFromEverySide hammers one QP pair with
+// posters, pollers, Progress, Modify, Query and Status at once under the
+// race detector, which sees the engines' state as plain memory.
+// TestTaskStates, TestTaskNoLostWork, TestTaskLockWaits and TestTaskHandsOn
+// test the token's rules. No holder waits for anything a goroutine
+// waiting in Lock holds: the holders take sendMu and leaf locks only, and
+// Lock is never called with sendMu or another QP's token held, so every
+// wait for a token ends when its holder's run does.
+//
+// The inbox holds 16 packets (inboxSize); the holder empties it at every
+// turn, and a receive path that finds it full waits for the token rather
+// than drop a packet. The copy costs only when two paths meet on a QP.
 //
 // # Why the worker transmits unless the device polls
 //
-// The worker is the QP's owner: it sends what is posted (by default), runs
-// the timers and retransmission and whatever the other paths leave, and
-// every path hands it work through one doorbell. Two paths run engines
-// outside it, and both are measured fast paths with a switch:
-// Config.PostMode (PostAuto, the default, is PostInline when BusyPoll is
-// set and PostToWorker otherwise) and the polled receive (Config.BusyPoll:
-// the goroutine that polls a CQ runs the receive path, with no goroutine
-// to wake). BenchmarkOwnership runs the two post paths side by side. On a
-// quiet 2-CPU machine (medians of 3): with polling, the 8-byte round trip
-// took 45.6 µs inline and 191.7 µs through the worker, whose wake-up the
-// poller must wait for; blocking, the two were even (69.0 and 65.7 µs);
-// and 64 KiB WRITEs, 16 in flight, reached 1619 MB/s inline and 1886 MB/s
-// through the worker, which sends a whole batch of posts with one lock and
-// one sendmmsg. So the inline doorbell earns its place on the polled
-// latency path only, and that is where the default uses it; a program that
-// polls for bandwidth and not latency may choose PostToWorker. Exclusion
-// does not depend on which path runs: every engine call holds the QP's
-// lock, and every transmit holds sendMu, so each path is as safe as the
-// worker.
+// Config.PostMode says which goroutine sends what a post makes ready:
+// the poster (PostInline) or the QP's worker (PostToWorker); by default
+// the poster when the device polls and the worker otherwise. The worker
+// runs the timers and whatever the other paths hand it, through one
+// doorbell, and sends a batch of posts with one lock and one sendmmsg;
+// the inline post saves the wake-up of a goroutine on the polled latency
+// path, where the poster waits for the answer anyway. BenchmarkOwnership
+// runs the two post paths side by side (the numbers are in
+// docs/performance.md). A run loop per QP, the other way to have one
+// runner, would put that wake-up on every post: the token keeps the
+// inline path and gives it single ownership.
 //
 // # Which lock guards what
 //
 //	lock                   guards                                               held by
 //	─────────────────────  ───────────────────────────────────────────────────  ─────────────────────────
-//	Device.rxMu            rxPath (batch, buffers, rx's sender, owed QPs)       receivePolled and CQ
-//	                       and the Poller's TryReadBatch, in polling mode;      pollers, across read,
-//	                       else the receive goroutine owns rxPath alone         delivery and answer
+//	Device.rxMu            rxPath (batch, buffers, rx's sender, owed and        receivePolled and CQ
+//	                       armed QPs) and the Poller's TryReadBatch, in         pollers, across read,
+//	                       polling mode; else the receive goroutine owns        delivery and answer
+//	                       rxPath alone
 //	Device.sendMu          the link's WriteBatch and the order of packets:      every sender, across
 //	                       one sender builds and sends at a time, so a          Transmit, ICRC and
 //	                       QP's packets reach the link in the order they        sendmmsg; a sender lets
@@ -101,10 +91,9 @@
 //	QP.timerMu             timer, timerAt                                       rearm, fired
 //	congestion.mu          reaction point, pacer, notification point,           senders, the receive path,
 //	                       paceAt                                               the worker, Rate
-//	qp.QP.mu               attr; the requester, completer and responder;        Engine.Receive, Transmit,
-//	                       the ERR flush flag; state and retired are            Advance, Deadline; Modify,
-//	                       written only under it (atomic, for lock-free         Query, Status
-//	                       reads)
+//	qp.QP.attrMu           attr against Query (Modify writes it holding the     Modify, Query
+//	                       token and attrMu; the engines read it holding
+//	                       the token)
 //	qp.QP.postMu           the send-queue slots from posted on; posted is       PostSend; Modify to RESET
 //	                       written only under it (atomic: the engines
 //	                       read it)
@@ -113,11 +102,14 @@
 //	qp.CQ.mu               the ring, its error, the notification arming         push (engines), Poll, Wait
 //	tracer.mu              the trace writer and the line being built            anyone tracing
 //
-// Not locks but owned: a worker's batch and sender belong to its
-// goroutine; a pooled sender to the goroutine that took it; the device's
-// counters are atomic, and so is the count of RC QPs sharing the budget of
-// bytes in flight (Config.InflightBytes, qp.WindowShare), which each QP
-// keeps under its own lock.
+// Not locks but owned: the engines' state (the requester, completer and
+// responder, the ERR flush flag) by the QP's token holder, and the QP's
+// inbox by the receive path at its tail and the holder at its head; a
+// worker's batch and sender belong to its goroutine; a pooled sender to
+// the goroutine that took it; the device's counters are atomic, and so is
+// the count of RC QPs sharing the budget of bytes in flight
+// (Config.InflightBytes, qp.WindowShare), which each QP keeps with its
+// token held.
 //
 // A sender lets go of sendMu after each full outbox it flushes (nothing it
 // built is then waiting to be sent, so no QP's packets can be reordered):
@@ -129,21 +121,24 @@
 //
 // # Lock order
 //
-// Take them in this order, never the other way round:
+// Take them in this order, never the other way round (a token is taken
+// without waiting, except by Lock, which is never called holding sendMu
+// or another token):
 //
-//	rxMu → sendMu → qp.QP.mu → {qp.QP.postMu, recvQueue.mu, qp.CQ.mu, worker.mu, mr's locks, tracer.mu,
-//	                            qp.Paths.mu, the link's PeerBacklog lock (link.BacklogReporter)}
-//	rxMu → sendMu → congestion.mu (never together with qp.QP.mu: a sender asks the
+//	rxMu → sendMu → a QP's token → {qp.QP.postMu, attrMu, recvQueue.mu, qp.CQ.mu, worker.mu,
+//	                                mr's locks, tracer.mu, qp.Paths.mu, the link's PeerBacklog lock
+//	                                (link.BacklogReporter)}
+//	rxMu → sendMu → congestion.mu (never together with a token: a sender asks the
 //	                               pacer before Transmit and tells it after)
 //	Device.mu → worker.mu, mr's locks (CreateQP)
-//	rxMu → QP.timerMu (rearm runs after sendMu and the QP's and congestion locks are
-//	                   released; fired lets go of it before it rings the worker)
+//	rxMu → QP.timerMu (rearm runs after sendMu, the token and congestion.mu
+//	                   are let go; fired lets go of it before it rings the worker)
 //	cm.CM.mu (package rnic/cm) → any of the above: the CM calls CreateQP, Modify,
 //	                   CreateAH and PostSend under it; nothing in rnic takes it
 //
 // The locks in braces are leaves: nothing is called into a QP while one
 // is held, which is why an engine may ring its worker (Env.Doorbell) or
-// push a completion with its QP locked. Async events (Device.event) and
+// push a completion with its token held. Async events (Device.event) and
 // SRQ limit events are non-blocking channel sends, safe under any lock.
 // Config.Tap is called under sendMu by senders and at the same time by
 // the receive path (under rxMu in polling mode): it locks for itself, as
@@ -180,7 +175,7 @@
 //
 // What users see: QP embeds *qp.QP, which carries only the verbs; the
 // device drives each QP through a *qp.Engine it keeps in an unexported field
-// (see "Who runs what"). CQs come from CreateCQ with
+// (see "Who holds the token"). CQs come from CreateCQ with
 // their busy-poll time and polled-mode progress hook already fixed
 // (qp.NewDeviceCQ). The embedding stays because async events name the
 // *qp.QP (qp.Event.QP): a program matches them against rnic.QP.QP.

@@ -21,7 +21,10 @@ type rxPath struct {
 	bufs    [][]byte
 	touched []*QP
 	cnps    []cnpTo
-	snd     *sender
+	// armed: the QPs whose token the receive path held when another path
+	// left them work to send (see hand).
+	armed []*QP
+	snd   *sender
 	// offered: pkts are as offer left them, since the last read found
 	// nothing (a read that returns no datagram leaves pkts alone).
 	offered bool
@@ -32,7 +35,8 @@ type rxPath struct {
 
 func newRxPath(d *Device) *rxPath {
 	rx := &rxPath{pkts: make([]link.Packet, rxBatch), bufs: make([][]byte, rxBatch),
-		touched: make([]*QP, 0, rxBatch), cnps: make([]cnpTo, 0, rxBatch), snd: newSender(d)}
+		touched: make([]*QP, 0, rxBatch), cnps: make([]cnpTo, 0, rxBatch), armed: make([]*QP, 0, rxBatch),
+		snd: newSender(d)}
 	for i := range rx.bufs {
 		rx.bufs[i] = make([]byte, 65536)
 	}
@@ -141,8 +145,10 @@ func (d *Device) poll() {
 		if n > 0 {
 			d.dev.PolledPkts.Add(uint64(n))
 			now := d.deliverBatch(d.rx, n)
-			if len(d.rx.cnps) > 0 {
-				d.answer(d.rx, nil, now) // congestion news goes at once
+			if len(d.rx.cnps) > 0 || len(d.rx.armed) > 0 {
+				// Congestion news goes at once, and so does what a
+				// post left while this goroutine held its QP's token.
+				d.answer(d.rx, d.rx.armed, now)
 			}
 			// What the packets call for goes out with this goroutine's
 			// next post to the QP, right behind the request it posts (see
@@ -223,6 +229,8 @@ func (d *Device) deliverBatch(rx *rxPath, n int) (now time.Time) {
 	now = d.clock.Now()
 	view := *d.view.Load()
 	rx.touched, rx.cnps = rx.touched[:0], rx.cnps[:0]
+	clear(rx.armed)
+	rx.armed = rx.armed[:0]
 	bytes := 0
 	if d.lender == nil {
 		bytes = d.deliverSome(now, rx, rx.pkts[:n], view)
@@ -243,7 +251,7 @@ func (d *Device) deliverBatch(rx *rxPath, n int) (now time.Time) {
 func (d *Device) deliverSome(now time.Time, rx *rxPath, pkts []link.Packet, view map[uint32]*QP) (bytes int) {
 	for i := range pkts {
 		bytes += len(pkts[i].Buf)
-		q, cnp := d.deliver(now, &pkts[i], view)
+		q, cnp := d.deliver(now, rx, &pkts[i], view)
 		if q != nil && !containsQP(rx.touched, q) {
 			rx.touched = append(rx.touched, q)
 		}
@@ -268,6 +276,47 @@ func (d *Device) deliverLent(now time.Time, rx *rxPath, pkts []link.Packet, view
 	return n, bytes
 }
 
+// hand runs p, which lp carries, through q's engines: at once if q's token
+// is free, otherwise through q's inbox, for the holder to run before it
+// lets go. If the inbox is full the receive path waits for the token: the
+// holder's run is bounded and waits for nothing the receive path holds.
+// A post or a worker that left work while the receive path held the token
+// (armed) gets its QP listed in rx.armed, to be sent with the batch's
+// answers.
+func (d *Device) hand(now time.Time, rx *rxPath, q *QP, p wire.Packet, lp *link.Packet) {
+	t := &q.task
+	held := false
+	defer func() {
+		if held { // a fault reading lent memory (see deliverLent)
+			t.Unlock()
+		}
+	}()
+	switch {
+	case t.tryTake():
+		held = true
+		q.runInbox(now) // what was left before goes first
+		q.eng.Receive(now, p, lp.Addr)
+	case t.inbox.push(lp.Buf, lp.Addr):
+		if !t.takeOrArm() {
+			return // the holder runs it
+		}
+		held = true
+		q.runInbox(now)
+	default:
+		t.Lock()
+		held = true
+		q.runInbox(now)
+		q.eng.Receive(now, p, lp.Addr)
+	}
+	for !t.tryRelease() {
+		q.runInbox(now)
+		if !containsQP(rx.armed, q) {
+			rx.armed = append(rx.armed, q)
+		}
+	}
+	held = false
+}
+
 // cnpTo is a CNP to send: for the flow that q receives from addr.
 type cnpTo struct {
 	q    *QP
@@ -277,7 +326,7 @@ type cnpTo struct {
 // deliver checks one datagram and gives it to its QP, which it returns.
 // It also reports whether the packet carried an ECN CE mark that the QP's
 // notification point answers with a CNP.
-func (d *Device) deliver(now time.Time, lp *link.Packet, view map[uint32]*QP) (q *QP, cnp bool) {
+func (d *Device) deliver(now time.Time, rx *rxPath, lp *link.Packet, view map[uint32]*QP) (q *QP, cnp bool) {
 	p, err := wire.Parse(lp.Buf)
 	if err != nil {
 		d.dev.Malformed.Add(1)
@@ -315,7 +364,7 @@ func (d *Device) deliver(now time.Time, lp *link.Packet, view map[uint32]*QP) (q
 		}
 		return q, false
 	}
-	q.eng.Receive(now, p, lp.Addr)
+	d.hand(now, rx, q, p, lp)
 	if lp.TOS&link.CE == link.CE && p.Info().Request {
 		d.dev.ECNMarked.Add(1)
 		cnp = q.cc != nil && q.cc.onCE(now)

@@ -14,16 +14,20 @@ import (
 // worker is the goroutine that runs a set of QPs' timers and sends what
 // nobody else sent for them, in one loop:
 //
-//	wait for: doorbell (a QP is ready: a timer that fired, a state change,
-//	          a go-back, answers a poller left owed) | drain | close
-//	for each ready QP: run its timers if due (Advance), let it transmit
+//	wait for: doorbell (a QP is ready: a post, with PostToWorker; a timer
+//	          that fired, a state change, a go-back, work left while the
+//	          application held the token, answers a poller left owed)
+//	          | drain | close
+//	for each ready QP: with its token, run its inbox, its timers if due
+//	          (Advance), let it transmit
 //	flush the outbox to the link; re-arm the QPs' timers
 //
-// Most packets never pass through a worker: PostSend transmits inline in
-// the posting goroutine and the receive path sends what received packets
-// call for. Each QP has its own runtime timer (see QP.rearm) that rings its
-// worker when a retransmission, RNR or pacing deadline is due. Who runs
-// what, and the locks: see the package doc.
+// With PostInline the posting goroutine sends what it posts, and the
+// receive path sends what received packets call for: then most packets
+// never pass through a worker. Each QP has its own runtime timer (see
+// QP.rearm) that rings its worker when a retransmission, RNR or pacing
+// deadline is due. Who holds a QP's token, and the locks: see the package
+// doc.
 type worker struct {
 	// Fixed at Open.
 	d        *Device
@@ -71,7 +75,7 @@ func (w *worker) remove(q *QP) {
 }
 
 // ring marks q ready and wakes the worker. It never blocks, and may be
-// called with q's lock held (see the package doc's lock order).
+// called with q's token held (see the package doc's lock order).
 func (w *worker) ring(q *QP) {
 	w.mu.Lock()
 	if !q.ready {
@@ -125,9 +129,6 @@ func (w *worker) serve(now time.Time) {
 			return
 		}
 		for _, q := range w.batch {
-			if dl := q.eng.Deadline(); !dl.IsZero() && !now.Before(dl) {
-				q.eng.Advance(now)
-			}
 			if q.cc != nil {
 				q.cc.advance(now)
 			}
@@ -167,9 +168,30 @@ func newSender(d *Device) *sender {
 		tails: make([][8]byte, outboxSize)}
 }
 
-// transmit lets q fill the outbox, flushing whenever it is full, until q
-// has nothing more it may send now. Called with sendMu held.
+// transmit runs q's engines with its token: the packets the receive path
+// left, the timers due at now, and what q may send now, which fills the
+// outbox, flushed whenever it is full. If another path holds the token,
+// transmit arms it and returns: the holder runs again before it lets go.
+// Called with sendMu held.
 func (s *sender) transmit(now time.Time, q *QP) {
+	if !q.task.takeOrArm() {
+		return
+	}
+	for {
+		q.runInbox(now)
+		if dl := q.eng.Deadline(); !dl.IsZero() && !now.Before(dl) {
+			q.eng.Advance(now)
+		}
+		s.fill(now, q)
+		if q.task.tryRelease() {
+			return
+		}
+	}
+}
+
+// fill lets q fill the outbox, flushing whenever it is full, until q has
+// nothing more it may send now. Called with sendMu and q's token held.
+func (s *sender) fill(now time.Time, q *QP) {
 	for {
 		budget := s.out.Room()
 		if q.cc != nil {
@@ -188,7 +210,7 @@ func (s *sender) transmit(now time.Time, q *QP) {
 		// sender may go first without reordering any QP's packets. Let it,
 		// so that a worker with a long batch (a thousand QPs with full
 		// windows) does not hold the receive path's answers and ACK
-		// processing behind it for longer than one outbox (issue 25 #3).
+		// processing behind it for longer than one outbox.
 		s.d.sendMu.Unlock()
 		s.d.sendMu.Lock()
 	}
