@@ -11,7 +11,8 @@
 //	nccl/reduce     element types, ops and the reduce kernels
 //	nccl/sched      schedules as data: per rank, phases of send/recv/reduce steps
 //	nccl/transport  the transport interface (isend/irecv/test) and an in-memory fabric
-//	nccl/transport/ib  RC QPs, RDMA WRITE WITH IMM into registered slots, credits
+//	nccl/transport/ib  RC QPs, RDMA WRITE WITH IMM into registered slots or straight into
+//	                the receive's buffer (CTS), credits in the immediates
 //	nccl/bootstrap  the TCP rendezvous that exchanges connection details
 //	nccl            Comm: argument checks, algorithm choice, the stream that runs
 //	                schedules over the transport, timeouts, errors, logging
