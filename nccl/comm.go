@@ -365,6 +365,13 @@ func (c *Comm) execute(t *task) {
 			}
 			oe := &OpError{Op: t.req.op, Seq: t.req.seq, Rank: c.rank, Peer: peer, Err: err}
 			t.req.err = oe
+			if reg, ok := c.exec.t.(transport.Registrar); ok {
+				// A peer still on its way must not write into the
+				// caller's buffers once the call has returned.
+				if err := reg.DeregisterAll(); err != nil {
+					c.log.Warn("dropping the buffer registrations", zap.Error(err))
+				}
+			}
 			c.mu.Lock()
 			if c.broken == nil {
 				c.broken = oe
