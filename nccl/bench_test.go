@@ -1,7 +1,9 @@
 package nccl
 
 import (
+	"context"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 )
@@ -65,4 +67,65 @@ func BenchmarkAllReduceUDP(b *testing.B) {
 			return c.AllReduce(bufs[r], bufs[r], size/4, Float32, Sum)
 		}))
 	}
+}
+
+// BenchmarkAllReduceBlocking8B is the pattern of the C API (and so of
+// Python and torch), whose calls return when the operation is done: each
+// of 2 ranks issues an 8-byte AllReduce and waits for it, over and over,
+// with a context that is never done. Over RoCEv2 on loopback UDP, and
+// in memory, where the library's own per-call cost is all there is.
+func BenchmarkAllReduceBlocking8B(b *testing.B) {
+	for _, net := range []string{"mem", "udp"} {
+		b.Run(net, func(b *testing.B) {
+			var comms []*Comm
+			if net == "mem" {
+				comms = memComms(b, 2, Options{})
+			} else {
+				comms = udpComms(b, 2, "127.142.9.%d")
+			}
+			var wg sync.WaitGroup
+			errs := make([]error, len(comms))
+			b.ResetTimer()
+			for r, c := range comms {
+				wg.Go(func() {
+					buf := make([]byte, 8)
+					for range b.N {
+						if err := c.AllReduce(buf, buf, 2, Float32, Sum).Wait(context.Background()); err != nil {
+							errs[r] = err
+							return
+						}
+					}
+				})
+			}
+			wg.Wait()
+			mustAll(b, "AllReduce", errs)
+		})
+	}
+}
+
+// udpComms makes n communicators in this process on loopback addresses
+// addr (a format taking 20+rank), destroyed at the end of the benchmark.
+func udpComms(b *testing.B, n int, addr string) []*Comm {
+	b.Helper()
+	id, err := GetUniqueID()
+	if err != nil {
+		b.Fatal(err)
+	}
+	comms := make([]*Comm, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for r := range n {
+		wg.Go(func() {
+			comms[r], errs[r] = CommInitRank(b.Context(), n, id, r, Options{Addr: fmt.Sprintf(addr, 20+r),
+				BootstrapTimeout: 10 * time.Second, Timeout: 30 * time.Second})
+		})
+	}
+	wg.Wait()
+	mustAll(b, "CommInitRank", errs)
+	b.Cleanup(func() {
+		for _, c := range comms {
+			c.Destroy()
+		}
+	})
+	return comms
 }

@@ -20,7 +20,11 @@
 // Streams. Each Comm runs its operations one after the other on its own
 // goroutine, as a CUDA stream runs NCCL kernels: every call returns a
 // *Request at once; Wait on it (or on a later one) to know the result.
-// Every rank must issue the same collectives in the same order.
+// Every rank must issue the same collectives in the same order. A small
+// operation (a few KiB) waited for with a context that is never done, as
+// the C API waits for each call, runs in the waiting goroutine instead,
+// when the stream is idle: no hand-off to the stream's goroutine and back
+// (stream.go).
 //
 // Failures. An operation fails, never hangs: if a peer's connection
 // breaks, or no transfer of the operation completes for Options.Timeout,
