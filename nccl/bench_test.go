@@ -81,7 +81,7 @@ func BenchmarkAllReduceBlocking8B(b *testing.B) {
 			if net == "mem" {
 				comms = memComms(b, 2, Options{})
 			} else {
-				comms = udpComms(b, 2, "127.142.9.%d")
+				comms = initComms(b, 2, 0, func(r int) Options { return Options{Addr: fmt.Sprintf("127.142.9.%d", 20+r)} })
 			}
 			var wg sync.WaitGroup
 			errs := make([]error, len(comms))
@@ -101,31 +101,4 @@ func BenchmarkAllReduceBlocking8B(b *testing.B) {
 			mustAll(b, "AllReduce", errs)
 		})
 	}
-}
-
-// udpComms makes n communicators in this process on loopback addresses
-// addr (a format taking 20+rank), destroyed at the end of the benchmark.
-func udpComms(b *testing.B, n int, addr string) []*Comm {
-	b.Helper()
-	id, err := GetUniqueID()
-	if err != nil {
-		b.Fatal(err)
-	}
-	comms := make([]*Comm, n)
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for r := range n {
-		wg.Go(func() {
-			comms[r], errs[r] = CommInitRank(b.Context(), n, id, r, Options{Addr: fmt.Sprintf(addr, 20+r),
-				BootstrapTimeout: 10 * time.Second, Timeout: 30 * time.Second})
-		})
-	}
-	wg.Wait()
-	mustAll(b, "CommInitRank", errs)
-	b.Cleanup(func() {
-		for _, c := range comms {
-			c.Destroy()
-		}
-	})
-	return comms
 }

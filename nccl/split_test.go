@@ -13,8 +13,8 @@ import (
 )
 
 // initComms runs CommInitRank for n ranks over loopback UDP, RNICs at
-// 127.61.<net>.(20+rank), with opts(r) for rank r.
-func initComms(t *testing.T, n, net int, opts func(r int) Options) []*Comm {
+// 127.61.<net>.(20+rank) unless opts(r), rank r's options, names another.
+func initComms(t testing.TB, n, net int, opts func(r int) Options) []*Comm {
 	t.Helper()
 	id, err := GetUniqueID()
 	if err != nil {
@@ -26,7 +26,9 @@ func initComms(t *testing.T, n, net int, opts func(r int) Options) []*Comm {
 	for r := range n {
 		wg.Go(func() {
 			o := opts(r)
-			o.Addr = fmt.Sprintf("127.61.%d.%d", net, 20+r)
+			if o.Addr == "" {
+				o.Addr = fmt.Sprintf("127.61.%d.%d", net, 20+r)
+			}
 			o.BootstrapTimeout, o.Timeout = 10*time.Second, 10*time.Second
 			comms[r], errs[r] = CommInitRank(t.Context(), n, id, r, o)
 		})
