@@ -18,7 +18,7 @@
 // chapter's C program from docs/course/c (the chapter's directory has
 // docs/ in it, as a clone does); such a chapter, and one that runs
 // "goroce exec", needs gcc and libibverbs-dev, and skips without them
-// (fails under GOROCE_CI_STRICT=1, see wire/testenv). The "<!-- expect: REGEXP -->"
+// (fails under GOROCE_CI_STRICT=1, see bench/testenv). The "<!-- expect: REGEXP -->"
 // comments right after the block are Go regular expressions (multi-line
 // mode: ^ and $ match at line ends) that must each match the block's
 // output, stdout and stderr together. A checked block needs at least one.
@@ -45,8 +45,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/goroce/goroce/bench/testenv"
 	"github.com/goroce/goroce/cmd/goroce-verbs/build"
-	"github.com/goroce/goroce/wire/testenv"
 )
 
 // blockTimeout bounds the commands of one block together. It is a guard

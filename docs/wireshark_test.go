@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/goroce/goroce/wire/testenv"
+	"github.com/goroce/goroce/bench/testenv"
 )
 
 // TestWiresharkReadsTheLessonCapture runs chapter 1's tshark commands, as

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"unsafe"
 
-	"github.com/goroce/goroce/internal/sysmem"
+	"github.com/goroce/goroce/mr/sysmem"
 	"github.com/goroce/goroce/nccl/reduce"
 	"github.com/goroce/goroce/nccl/sched"
 )

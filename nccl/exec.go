@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/goroce/goroce/internal/sysmem"
+	"github.com/goroce/goroce/mr/sysmem"
 	"github.com/goroce/goroce/nccl/reduce"
 	"github.com/goroce/goroce/nccl/sched"
 	"github.com/goroce/goroce/nccl/transport"

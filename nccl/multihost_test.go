@@ -25,9 +25,9 @@ import (
 	"github.com/google/nftables/expr"
 	"golang.org/x/sys/unix"
 
+	"github.com/goroce/goroce/bench/qemurouter"
+	"github.com/goroce/goroce/bench/testenv"
 	"github.com/goroce/goroce/cmd/goroce-verbs/build"
-	"github.com/goroce/goroce/internal/qemurouter"
-	"github.com/goroce/goroce/wire/testenv"
 )
 
 // host is one "host" of the multi-host tests: a network namespace whose
@@ -69,7 +69,7 @@ func TestMultiHostNetns(t *testing.T) {
 // TestMultiHostNetem runs TestMultiHostNetns's job over a routed link with
 // netem's delay and loss: this host kernel has no
 // netem, so the hosts' link runs through a router guest booted on
-// Debian's kernel (internal/qemurouter), whose NICs toward host A
+// Debian's kernel (bench/qemurouter), whose NICs toward host A
 // (10.215.N.0/24) and host B (10.216.N.0/24) are taps in the hosts'
 // namespaces. The guest's egress toward each host is `netem delay 200us
 // loss 1%`: each direction of the link crosses one of them, so each gets

@@ -2,13 +2,14 @@ package nccl
 
 import (
 	"errors"
-	"github.com/goroce/goroce/wire/testenv"
 	"runtime/debug"
 	"strings"
 	"sync"
 	"testing"
 
-	"github.com/goroce/goroce/internal/sysmem"
+	"github.com/goroce/goroce/bench/testenv"
+
+	"github.com/goroce/goroce/mr/sysmem"
 )
 
 // TestCollectiveWithoutMemory runs an in-place AlltoAll, which stages each

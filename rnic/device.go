@@ -200,6 +200,11 @@ type Device struct {
 	srqs map[*qp.SRQ]*mr.PD // SRQs and the PDs they hold
 
 	share qp.WindowShare // the RC QPs' shares of Config.InflightBytes
+
+	// unreachMu serialises OnUnreachable's changes to onUnreach, which
+	// the link's reports read without a lock.
+	unreachMu sync.Mutex
+	onUnreach atomic.Pointer[[]*func(link.Unreachable)]
 }
 
 // DeviceCounters are counted by the device below the QPs.
@@ -224,6 +229,11 @@ type DeviceCounters struct {
 	// calling Progress) received itself, in polling mode; the rest came
 	// through the device's receive goroutine.
 	PolledPkts atomic.Uint64
+	// DestUnreachable counts the datagrams sent that the link reports
+	// found no RoCEv2 endpoint at their destination (link.Unreachable:
+	// an ICMP destination unreachable, or no device at the address);
+	// see OnUnreachable.
+	DestUnreachable atomic.Uint64
 }
 
 // Errors of the device API.
@@ -333,6 +343,9 @@ func Open(cfg Config) (*Device, error) {
 		d.clock.Go(w.run)
 	}
 	d.rx = newRxPath(d)
+	if n, ok := l.(link.UnreachableNotifier); ok {
+		n.NotifyUnreachable(d.unreachable)
+	}
 	if lr, ok := l.(link.Lender); ok {
 		// The receive path reads the frames where they lie (see
 		// deliverBatch), saving a copy per byte.
@@ -755,7 +768,7 @@ func (d *Device) Counters() []Counter {
 }
 
 // numCounters is how many counters Counters lists.
-const numCounters = 41
+const numCounters = 42
 
 // appendCounters appends the device's counters to cs.
 func (d *Device) appendCounters(cs []Counter) []Counter {
@@ -781,7 +794,7 @@ func (d *Device) appendCounters(cs []Counter) []Counter {
 		Counter{"ecn_marked_packets", v.ECNMarked.Load()}, Counter{"rate_reductions", v.RateReductions.Load()}, Counter{"link_sent_pkts", v.LinkSentPkts.Load()},
 		Counter{"link_rcvd_pkts", v.LinkRcvdPkts.Load()}, Counter{"sent_bytes", v.SentBytes.Load()},
 		Counter{"rcvd_bytes", v.RcvdBytes.Load()}, Counter{"link_send_err", v.SendErrors.Load()},
-		Counter{"polled_pkts", v.PolledPkts.Load()},
+		Counter{"polled_pkts", v.PolledPkts.Load()}, Counter{"dest_unreachable", v.DestUnreachable.Load()},
 	)
 }
 

@@ -43,6 +43,10 @@
 //	(package rnic/cm; one     hands to the CM's state machine; that posts
 //	per device)               MADs on QP1 and moves connected QPs (Modify)
 //	                          as any application would
+//	whoever reads or sends    the OnUnreachable listeners, counting            a datagram sent found no
+//	when the link learns of   dest_unreachable (a sender holds sendMu): they   RoCEv2 endpoint (ICMP
+//	an unreachable peer       neither block nor call the device (the CM's      destination unreachable;
+//	                          queues the report for its own goroutine)         shmlink: no port)
 //	the application           Modify, Query, Status (the QP's lock; rnic's     any time
 //	                          Modify then rings the worker: the flush of ERR,
 //	                          new timers); Rate (congestion.mu); Destroy

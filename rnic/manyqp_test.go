@@ -4,10 +4,11 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"github.com/goroce/goroce/wire/testenv"
 	"net/netip"
 	"testing"
 	"time"
+
+	"github.com/goroce/goroce/bench/testenv"
 
 	"github.com/goroce/goroce/mr"
 	"github.com/goroce/goroce/qp"

@@ -11,9 +11,9 @@ import (
 
 	"golang.org/x/net/ipv4"
 
+	"github.com/goroce/goroce/bench/testenv"
 	"github.com/goroce/goroce/qp"
 	"github.com/goroce/goroce/wire"
-	"github.com/goroce/goroce/wire/testenv"
 )
 
 // captureTo reads, from a raw IPv4 socket bound to y's address, the UDP

@@ -233,9 +233,29 @@ func (s *sender) flush(now time.Time) {
 			d.tracer.packet(now, true, d.local, p.Dst, s.pkts[i].Buf, p.Payload, t)
 		}
 	}
+	// The packets are counted as sent before they go: the answer to one
+	// (an ACK, and the completion it makes) may come back and be seen
+	// before WriteBatch returns. What the link did not take is taken
+	// back out after.
+	bytes := 0
+	for i := range out {
+		bytes += s.pkts[i].Len()
+	}
+	d.counters.SentPkts.Add(uint64(len(out)))
+	d.dev.LinkSentPkts.Add(uint64(len(out)))
+	d.dev.SentBytes.Add(uint64(bytes))
 	n, err := d.link.WriteBatch(s.pkts[:len(out)])
 	if err != nil {
 		d.dev.SendErrors.Add(1)
+	}
+	if unsent := len(out) - n; unsent > 0 {
+		lost := 0
+		for i := range out[n:] {
+			lost += s.pkts[n+i].Len()
+		}
+		d.counters.SentPkts.Add(-uint64(unsent))
+		d.dev.LinkSentPkts.Add(-uint64(unsent))
+		d.dev.SentBytes.Add(-uint64(lost))
 	}
 	if d.cfg.Tap != nil {
 		// After the send: the link may have given a packet another IPv4
@@ -250,13 +270,6 @@ func (s *sender) flush(now time.Time) {
 			d.cfg.Tap.Tap(now, d.local, lp.Addr, id, link.ECT0, s.tap)
 		}
 	}
-	d.counters.SentPkts.Add(uint64(n))
-	d.dev.LinkSentPkts.Add(uint64(n))
-	bytes := 0
-	for i := range out[:n] {
-		bytes += s.pkts[i].Len()
-	}
-	d.dev.SentBytes.Add(uint64(bytes))
 	for i := range s.pkts[:len(out)] {
 		s.pkts[i] = link.Packet{}
 	}

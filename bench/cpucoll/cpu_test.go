@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/goroce/goroce/wire/testenv"
+	"github.com/goroce/goroce/bench/testenv"
 )
 
 // A job's CPU time counts the processes its commands start and wait for,

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/goroce/goroce/wire/testenv"
+	"github.com/goroce/goroce/bench/testenv"
 )
 
 // Each test binds its own loopback address, so parallel package runs

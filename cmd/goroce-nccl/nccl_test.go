@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/goroce/goroce/bench/testenv"
 	"github.com/goroce/goroce/cmd/goroce-verbs/build"
-	"github.com/goroce/goroce/wire/testenv"
 )
 
 // The library, goroce and the C program, built once for all tests.

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/goroce/goroce/wire/testenv"
+	"github.com/goroce/goroce/bench/testenv"
 )
 
 // torchBound bounds one torch job: four Python processes importing torch

@@ -9,7 +9,7 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/goroce/goroce/wire/testenv"
+	"github.com/goroce/goroce/bench/testenv"
 
 	"golang.org/x/sys/unix"
 

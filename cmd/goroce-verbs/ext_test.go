@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/goroce/goroce/wire/testenv"
+	"github.com/goroce/goroce/bench/testenv"
 )
 
 // extAddrs gives each test of this file its own pair in 127.135.n.0/24,

@@ -398,6 +398,9 @@ func goroce_cm_get_event(chh C.uint32_t, out *C.struct_goroce_cm_event) C.int {
 		if !ok {
 			continue
 		}
+		if ev.Err != nil {
+			debugf("rdma_cm: %v: %v", ev.Type, ev.Err) // what the status alone does not say
+		}
 		*out = C.struct_goroce_cm_event{event: C.int(ev.Type), status: C.int(ev.Status), id: C.uint32_t(h)}
 		out.id_obj = C.uintptr_t(e.obj.Load())
 		if ev.ListenID != nil {

@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/goroce/goroce/bench/testenv"
 	"github.com/goroce/goroce/cmd/goroce-verbs/build"
-	"github.com/goroce/goroce/wire/testenv"
 )
 
 // cmLibs is libs for the librdmacm programs: it also needs librdmacm-dev.

@@ -64,7 +64,7 @@ func spinReceive(d *rnic.Device, budget time.Duration, done <-chan struct{}, exi
 		case <-t.C:
 		}
 		n, p := d.LinkRcvdPkts(), cqPolls.Load()
-		if n == seen || p != polls || openChannels.Load() > 0 {
+		if !passive(seen, n, polls, p, openChannels.Load()) {
 			seen, polls = n, p
 			look = min(2*look, spinLookMax)
 			t.Reset(look)
@@ -76,11 +76,18 @@ func spinReceive(d *rnic.Device, budget time.Duration, done <-chan struct{}, exi
 	}
 }
 
+// passive reports whether the device is the passive side that spinning
+// serves, from two looks: packets arrived (link_rcvd_pkts went from seen
+// to n), the program polled no CQ (cqPolls stayed at polls: p), and no
+// completion channel is open.
+func passive(seen, n, polls, p uint64, channels int32) bool {
+	return n != seen && p == polls && channels == 0
+}
+
 // spin runs d's receive path until budget passes without a packet, the
 // program polls a CQ, or done is closed, and returns the counts it saw
 // last: link_rcvd_pkts (seen on entry) and cqPolls (polls on entry).
 func spin(d *rnic.Device, budget time.Duration, done <-chan struct{}, seen, polls uint64) (uint64, uint64) {
-	spins.Add(1)
 	last := time.Now()
 	for i := 1; ; i++ {
 		d.Progress()
@@ -102,6 +109,3 @@ func spin(d *rnic.Device, budget time.Duration, done <-chan struct{}, seen, poll
 		}
 	}
 }
-
-// spins counts the spells of spinning, for the tests.
-var spins atomic.Uint64

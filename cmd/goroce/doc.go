@@ -34,6 +34,6 @@
 // an input it could not read.
 //
 // Where it sits: at the top of the stack; it uses the public packages
-// (wire, wire/pcap, rnic, qp, mr, nccl, dcqcn/experiment, rnic/soak) and
+// (wire, wire/pcap, rnic, qp, mr, nccl, bench/experiment, bench/soak) and
 // nothing else of goroce's internals.
 package main

@@ -1,5 +1,5 @@
 // Package clock is where goroce's device (rnic), its simulated network
-// (simlink) and the DCQCN experiments (dcqcn/experiment) get their time: the
+// (simlink) and the DCQCN experiments (bench/experiment) get their time: the
 // current time, timers, goroutines and the waits of those goroutines. Real
 // is the time package; Virtual runs a whole simulation in virtual time in
 // an ordinary program, without the testing package.

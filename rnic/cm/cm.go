@@ -13,6 +13,7 @@ import (
 	"github.com/goroce/goroce/mr"
 	"github.com/goroce/goroce/qp"
 	"github.com/goroce/goroce/rnic"
+	"github.com/goroce/goroce/rnic/link"
 	"github.com/goroce/goroce/wire"
 )
 
@@ -57,8 +58,12 @@ type CM struct {
 	mtu    qp.MTU // the port's active MTU
 	hiTID  uint64 // the upper half of the transaction IDs this agent starts
 	cancel context.CancelFunc
-	done   chan struct{}
+	done   chan struct{} // run returned
 	cnt    counters
+	// What the device hears of peers with no device (unreachable.go).
+	unreach     chan link.Unreachable
+	watched     chan struct{} // watch returned
+	stopHearing func()
 
 	// mu guards the connections and everything in their IDs that the
 	// state machine touches. Taken by the API, the receive goroutine and
@@ -86,7 +91,9 @@ type portKey struct {
 
 // Open starts the communication manager of dev: it creates QP1 on it
 // (rnic.Device.CreateGSI), posts its receives and starts the goroutine that
-// takes the MADs that arrive. Close it before the device.
+// takes the MADs that arrive, and the one that takes what the device hears
+// of peers with no device (rnic.Device.OnUnreachable). Close it before the
+// device.
 func Open(dev *rnic.Device, cfg Config) (*CM, error) {
 	if cfg.MaxConnections <= 0 {
 		cfg.MaxConnections = 4096
@@ -96,6 +103,7 @@ func Open(dev *rnic.Device, cfg Config) (*CM, error) {
 		return nil, err
 	}
 	c := &CM{dev: dev, cfg: cfg, pd: pd, guid: dev.QueryDevice().NodeGUID, done: make(chan struct{}),
+		unreach: make(chan link.Unreachable, heardQueue), watched: make(chan struct{}),
 		byLocal: make(map[uint32]*ID), byRemote: make(map[remoteKey]*ID),
 		listeners: make(map[uint64]*ID), ports: make(map[portKey]*ID)}
 	port, err := dev.QueryPort(1)
@@ -133,6 +141,8 @@ func Open(dev *rnic.Device, cfg Config) (*CM, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	c.cancel = cancel
 	go c.run(ctx)
+	go c.watch(ctx)
+	c.stopHearing = dev.OnUnreachable(c.heard)
 	return c, nil
 }
 
@@ -169,8 +179,10 @@ func (c *CM) Close() error {
 		id.stopTimer()
 	}
 	c.mu.Unlock()
+	c.stopHearing()
 	c.cancel()
 	<-c.done
+	<-c.watched
 	return errors.Join(c.qp1.Destroy(), c.recv.Dereg(), c.send.Dereg(), c.pd.Dealloc())
 }
 

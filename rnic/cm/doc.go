@@ -21,9 +21,12 @@
 // Who runs what: the CM's goroutine waits on QP1's CQ and runs the handler
 // of each message that arrives (receive.go); API calls run the senders
 // (send.go) in the caller's goroutine; each connection's retransmission
-// and TIMEWAIT timer (time.AfterFunc) runs expire. All of them hold CM.mu,
+// and TIMEWAIT timer (time.AfterFunc) runs expire; a second goroutine
+// takes what the device hears of peers with no device and fails the
+// connects that wait on them (unreachable.go). All of them hold CM.mu,
 // under which the CM calls into rnic (QP.Modify, PostSend); rnic never
-// calls back. Event channels have their own lock, a leaf.
+// calls back (its report of an unreachable peer only queues it). Event
+// channels have their own lock, a leaf.
 //
 // The rdma_cm calls and their counterparts:
 //
@@ -54,7 +57,8 @@
 //	struct rdma_conn_param            ConnParam
 //	struct rdma_ud_param              UDParam (Event.UD)
 //	enum rdma_cm_event_type           EventType (EventAddrResolved = RDMA_CM_EVENT_ADDR_RESOLVED, ...)
-//	event->status                     Event.Status (the REJ reason; -110 for UNREACHABLE)
+//	event->status                     Event.Status (the REJ reason; -110 for UNREACHABLE,
+//	                                    -111 when no device answers at the peer: unreachable.go)
 //	/sys/.../cm_tx_msgs/req, ...      CM.Counters (cm_tx_msgs_req, ...)
 //
 // As with rdma_cm used from the kernel (and librdmacm's rdma_get_cm_event,

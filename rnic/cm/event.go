@@ -57,10 +57,16 @@ type Event struct {
 	// ListenID is the listening ID a CONNECT_REQUEST came through.
 	ListenID *ID
 	// Status is the REJ's reason code (wire.CMRejReason) for REJECTED,
-	// StatusTimedOut for UNREACHABLE after the retries, the SIDR_REP's
-	// status (wire.CMSIDRStatus) for UNREACHABLE of a refused SIDR_REQ,
-	// 0 otherwise.
+	// StatusTimedOut for UNREACHABLE after the retries, the negated
+	// errno for UNREACHABLE when the network said no device answers at
+	// the peer (-ECONNREFUSED, -111; -EHOSTUNREACH, -113; see Err), the
+	// SIDR_REP's status (wire.CMSIDRStatus) for UNREACHABLE of a refused
+	// SIDR_REQ, 0 otherwise.
 	Status int
+	// Err says in words why the connection failed, for an UNREACHABLE
+	// that came at once because no device answers at the peer
+	// (*UnreachableError); nil otherwise.
+	Err error
 	// Param is the peer's connection parameters: for CONNECT_REQUEST,
 	// what the REQ asks (its responder resources and initiator depth seen
 	// from this side, as rdma_cm swaps them), and for every event that

@@ -35,11 +35,17 @@ func udListen(t *testing.T, n *node, port uint16) {
 // private data, as udaddy's client does.
 func udDial(t *testing.T, n *node, port uint16, private []byte) *ID {
 	t.Helper()
+	return udDialTo(t, n, netip.AddrPortFrom(addrA.Addr(), port), private)
+}
+
+// udDialTo is udDial to the server at dst.
+func udDialTo(t *testing.T, n *node, dst netip.AddrPort, private []byte) *ID {
+	t.Helper()
 	id, err := n.ch.CreateID(nil, wire.PortSpaceUDP)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := id.ResolveAddr(netip.AddrPort{}, netip.AddrPortFrom(addrA.Addr(), port), time.Second); err != nil {
+	if err := id.ResolveAddr(netip.AddrPort{}, dst, time.Second); err != nil {
 		t.Fatal(err)
 	}
 	expect(t, n.ch, EventAddrResolved)

@@ -17,6 +17,7 @@ import (
 	"errors"
 	"net/netip"
 	"runtime/debug"
+	"syscall"
 )
 
 // ECN codepoints, the low two bits of the IPv4 TOS byte or IPv6 traffic class
@@ -194,6 +195,38 @@ type Lender interface {
 	// one serialised with it as reads are, and never blocks on I/O. A
 	// link closed while a batch is lent keeps that memory until then.
 	ReleaseBatch()
+}
+
+// Unreachable says that a datagram the link sent found no RoCEv2
+// endpoint at its destination: the network answered it with an ICMP
+// "destination unreachable" (udplink), or the link itself knows that no
+// device is at the address (shmlink).
+type Unreachable struct {
+	// Addr is the destination the datagram was sent to: a device's IP
+	// address and UDP port.
+	Addr netip.AddrPort
+	// Errno is what the answer means, as Linux turns ICMP into errors:
+	// ECONNREFUSED when the host is there but nothing is bound to the
+	// port (ICMP port unreachable), EHOSTUNREACH or ENETUNREACH when the
+	// host or its network cannot be reached, EACCES when a filter
+	// refuses it.
+	Errno syscall.Errno
+	// From is the host that answered (the ICMP error's sender): the
+	// destination itself, or a router on the way. Zero when the link
+	// knows by itself.
+	From netip.Addr
+}
+
+// UnreachableNotifier is a link that reports the datagrams it sent that
+// found no RoCEv2 endpoint (Unreachable). Reports come in the order the
+// link learns them, at most one per datagram; a link may learn nothing
+// of a datagram lost on the way, so silence proves nothing.
+type UnreachableNotifier interface {
+	// NotifyUnreachable makes the link call f for each report, from
+	// whichever of its callers learns it (ReadBatch, a Poller's calls or
+	// WriteBatch), possibly while another runs f too. f must not block or
+	// call the link. It is called before the first read or write.
+	NotifyUnreachable(f func(Unreachable))
 }
 
 // CatchFault ends a function that reads or writes memory another process

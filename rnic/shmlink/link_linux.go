@@ -95,6 +95,8 @@ type Link struct {
 
 	tx    txState // owned by the goroutine in WriteBatch
 	count counters
+
+	unreachable atomic.Pointer[func(link.Unreachable)] // NotifyUnreachable's f
 }
 
 // rxState is the receive side's own state.
@@ -156,6 +158,8 @@ type counters struct {
 }
 
 var _ link.Pollable = (*Link)(nil)
+
+var _ link.UnreachableNotifier = (*Link)(nil)
 
 // Open takes the address cfg.Local in cfg.Dir (replacing a stale port file
 // a dead process left), maps the rings already addressed to it, and
@@ -667,13 +671,28 @@ func (l *Link) writeSome(pkts []link.Packet) (n int) {
 		p := &pkts[n]
 		o := l.out(p.Addr)
 		if o == nil {
-			l.count.txNoPeer.Add(1)
+			l.noPeer(p.Addr)
 			continue
 		}
 		l.put(o, p)
 	}
 	return n
 }
+
+// noPeer drops a packet to dst, which has no port (TxNoPeer), and
+// reports it (NotifyUnreachable).
+func (l *Link) noPeer(dst netip.AddrPort) {
+	l.count.txNoPeer.Add(1)
+	if f := l.unreachable.Load(); f != nil {
+		(*f)(link.Unreachable{Addr: netip.AddrPortFrom(dst.Addr().Unmap(), dst.Port()), Errno: unix.ECONNREFUSED})
+	}
+}
+
+// NotifyUnreachable makes the link call f for each packet it drops
+// because no device has a port at its destination (TxNoPeer), with
+// ECONNREFUSED, as the kernel answers a UDP datagram to a port nobody
+// holds (link.UnreachableNotifier); f runs in WriteBatch.
+func (l *Link) NotifyUnreachable(f func(link.Unreachable)) { l.unreachable.Store(&f) }
 
 // checkSend returns how many packets at the front of pkts can be sent and,
 // if not all, why the next one cannot.
@@ -795,7 +814,7 @@ func (l *Link) drop(o *outRing) {
 // Config.FullWait unless the ring has stalled.
 func (l *Link) put(o *outRing, p *link.Packet) {
 	if o.port.closed.Load() != 0 {
-		l.count.txNoPeer.Add(1)
+		l.noPeer(o.peer)
 		return
 	}
 	if o.p.room() == 0 && !l.waitRoom(o) {

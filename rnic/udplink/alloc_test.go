@@ -1,9 +1,10 @@
 package udplink
 
 import (
-	"github.com/goroce/goroce/wire/testenv"
 	"net/netip"
 	"testing"
+
+	"github.com/goroce/goroce/bench/testenv"
 
 	"github.com/goroce/goroce/rnic/link"
 )

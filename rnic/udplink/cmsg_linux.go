@@ -35,34 +35,41 @@ type control struct {
 }
 
 // parseControl reads a received datagram's control messages without
-// allocating. The kernel writes, for each entry, a struct cmsghdr {len,
-// level, type} followed by the data, each entry padded to the alignment of
-// a pointer. Entries it does not know or that are malformed are ignored.
+// allocating. Entries it does not know or that are malformed are ignored.
 func parseControl(oob []byte) control {
 	var c control
-	hdrLen := unix.CmsgLen(0) // header, padded
-	for len(oob) >= hdrLen {
-		h := (*unix.Cmsghdr)(unsafe.Pointer(&oob[0]))
-		n := int(h.Len) // header + data, unpadded
-		if n < hdrLen || n > len(oob) {
-			break
+	for {
+		level, typ, data, rest, ok := nextCmsg(oob)
+		if !ok {
+			return c
 		}
-		data := oob[hdrLen:n]
+		oob = rest
 		switch {
-		case h.Level == unix.IPPROTO_IP && h.Type == unix.IP_TOS && len(data) >= 1:
+		case level == unix.IPPROTO_IP && typ == unix.IP_TOS && len(data) >= 1:
 			c.tos, c.tosOK = data[0], true
-		case h.Level == unix.IPPROTO_IPV6 && h.Type == unix.IPV6_TCLASS && len(data) >= 4:
+		case level == unix.IPPROTO_IPV6 && typ == unix.IPV6_TCLASS && len(data) >= 4:
 			c.tos, c.tosOK = uint8(binary.NativeEndian.Uint32(data)), true
-		case h.Level == unix.SOL_UDP && h.Type == unix.UDP_GRO && len(data) >= 4:
+		case level == unix.SOL_UDP && typ == unix.UDP_GRO && len(data) >= 4:
 			c.segSize = int(int32(binary.NativeEndian.Uint32(data)))
 		}
-		next := cmsgAlign(n)
-		if next >= len(oob) {
-			break
-		}
-		oob = oob[next:]
 	}
-	return c
+}
+
+// nextCmsg cuts the first control message off oob: the kernel writes, for
+// each, a struct cmsghdr {len, level, type} followed by the data, each
+// entry padded to the alignment of a pointer. ok is false when oob holds
+// no whole entry.
+func nextCmsg(oob []byte) (level, typ int32, data, rest []byte, ok bool) {
+	hdrLen := unix.CmsgLen(0) // header, padded
+	if len(oob) < hdrLen {
+		return 0, 0, nil, nil, false
+	}
+	h := (*unix.Cmsghdr)(unsafe.Pointer(&oob[0]))
+	n := int(h.Len) // header + data, unpadded
+	if n < hdrLen || n > len(oob) {
+		return 0, 0, nil, nil, false
+	}
+	return h.Level, h.Type, oob[hdrLen:n], oob[min(cmsgAlign(n), len(oob)):], true
 }
 
 // cmsgAlign rounds n up to the alignment of control-message entries.

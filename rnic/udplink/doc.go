@@ -25,6 +25,14 @@
 //   - IP_RECVTOS / IPV6_RECVTCLASS: each received datagram carries its TOS
 //     byte (traffic class) in a control message, which ReadBatch parses by
 //     hand into Packet.TOS, so the device sees CE marks (Caps.TOS).
+//   - IP_RECVERR / IPV6_RECVERR: the ICMP errors that datagrams sent draw
+//     are queued on the socket, with each datagram's destination. A host
+//     with no RoCEv2 endpoint answers ICMP port unreachable, so the link
+//     reports "no RoCEv2 endpoint at ADDR:PORT" (NotifyUnreachable,
+//     link.UnreachableNotifier; Stats.RxUnreachable). The error an ICMP
+//     leaves pending on the socket, which the next receive or send returns
+//     once in place of its result, never ends a read or loses a send:
+//     errqueue_linux.go has the rules.
 //   - IPv6: IPV6_V6ONLY, and UDP_NO_CHECK6_RX so that datagrams with UDP
 //     checksum 0 are accepted: Linux rxe sends IPv6 RoCEv2 with checksum 0,
 //     which a UDPv6 socket otherwise drops (RFC 8200 forbids it; RFC 6935

@@ -16,9 +16,9 @@ import (
 	"github.com/google/nftables/expr"
 	"golang.org/x/sys/unix"
 
+	"github.com/goroce/goroce/bench/testenv"
 	"github.com/goroce/goroce/rnic/link"
 	"github.com/goroce/goroce/wire"
-	"github.com/goroce/goroce/wire/testenv"
 )
 
 // turnOffGRO turns UDP GRO off on l's socket and gives it a receiver that
@@ -26,8 +26,8 @@ import (
 func turnOffGRO(t testing.TB, l *Link) {
 	t.Helper()
 	setsockopt(t, l, unix.IPPROTO_UDP, unix.UDP_GRO, 0)
-	l.rx = newMmsgReceiver(l.conn, DefaultBatchSize, false, false, &l.count)
-	l.newPoll = func() polledReceiver { return newMmsgReceiver(l.conn, DefaultBatchSize, false, true, &l.count) }
+	l.rx = newMmsgReceiver(l.conn, DefaultBatchSize, false, false, &l.count, l.errs)
+	l.newPoll = func() polledReceiver { return newMmsgReceiver(l.conn, DefaultBatchSize, false, true, &l.count, l.errs) }
 }
 
 func setsockopt(t testing.TB, l *Link, level, name, value int) {

@@ -39,7 +39,7 @@ func openLink(t testing.TB, addr string, p path) *Link {
 	}
 	switch p {
 	case single:
-		l.rx, l.tx, l.newPoll = newSingleReceiver(l.conn, &l.count), newSingleSender(l.conn), nil
+		l.rx, l.tx, l.newPoll = newSingleReceiver(l.conn, &l.count, l.errs), newSingleSender(l.conn, l.errs), nil
 	case batchedNoGRO:
 		turnOffGRO(t, l)
 	}

@@ -35,8 +35,9 @@ type Link struct {
 	buffers SocketBuffers
 	log     *zap.Logger
 
-	rx receiver // owned by the goroutine in ReadBatch
-	tx sender   // owned by the goroutine in WriteBatch
+	rx   receiver  // owned by the goroutine in ReadBatch
+	tx   sender    // owned by the goroutine in WriteBatch
+	errs *errQueue // the socket's ICMP errors, read by both
 	// The Poller's receive side, made on the first call to Poller (its
 	// buffers are 4 MiB with GRO); newPoll is nil if the kernel lacks
 	// recvmmsg.
@@ -54,9 +55,14 @@ type counters struct {
 	rxTruncated atomic.Uint64 // datagrams longer than their buffer, dropped
 	rxCoalesced atomic.Uint64 // datagrams that arrived in a UDP GRO run
 	txSegmented atomic.Uint64 // datagrams sent in a UDP GSO run
+	// ICMP destination unreachable errors read from the error queue
+	rxUnreachable atomic.Uint64
 }
 
-var _ link.Pollable = (*Link)(nil)
+var (
+	_ link.Pollable            = (*Link)(nil)
+	_ link.UnreachableNotifier = (*Link)(nil)
+)
 
 // receiver and sender are a platform's way of moving datagrams through the
 // socket: batched system calls (mmsg_linux.go) or one datagram per call
@@ -87,6 +93,7 @@ type socketState struct {
 	is6     bool
 	buffers SocketBuffers
 	recvTOS bool // each received datagram reports its TOS byte
+	recvErr bool // the socket queues the ICMP errors its datagrams draw
 	// noCheck6RX: an IPv6 socket accepts UDP checksum 0 (Linux only).
 	noCheck6RX bool
 	feat       features
@@ -129,11 +136,13 @@ func Open(cfg Config) (*Link, error) {
 	if st.is6 {
 		l.caps.MaxDatagram = maxDatagram6
 	}
-	l.rx, l.tx, l.newPoll = newIO(conn, cfg, st, &l.count)
+	l.errs = newErrQueue(conn, &l.count)
+	l.rx, l.tx, l.newPoll = newIO(conn, cfg, st, &l.count, l.errs)
 
 	l.log.Info("udplink: opened",
 		zap.Stringer("local", l.local),
 		zap.Bool("tos", l.caps.TOS),
+		zap.Bool("icmp_errors", st.recvErr),
 		zap.Stringer("features", st.feat),
 		zap.Int("batch", cfg.BatchSize),
 		zap.Int("rcvbuf_requested", st.buffers.RequestedRead),
@@ -232,6 +241,9 @@ func (l *Link) WriteBatch(pkts []link.Packet) (int, error) {
 		n, err = l.tx.send(pkts[:valid])
 	}
 	if err != nil {
+		if n < valid {
+			l.errs.sendFailedTo(pkts[n].Addr, err)
+		}
 		return n, l.mapErr(err)
 	}
 	return n, verr
@@ -283,6 +295,16 @@ func (l *Link) String() string { return "RoCEv2 over UDP" }
 // larger than the path MTU fail with EMSGSIZE rather than fragment.
 func (l *Link) Caps() link.Caps { return l.caps }
 
+// NotifyUnreachable makes the link call f for each ICMP "destination
+// unreachable" that a datagram it sent draws (link.UnreachableNotifier):
+// the kernel queues them on the socket (IP_RECVERR), and the link reads
+// them when a receive or send returns the error they leave pending (see
+// errqueue_linux.go). A datagram the kernel does not send because no route
+// reaches its destination (ENETUNREACH, EHOSTUNREACH: what a router would
+// answer with ICMP) is reported too, with From zero. On Linux only;
+// elsewhere f is never called.
+func (l *Link) NotifyUnreachable(f func(link.Unreachable)) { l.errs.notify(f) }
+
 // SocketBuffers reports the socket buffer sizes asked for and granted.
 func (l *Link) SocketBuffers() SocketBuffers { return l.buffers }
 
@@ -297,14 +319,18 @@ type Stats struct {
 	// TxSegmented counts datagrams sent in a run of several in one UDP GSO
 	// send.
 	TxSegmented uint64
+	// RxUnreachable counts the ICMP "destination unreachable" errors
+	// that datagrams the link sent drew (NotifyUnreachable).
+	RxUnreachable uint64
 }
 
 // Stats returns the link's counters.
 func (l *Link) Stats() Stats {
 	return Stats{
-		RxTruncated: l.count.rxTruncated.Load(),
-		RxCoalesced: l.count.rxCoalesced.Load(),
-		TxSegmented: l.count.txSegmented.Load(),
+		RxTruncated:   l.count.rxTruncated.Load(),
+		RxCoalesced:   l.count.rxCoalesced.Load(),
+		TxSegmented:   l.count.txSegmented.Load(),
+		RxUnreachable: l.count.rxUnreachable.Load(),
 	}
 }
 

@@ -31,6 +31,7 @@ type mmsgReceiver struct {
 	truncated *atomic.Uint64
 	coalesced *atomic.Uint64
 	gro       *groReceiver
+	errs      *errQueue
 
 	// The system call's argument and results live here, and recvmmsgFn is
 	// bound once, so that passing it to RawConn.Read allocates no closure.
@@ -75,7 +76,7 @@ func (g *groReceiver) advance(size, runLen int) {
 // UDP payload.
 const groBufferSize = 1 << 16
 
-func newMmsgReceiver(conn *net.UDPConn, batch int, gro, polled bool, count *counters) *mmsgReceiver {
+func newMmsgReceiver(conn *net.UDPConn, batch int, gro, polled bool, count *counters, errs *errQueue) *mmsgReceiver {
 	rc, _ := conn.SyscallConn() // cannot fail for a UDPConn just opened
 	r := &mmsgReceiver{
 		rc:        rc,
@@ -85,6 +86,7 @@ func newMmsgReceiver(conn *net.UDPConn, batch int, gro, polled bool, count *coun
 		oob:       make([]byte, batch*oobSpace),
 		truncated: &count.rxTruncated,
 		coalesced: &count.rxCoalesced,
+		errs:      errs,
 		polled:    polled,
 	}
 	for i := range r.msgs {
@@ -235,7 +237,12 @@ func (r *mmsgReceiver) read() error {
 		}
 		return nil
 	}
-	if err := r.rc.Read(r.recvmmsgFn); err != nil {
+	err := r.rc.Read(r.recvmmsgFn)
+	for pollerError(err) {
+		r.errs.settle()
+		err = r.rc.Read(r.recvmmsgFn)
+	}
+	if err != nil {
 		return err
 	}
 	if r.errno != 0 {
@@ -255,11 +262,24 @@ func (r *mmsgReceiver) control(i int) []byte {
 // so recvmmsg returns as soon as it has taken all that was queued (up to
 // vlen) and fails with EAGAIN only when nothing was.
 func (r *mmsgReceiver) recvmmsg(fd uintptr) bool {
-	n, errno, ok := mmsg(unix.SYS_RECVMMSG, fd, r.msgs[:r.vlen], 0)
+	n, errno, ok := r.recv(fd, 0)
 	if ok {
 		r.n, r.errno = n, errno
 	}
 	return ok
+}
+
+// recv runs recvmmsg on slots 0..vlen-1 with flags. A pending ICMP error
+// that it returns instead of datagrams is read from the error queue, and
+// recvmmsg runs again: the datagrams queued before it are still there.
+func (r *mmsgReceiver) recv(fd uintptr, flags int) (n int, errno syscall.Errno, ok bool) {
+	for {
+		n, errno, ok = mmsg(unix.SYS_RECVMMSG, fd, r.msgs[:r.vlen], flags)
+		if !ok || !asyncErrno(errno) {
+			return n, errno, ok
+		}
+		r.errs.drain(fd)
+	}
 }
 
 // mmsg makes the system call trap, recvmmsg or sendmmsg, on msgs with
@@ -281,25 +301,35 @@ func mmsg(trap, fd uintptr, msgs []unix.Mmsghdr, flags int) (n int, errno syscal
 // tryRecvmmsg is recvmmsg for a polled receiver: once, and EAGAIN means
 // r.n = 0.
 func (r *mmsgReceiver) tryRecvmmsg(fd uintptr) {
-	r.n, r.errno, _ = mmsg(unix.SYS_RECVMMSG, fd, r.msgs[:r.vlen], unix.MSG_DONTWAIT)
+	r.n, r.errno, _ = r.recv(fd, unix.MSG_DONTWAIT)
 }
 
 // waitReadable parks in the netpoller until a datagram is queued, without
 // taking it.
 func (r *mmsgReceiver) waitReadable() error {
-	return r.rc.Read(r.peekFn)
+	err := r.rc.Read(r.peekFn)
+	for pollerError(err) {
+		r.errs.settle()
+		err = r.rc.Read(r.peekFn)
+	}
+	return err
 }
 
 // peek reports whether a datagram is queued: a zero-length recv with
-// MSG_PEEK succeeds if one is and fails with EAGAIN if not.
+// MSG_PEEK succeeds if one is and fails with EAGAIN if not. It takes a
+// pending ICMP error in the datagram's place, which it reads from the
+// error queue before it looks again.
 func (r *mmsgReceiver) peek(fd uintptr) bool {
 	for {
 		_, _, errno := unix.Syscall6(unix.SYS_RECVFROM, fd, 0, 0, unix.MSG_PEEK|unix.MSG_DONTWAIT, 0, 0)
-		switch errno {
-		case unix.EINTR:
+		switch {
+		case errno == unix.EINTR:
 			continue
-		case unix.EAGAIN:
+		case errno == unix.EAGAIN:
 			return false
+		case asyncErrno(errno):
+			r.errs.drain(fd)
+			continue
 		}
 		return true // a datagram, or an error that the next read reports
 	}
@@ -325,6 +355,7 @@ type mmsgSender struct {
 	segs   []int                   // datagrams carried by each message
 	scopes scopeCache
 	gso    gsoSender
+	errs   *errQueue
 
 	segmented *atomic.Uint64
 
@@ -335,7 +366,7 @@ type mmsgSender struct {
 	sendmmsgFn func(fd uintptr) bool
 }
 
-func newMmsgSender(conn *net.UDPConn, is6, gso bool, maxDatagram, batch int, count *counters) *mmsgSender {
+func newMmsgSender(conn *net.UDPConn, is6, gso bool, maxDatagram, batch int, count *counters, errs *errQueue) *mmsgSender {
 	rc, _ := conn.SyscallConn() // cannot fail for a UDPConn just opened
 	s := &mmsgSender{
 		rc:    rc,
@@ -346,6 +377,7 @@ func newMmsgSender(conn *net.UDPConn, is6, gso bool, maxDatagram, batch int, cou
 		oob:   make([][]byte, batch),
 		segs:  make([]int, batch),
 		gso:   gsoSender{on: gso, maxBytes: maxDatagram},
+		errs:  errs,
 
 		segmented: &count.txSegmented,
 	}
@@ -358,7 +390,7 @@ func newMmsgSender(conn *net.UDPConn, is6, gso bool, maxDatagram, batch int, cou
 }
 
 func (s *mmsgSender) send(pkts []link.Packet) (int, error) {
-	sent := 0
+	sent, again := 0, -1
 	s.gso.begin()
 	for sent < len(pkts) {
 		s.vlen, s.errno = s.build(pkts[sent:], s.gso.plainUntil-sent), 0
@@ -376,6 +408,12 @@ func (s *mmsgSender) send(pkts []link.Packet) (int, error) {
 				// one by one (build gives them ID 0 again), which tells
 				// whether it was GSO it refused.
 				s.gso.refused(sent + s.segs[0])
+				continue
+			}
+			if asyncErrno(s.errno) && again != sent {
+				// A pending ICMP error failed the call in its place
+				// (errQueue): once per datagram, send again.
+				again = sent
 				continue
 			}
 			return sent, err
@@ -401,6 +439,12 @@ func (s *mmsgSender) sendmmsg(fd uintptr) bool {
 	n, errno, ok := mmsg(unix.SYS_SENDMMSG, fd, s.msgs[:s.vlen], 0)
 	if ok {
 		s.n, s.errno = n, errno
+	}
+	if ok && (errno != 0 || n < s.vlen) {
+		// A failed send may have returned a pending ICMP error or queued
+		// a local one (errQueue), and a short one may have met a pending
+		// error that sendmmsg, having sent something, does not return.
+		s.errs.drain(fd)
 	}
 	return ok
 }

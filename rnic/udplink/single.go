@@ -15,10 +15,11 @@ type singleReceiver struct {
 	conn      *net.UDPConn
 	oob       []byte
 	truncated *atomic.Uint64
+	errs      *errQueue
 }
 
-func newSingleReceiver(conn *net.UDPConn, count *counters) *singleReceiver {
-	return &singleReceiver{conn: conn, oob: make([]byte, oobSpace), truncated: &count.rxTruncated}
+func newSingleReceiver(conn *net.UDPConn, count *counters, errs *errQueue) *singleReceiver {
+	return &singleReceiver{conn: conn, oob: make([]byte, oobSpace), truncated: &count.rxTruncated, errs: errs}
 }
 
 func (r *singleReceiver) receive(pkts []link.Packet) (int, error) {
@@ -31,6 +32,9 @@ func (r *singleReceiver) receive(pkts []link.Packet) (int, error) {
 			continue
 		}
 		if err != nil {
+			if r.errs.absorb(err) {
+				continue // an ICMP error, now read (errQueue)
+			}
 			return 0, err
 		}
 		p.Buf = b[:n]
@@ -47,10 +51,11 @@ func (r *singleReceiver) receive(pkts []link.Packet) (int, error) {
 type singleSender struct {
 	conn    *net.UDPConn
 	scratch []byte
+	errs    *errQueue
 }
 
-func newSingleSender(conn *net.UDPConn) *singleSender {
-	return &singleSender{conn: conn}
+func newSingleSender(conn *net.UDPConn, errs *errQueue) *singleSender {
+	return &singleSender{conn: conn, errs: errs}
 }
 
 func (s *singleSender) send(pkts []link.Packet) (int, error) {
@@ -61,7 +66,15 @@ func (s *singleSender) send(pkts []link.Packet) (int, error) {
 			b = append(append(append(s.scratch[:0], p.Buf...), p.Payload...), p.Tail...)
 			s.scratch = b
 		}
-		if _, _, err := s.conn.WriteMsgUDPAddrPort(b, nil, dest(p)); err != nil {
+		_, _, err := s.conn.WriteMsgUDPAddrPort(b, nil, dest(p))
+		if err != nil && s.errs.sendFailed(err) {
+			// A pending ICMP error may have failed the send in its place
+			// (errQueue): send again, once.
+			if _, _, err = s.conn.WriteMsgUDPAddrPort(b, nil, dest(p)); err != nil {
+				s.errs.sendFailed(err)
+			}
+		}
+		if err != nil {
 			return i, err
 		}
 	}

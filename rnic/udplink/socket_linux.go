@@ -38,6 +38,10 @@ var (
 	// without it Caps().TOS is false and CE marks are not seen.
 	recvTOS4 = sockopt{unix.IPPROTO_IP, unix.IP_RECVTOS, 1, "IP_RECVTOS"}
 	recvTOS6 = sockopt{unix.IPPROTO_IPV6, unix.IPV6_RECVTCLASS, 1, "IPV6_RECVTCLASS"}
+	// Queue the ICMP errors the socket's datagrams draw (errQueue); without
+	// it the link cannot tell that a destination has no RoCEv2 endpoint.
+	recvErr4 = sockopt{unix.IPPROTO_IP, unix.IP_RECVERR, 1, "IP_RECVERR"}
+	recvErr6 = sockopt{unix.IPPROTO_IPV6, unix.IPV6_RECVERR, 1, "IPV6_RECVERR"}
 	// Accept IPv6 UDP datagrams with checksum 0, as Linux rxe sends them.
 	noCheck6RX = sockopt{unix.SOL_UDP, unix.UDP_NO_CHECK6_RX, 1, "UDP_NO_CHECK6_RX"}
 )
@@ -70,9 +74,9 @@ func setupSocket(fd int, cfg Config, st *socketState) error {
 	if st.buffers.Write, err = setBuffer(fd, unix.SO_SNDBUFFORCE, unix.SO_SNDBUF, cfg.WriteBuffer); err != nil {
 		return err
 	}
-	options, recvTOS := ipv4Options, recvTOS4
+	options, recvTOS, recvErr := ipv4Options, recvTOS4, recvErr4
 	if st.is6 {
-		options, recvTOS = ipv6Options, recvTOS6
+		options, recvTOS, recvErr = ipv6Options, recvTOS6, recvErr6
 	}
 	for _, o := range options {
 		if err := o.set(fd); err != nil {
@@ -80,6 +84,7 @@ func setupSocket(fd int, cfg Config, st *socketState) error {
 		}
 	}
 	st.recvTOS = recvTOS.set(fd) == nil
+	st.recvErr = recvErr.set(fd) == nil
 	if st.is6 {
 		st.noCheck6RX = noCheck6RX.set(fd) == nil
 	}
@@ -113,6 +118,9 @@ func afterBind(conn *net.UDPConn, cfg Config, st *socketState) error {
 	if !st.recvTOS {
 		cfg.Logger.Warn("udplink: the kernel does not report the TOS byte of received datagrams; ECN CE marks will not be seen")
 	}
+	if !st.recvErr {
+		cfg.Logger.Warn("udplink: the kernel does not queue ICMP errors on the socket; a destination with no RoCEv2 endpoint will not be reported")
+	}
 	if st.is6 && !st.noCheck6RX {
 		cfg.Logger.Warn("udplink: UDP_NO_CHECK6_RX refused; IPv6 datagrams with UDP checksum 0 (as Linux rxe sends) will be dropped")
 	}
@@ -122,7 +130,7 @@ func afterBind(conn *net.UDPConn, cfg Config, st *socketState) error {
 // newIO returns the fastest receive and send paths the kernel offers, and
 // what makes a second, polled receive path (nil where recvmmsg is
 // missing).
-func newIO(conn *net.UDPConn, cfg Config, st *socketState, count *counters) (receiver, sender, func() polledReceiver) {
+func newIO(conn *net.UDPConn, cfg Config, st *socketState, count *counters, errs *errQueue) (receiver, sender, func() polledReceiver) {
 	if st.feat.mmsg {
 		maxDatagram := maxDatagram4
 		if st.is6 {
@@ -130,10 +138,10 @@ func newIO(conn *net.UDPConn, cfg Config, st *socketState, count *counters) (rec
 		}
 		// GSO on IPv4 only for RoCEv2 packets: see gso_linux.go.
 		gso := st.feat.gso && (st.is6 || cfg.RoCEv2GSO)
-		s := newMmsgSender(conn, st.is6, gso, maxDatagram, cfg.BatchSize, count)
+		s := newMmsgSender(conn, st.is6, gso, maxDatagram, cfg.BatchSize, count, errs)
 		s.gso.numberIDs = gso && !st.is6
-		return newMmsgReceiver(conn, cfg.BatchSize, st.feat.gro, false, count), s,
-			func() polledReceiver { return newMmsgReceiver(conn, cfg.BatchSize, st.feat.gro, true, count) }
+		return newMmsgReceiver(conn, cfg.BatchSize, st.feat.gro, false, count, errs), s,
+			func() polledReceiver { return newMmsgReceiver(conn, cfg.BatchSize, st.feat.gro, true, count, errs) }
 	}
-	return newSingleReceiver(conn, count), newSingleSender(conn), nil
+	return newSingleReceiver(conn, count, errs), newSingleSender(conn, errs), nil
 }

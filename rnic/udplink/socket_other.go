@@ -54,6 +54,6 @@ func afterBind(conn *net.UDPConn, cfg Config, st *socketState) error {
 	return nil
 }
 
-func newIO(conn *net.UDPConn, _ Config, _ *socketState, count *counters) (receiver, sender, func() polledReceiver) {
-	return newSingleReceiver(conn, count), newSingleSender(conn), nil
+func newIO(conn *net.UDPConn, _ Config, _ *socketState, count *counters, errs *errQueue) (receiver, sender, func() polledReceiver) {
+	return newSingleReceiver(conn, count, errs), newSingleSender(conn, errs), nil
 }

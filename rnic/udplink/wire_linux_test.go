@@ -11,8 +11,8 @@ import (
 	"golang.org/x/net/ipv4"
 	"golang.org/x/sys/unix"
 
+	"github.com/goroce/goroce/bench/testenv"
 	"github.com/goroce/goroce/rnic/link"
-	"github.com/goroce/goroce/wire/testenv"
 )
 
 // These tests look at or forge IP headers with raw sockets, which needs

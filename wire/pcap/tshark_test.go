@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/goroce/goroce/bench/testenv"
 	"github.com/goroce/goroce/wire"
 	"github.com/goroce/goroce/wire/pcap"
-	"github.com/goroce/goroce/wire/testenv"
 )
 
 // TestTsharkDecodes writes every test packet (RC, UC, UD, RDMA READ and

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/goroce/goroce/bench/cpucoll"
-	"github.com/goroce/goroce/wire/testenv"
+	"github.com/goroce/goroce/bench/testenv"
 )
 
 // TestCompareTiny runs the whole command at tiny sizes with 2 ranks, in

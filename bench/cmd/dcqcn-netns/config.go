@@ -7,9 +7,9 @@ import (
 	"os/exec"
 	"time"
 
+	"github.com/goroce/goroce/bench/experiment"
+	"github.com/goroce/goroce/bench/qemurouter"
 	cc "github.com/goroce/goroce/dcqcn"
-	"github.com/goroce/goroce/dcqcn/experiment"
-	"github.com/goroce/goroce/internal/qemurouter"
 )
 
 // Defaults of a run.
@@ -24,7 +24,7 @@ const (
 	// (see the README).
 	defaultGuestRate = 20 * cc.Mbps
 	defaultDuration  = 6 * time.Second
-	// defaultMTU is goroce's path MTU: 4096, not dcqcn/experiment's 1024. In
+	// defaultMTU is goroce's path MTU: 4096, not bench/experiment's 1024. In
 	// real time the device's pacer lets a QP out in bursts of at least 4
 	// packets per timer wake-up; with wake-ups a millisecond or more
 	// apart, 1 KiB packets would hold a QP to 35 Mb/s or less.
@@ -146,7 +146,7 @@ func ackTimeoutFor(buffer int, rate cc.Rate) uint8 {
 // paperParams is the DCQCN paper's preset for a bottleneck of rate: its
 // rate steps and its minimum rate scaled from its 40 Gb/s links, its
 // timers stretched by stretch, and a first CNP that drops a QP to a tenth
-// of the rate (as dcqcn/experiment's incast does).
+// of the rate (as bench/experiment's incast does).
 func paperParams(rate cc.Rate, stretch float64) cc.Params {
 	p := cc.PresetPaper().ScaleRateSteps(cc.PaperLineRate, rate)
 	p.RPGMinRate = p.RPGMinRate * rate / cc.PaperLineRate

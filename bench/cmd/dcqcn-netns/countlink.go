@@ -9,7 +9,7 @@ import (
 
 // countingLink is the receiver's udplink with a count of the bytes the
 // device reads from each sender (datagram bytes, BTH to ICRC,
-// retransmissions included), as dcqcn/experiment counts on its simulated port.
+// retransmissions included), as bench/experiment counts on its simulated port.
 type countingLink struct {
 	link.Link
 	from map[netip.AddrPort]*atomic.Uint64 // by sender; read-only after setup

@@ -8,15 +8,15 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/goroce/goroce/bench/experiment"
+	"github.com/goroce/goroce/bench/qemurouter"
 	cc "github.com/goroce/goroce/dcqcn"
-	"github.com/goroce/goroce/dcqcn/experiment"
-	"github.com/goroce/goroce/internal/qemurouter"
 	"github.com/goroce/goroce/rnic"
 	"github.com/goroce/goroce/rnic/link"
 	"github.com/goroce/goroce/rnic/udplink"
 )
 
-// config is one run: the scenario dcqcn/experiment would simulate, with
+// config is one run: the scenario bench/experiment would simulate, with
 // LineRate the bottleneck's rate, RED its thresholds and Buffer its queue
 // limit, plus what only a real network has.
 type config struct {
@@ -26,7 +26,7 @@ type config struct {
 	guest   *guestRouter // the router guest (-router qemu), or nil: a router namespace
 }
 
-// outcome is a run's result in dcqcn/experiment's terms, with the kernel's
+// outcome is a run's result in bench/experiment's terms, with the kernel's
 // view of the bottleneck beside it.
 type outcome struct {
 	res    *experiment.Result

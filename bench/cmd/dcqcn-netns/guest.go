@@ -5,11 +5,11 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/goroce/goroce/internal/qemurouter"
+	"github.com/goroce/goroce/bench/qemurouter"
 )
 
 // The guest router: -router qemu puts the bottleneck in a QEMU/TCG guest
-// (internal/qemurouter) that runs Debian bookworm's kernel, whose RED
+// (bench/qemurouter) that runs Debian bookworm's kernel, whose RED
 // qdisc (sch_red) marks CE; the host kernel may lack sch_red. The guest
 // boots once per program run, with sch_htb and sch_red. Its two NICs are
 // taps in this program's own namespaces:

@@ -9,10 +9,10 @@
 // notification point answers the marks with CNPs; the senders' reaction
 // points cut their rates.
 //
-// It prints, per run, the summary line of dcqcn/experiment's simulated
+// It prints, per run, the summary line of bench/experiment's simulated
 // experiments (goodput_mbps included), the kernel's counters (tc -s) and
 // goroce's (CNPs, rate cuts, retransmissions), and a verdict; it writes a
-// CSV and a PNG per run (dcqcn/experiment.WriteFiles).
+// CSV and a PNG per run (bench/experiment.WriteFiles).
 //
 // Needs root (network namespaces, tc). Usage:
 //
@@ -36,9 +36,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/goroce/goroce/bench/experiment"
+	"github.com/goroce/goroce/bench/qemurouter"
 	cc "github.com/goroce/goroce/dcqcn"
-	"github.com/goroce/goroce/dcqcn/experiment"
-	"github.com/goroce/goroce/internal/qemurouter"
 )
 
 func main() {

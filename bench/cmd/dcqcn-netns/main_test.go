@@ -9,10 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/goroce/goroce/bench/experiment"
+	"github.com/goroce/goroce/bench/qemurouter"
+	"github.com/goroce/goroce/bench/testenv"
 	cc "github.com/goroce/goroce/dcqcn"
-	"github.com/goroce/goroce/dcqcn/experiment"
-	"github.com/goroce/goroce/internal/qemurouter"
-	"github.com/goroce/goroce/wire/testenv"
 )
 
 // requireNetns skips the test unless this machine can run the experiment

@@ -6,7 +6,7 @@ import (
 	"io"
 	"strings"
 
-	"github.com/goroce/goroce/dcqcn/experiment"
+	"github.com/goroce/goroce/bench/experiment"
 )
 
 // Errors preflight returns: a machine that cannot run the experiment.

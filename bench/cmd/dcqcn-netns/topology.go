@@ -6,7 +6,7 @@ import (
 	"net/netip"
 	"os"
 
-	"github.com/goroce/goroce/internal/qemurouter"
+	"github.com/goroce/goroce/bench/qemurouter"
 	"github.com/goroce/goroce/rnic/link"
 )
 

@@ -71,8 +71,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/goroce/goroce/bench/testenv"
 	"github.com/goroce/goroce/cmd/goroce-verbs/build"
-	"github.com/goroce/goroce/wire/testenv"
 )
 
 // Exit statuses.

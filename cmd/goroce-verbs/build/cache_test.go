@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/goroce/goroce/wire/testenv"
+	"github.com/goroce/goroce/bench/testenv"
 )
 
 // cacheHome gives the test a cache root of its own, keeping Go's build

@@ -14,5 +14,5 @@
 //   - RanksProcs, the GOMAXPROCS of each of n ranks on one host.
 //
 // Where it sits: below the command packages, above the public packages
-// (rnic, rnic/ui, wire); it knows no command.
+// (rnic, cmd/goroce/internal/ui, wire); it knows no command.
 package cli

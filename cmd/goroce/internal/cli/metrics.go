@@ -12,8 +12,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/goroce/goroce/cmd/goroce/internal/ui"
 	"github.com/goroce/goroce/rnic"
-	"github.com/goroce/goroce/rnic/ui"
 )
 
 // A running device's counters and resources, over HTTP (--metrics-addr):

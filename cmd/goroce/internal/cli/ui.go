@@ -4,12 +4,12 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/goroce/goroce/dcqcn/experiment"
+	"github.com/goroce/goroce/bench/experiment"
+	"github.com/goroce/goroce/cmd/goroce/internal/ui"
 	"github.com/goroce/goroce/rnic"
-	"github.com/goroce/goroce/rnic/ui"
 )
 
-// The live view (--ui-addr): a web page, served by package rnic/ui, that
+// The live view (--ui-addr): a web page, served by package cmd/goroce/internal/ui, that
 // shows the device's QPs and counters and, during `goroce dcqcn`, a chart
 // of each flow's DCQCN rate and the switch queue.
 

@@ -10,11 +10,11 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/goroce/goroce/bench/experiment"
 	"github.com/goroce/goroce/cmd/goroce/internal/cli"
 	"github.com/goroce/goroce/cmd/goroce/internal/clitest"
+	"github.com/goroce/goroce/cmd/goroce/internal/ui"
 	"github.com/goroce/goroce/dcqcn"
-	"github.com/goroce/goroce/dcqcn/experiment"
-	"github.com/goroce/goroce/rnic/ui"
 )
 
 // getUIJSON decodes the JSON at url into v.

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/goroce/goroce/internal/sysmem"
+	"github.com/goroce/goroce/mr/sysmem"
 )
 
 // ExpectTooBig runs the goroce binary bin with args, which ask for at

@@ -10,9 +10,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/goroce/goroce/bench/experiment"
 	"github.com/goroce/goroce/cmd/goroce/internal/cli"
 	"github.com/goroce/goroce/dcqcn"
-	"github.com/goroce/goroce/dcqcn/experiment"
 	"github.com/goroce/goroce/rnic"
 )
 
@@ -31,11 +31,11 @@ func checkWritable(dir string) error {
 }
 
 // Run is `goroce dcqcn incast|converge`: the DCQCN experiments of
-// dcqcn/experiment, with a CSV, a PNG and a summary line.
+// bench/experiment, with a CSV, a PNG and a summary line.
 //
 // The experiments run in virtual time, on a virtual clock (package
 // rnic/clock, through experiment.RunVirtual): the defaults are the
-// scenarios of dcqcn/experiment's tests (10 Gb/s, 200 ms), and the command
+// scenarios of bench/experiment's tests (10 Gb/s, 200 ms), and the command
 // progressEvery is how often a run says on stderr how far it has come
 // (tests shorten it).
 var progressEvery = cli.ProgressEvery
@@ -60,7 +60,7 @@ fair they were).
 
 The run is in virtual time (a virtual clock; the same seed gives the same
 run): a 200 ms experiment at 10 Gb/s takes a few seconds of CPU, and the
-defaults are the scenarios that "go test ./dcqcn/experiment" checks.`
+defaults are the scenarios that "go test ./bench/experiment" checks.`
 	fs := cli.NewFlagSet("goroce dcqcn incast|converge [flags]", about)
 	flows := fs.Int("flows", 4, "number of senders (incast)")
 	on := fs.Bool("dcqcn", true, "run DCQCN; --dcqcn=false shows the network without it")

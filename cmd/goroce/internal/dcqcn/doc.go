@@ -1,4 +1,4 @@
 // Package dcqcn is `goroce dcqcn` (Run): the DCQCN experiments of package
-// dcqcn/experiment (incast, converge) on goroce devices behind a simulated
+// bench/experiment (incast, converge) on goroce devices behind a simulated
 // switch, in virtual time, with a CSV, a PNG and a summary line.
 package dcqcn

@@ -16,10 +16,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/goroce/goroce/bench/testenv"
 	"github.com/goroce/goroce/cmd/goroce-verbs/build"
 	"github.com/goroce/goroce/cmd/goroce/internal/cli"
 	"github.com/goroce/goroce/cmd/goroce/internal/clitest"
-	"github.com/goroce/goroce/wire/testenv"
 )
 
 // execRequire returns the path of a program (or header) the test needs,

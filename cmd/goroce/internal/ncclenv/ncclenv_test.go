@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/goroce/goroce/bench/testenv"
 	"github.com/goroce/goroce/cmd/goroce/internal/clitest"
-	"github.com/goroce/goroce/wire/testenv"
 )
 
 // prog is a C program written for NCCL: one rank's AllReduce.

@@ -1,9 +1,10 @@
 package ncclperf
 
 import (
-	"github.com/goroce/goroce/wire/testenv"
 	"regexp"
 	"testing"
+
+	"github.com/goroce/goroce/bench/testenv"
 
 	"github.com/goroce/goroce/cmd/goroce/internal/clitest"
 )

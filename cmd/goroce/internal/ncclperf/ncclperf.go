@@ -14,7 +14,7 @@ import (
 	runcmd "github.com/goroce/goroce/cmd/goroce/internal/run"
 
 	"github.com/goroce/goroce/cmd/goroce/internal/cli"
-	"github.com/goroce/goroce/internal/sysmem"
+	"github.com/goroce/goroce/mr/sysmem"
 	"github.com/goroce/goroce/nccl"
 )
 

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/goroce/goroce/cmd/goroce/internal/cli"
-	"github.com/goroce/goroce/internal/sysmem"
+	"github.com/goroce/goroce/mr/sysmem"
 	"github.com/goroce/goroce/qp"
 	"github.com/goroce/goroce/rnic"
 )

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"errors"
-	"github.com/goroce/goroce/wire/testenv"
 	"io"
 	"net"
 	"os"
@@ -14,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/goroce/goroce/bench/testenv"
 
 	"github.com/goroce/goroce/cmd/goroce/internal/cli"
 	"github.com/goroce/goroce/cmd/goroce/internal/clitest"

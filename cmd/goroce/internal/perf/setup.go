@@ -10,8 +10,8 @@ import (
 	"unsafe"
 
 	"github.com/goroce/goroce/cmd/goroce/internal/cli"
-	"github.com/goroce/goroce/internal/sysmem"
 	"github.com/goroce/goroce/mr"
+	"github.com/goroce/goroce/mr/sysmem"
 	"github.com/goroce/goroce/qp"
 	"github.com/goroce/goroce/rnic"
 	"github.com/goroce/goroce/wire"

@@ -15,7 +15,8 @@ import (
 
 // runClient is rping_run_client: resolve the server's address and route,
 // set up the QP and buffers, connect, ping -C times, disconnect. A REJ
-// saying nobody listens on the port (a server not started yet) is tried
+// saying nobody listens on the port, or an UNREACHABLE saying no device
+// answers at the address (a server not started yet, either), is tried
 // again, for up to connectFor, as goroce pingpong retries a refused
 // connect; rping gives up at once.
 func (s *session) runClient(ctx context.Context, id *cm.ID) error {
@@ -33,7 +34,8 @@ func (s *session) runClient(ctx context.Context, id *cm.ID) error {
 			return c.disconnect()
 		}
 		c.close()
-		if !errors.Is(err, errNoListener) || time.Now().After(deadline) {
+		var noDevice *cm.UnreachableError
+		if !errors.Is(err, errNoListener) && !errors.As(err, &noDevice) || time.Now().After(deadline) {
 			return err
 		}
 		// A new ID for the next REQ, as the rejected one is done.
@@ -94,6 +96,8 @@ func (s *session) connect(ctx context.Context, id *cm.ID) (*conn, error) {
 		return c, fmt.Errorf("connect error: %w", err)
 	case ev.Type == cm.EventRejected && ev.Status == int(wire.CMRejInvalidServiceID):
 		return c, fmt.Errorf("connect error: %w", errNoListener)
+	case ev.Type == cm.EventUnreachable && ev.Err != nil:
+		return c, fmt.Errorf("connect error: %w", ev.Err)
 	case ev.Type != cm.EventEstablished:
 		return c, fmt.Errorf("connect error: got %v (status %d), want %v", ev.Type, ev.Status, cm.EventEstablished)
 	}

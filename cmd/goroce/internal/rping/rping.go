@@ -45,9 +45,12 @@ address, so a client and a server on one host need two addresses
 -V on the server (a goroce addition; rping's server ignores it) checks that
 what each RDMA READ brought is the client's ping pattern for that ping. A
 client whose REQ a REJ refuses because nothing listens on the port yet
-(reason 8, invalid service ID) tries again for 3 seconds (also a goroce
-addition); one whose REQ nobody answers resends it as the CM does (every
-4.3 s, 15 times) and then reports RDMA_CM_EVENT_UNREACHABLE.
+(reason 8, invalid service ID), or finds no RoCE device at the address
+(the host answers ICMP port unreachable: RDMA_CM_EVENT_UNREACHABLE, error
+-111, at once), tries again for 3 seconds (also a goroce addition), then
+says which. One whose REQ reaches a host that never answers resends it as
+the CM does (every 4.3 s, 15 times) and then reports
+RDMA_CM_EVENT_UNREACHABLE, error -110.
 
 Exit status: 0 when every ping completed (and validated with -V), 1 on a
 failed connection, completion or validation, 2 on bad flags.`

@@ -17,11 +17,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/goroce/goroce/bench/testenv"
 	"github.com/goroce/goroce/cmd/goroce/internal/cli"
 	"github.com/goroce/goroce/cmd/goroce/internal/clitest"
+	"github.com/goroce/goroce/rnic"
+	"github.com/goroce/goroce/rnic/cm"
 	"github.com/goroce/goroce/wire"
 	"github.com/goroce/goroce/wire/pcap"
-	"github.com/goroce/goroce/wire/testenv"
 )
 
 var goroce = clitest.Command("rping", Run)
@@ -323,5 +325,49 @@ func TestPersistentServer(t *testing.T) {
 	}
 	if n := strings.Count(srvErr.String(), "server DISCONNECT EVENT..."); n != 2 {
 		t.Errorf("%d DISCONNECT EVENT lines, want 2:\n%s", n, srvErr.String())
+	}
+}
+
+// TestClientFindsNoServer runs the client, in-process, against an address
+// where no RoCE device is, and one where a device is but nobody listens.
+// The first host answers the REQ with ICMP port unreachable; the second's
+// CM with a REJ, reason 8. Either way the client tries again for 3 s, in
+// case its server is starting, then fails and says which: within a bound
+// far below the 69 s after which an unanswered REQ gives up.
+func TestClientFindsNoServer(t *testing.T) {
+	listenerless := netip.MustParseAddrPort("127.138.40.3:4791")
+	dev, err := rnic.Open(rnic.Config{Addr: listenerless})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dev.Close()
+	c, err := cm.Open(dev, cm.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for _, tc := range []struct {
+		name, server, client string
+		event, reason        string
+	}{
+		{"no device", "127.138.40.1", "127.138.40.2", "cma event RDMA_CM_EVENT_UNREACHABLE, error -111",
+			"goroce rping: connect error: no RoCE device answers at 127.138.40.1:4791 (connection refused)"},
+		{"no listener", listenerless.Addr().String(), "127.138.40.4", "cma event RDMA_CM_EVENT_REJECTED, error 8",
+			"goroce rping: connect error: nobody listens on the port (REJ reason 8, invalid service ID)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			const bound = 15 * time.Second
+			ctx, cancel := context.WithTimeout(t.Context(), bound)
+			defer cancel()
+			var out, errOut bytes.Buffer
+			code := goroce(ctx, []string{"rping", "-c", "-a", tc.server, "-I", tc.client, "-C", "1"}, &out, &errOut)
+			if ctx.Err() != nil {
+				t.Fatalf("the client still waited for its connect's outcome after %v:\n%s", bound, &errOut)
+			}
+			lines := strings.Split(strings.TrimSpace(errOut.String()), "\n")
+			if code != cli.ExitFail || lines[0] != tc.event || lines[len(lines)-1] != tc.reason {
+				t.Errorf("exit %d, stderr:\n%s\nwant exit %d, %q first and %q last", code, &errOut, cli.ExitFail, tc.event, tc.reason)
+			}
+		})
 	}
 }

@@ -18,10 +18,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/goroce/goroce/bench/testenv"
 	"github.com/goroce/goroce/cmd/goroce/internal/cli"
 	"github.com/goroce/goroce/cmd/goroce/internal/clitest"
 	"github.com/goroce/goroce/nccl"
-	"github.com/goroce/goroce/wire/testenv"
 )
 
 // The test binary doubles as the ranks the tests start:

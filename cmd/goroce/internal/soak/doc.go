@@ -1,4 +1,4 @@
 // Package soak is `goroce soak` (Run): a long mixed RC/UC/UD workload
-// under loss (package rnic/soak) on a simulated switch and over real UDP,
+// under loss (package bench/soak) on a simulated switch and over real UDP,
 // checked for lost work requests and for leaks of memory and goroutines.
 package soak

@@ -8,14 +8,14 @@ import (
 	"strings"
 	"time"
 
+	"github.com/goroce/goroce/bench/soak"
 	"github.com/goroce/goroce/cmd/goroce/internal/cli"
 	"github.com/goroce/goroce/qp"
 	"github.com/goroce/goroce/rnic"
-	"github.com/goroce/goroce/rnic/soak"
 )
 
 const soakAbout = `Runs a mixed RDMA workload for a while and checks that nothing leaks and no
-work request goes missing (package rnic/soak). Two device pairs run side by
+work request goes missing (package bench/soak). Two device pairs run side by
 side: one on a simulated switch (real time) that drops packets with
 probability --loss, one over real UDP sockets on loopback (--addrs). Each
 pair drives an RC QP with every opcode (SEND, SEND_WITH_IMM, RDMA_WRITE,

@@ -8,7 +8,8 @@
 // the test instead of skipping it. Skips that are not about the
 // environment (testing.Short, the race detector) do not go through here.
 //
-// Where it sits: at the bottom of the stack, under wire, and importing
-// nothing of goroce's, so that the tests of every package (wire itself
-// included) can use it without an import cycle or an upward arrow.
+// Where it sits: with the harnesses (bench/), because it is test support
+// and not a part of the stack: the tests of every package and the
+// benchmarks use it, no package of the stack does. It imports nothing of
+// goroce's, so no import cycle can pass through it.
 package testenv

@@ -19,9 +19,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/goroce/goroce/bench/testenv"
 	"github.com/goroce/goroce/dcqcn"
 	"github.com/goroce/goroce/qp"
-	"github.com/goroce/goroce/wire/testenv"
 )
 
 // The browser tests load the page in headless Chromium (Debian's chromium

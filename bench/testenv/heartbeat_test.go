@@ -37,7 +37,7 @@ func TestHeartbeat(t *testing.T) {
 
 // The package is named as go test lists it, from the module root.
 func TestPackageName(t *testing.T) {
-	if got := packageName(); got != "wire/testenv" {
-		t.Errorf("packageName() = %q, want wire/testenv", got)
+	if got := packageName(); got != "bench/testenv" {
+		t.Errorf("packageName() = %q, want bench/testenv", got)
 	}
 }

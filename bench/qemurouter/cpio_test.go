@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/goroce/goroce/wire/testenv"
+	"github.com/goroce/goroce/bench/testenv"
 )
 
 // TestWriteCPIO has GNU cpio, an independent reader of the newc format,

@@ -4,7 +4,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/goroce/goroce/wire/testenv"
+	"github.com/goroce/goroce/bench/testenv"
 )
 
 // TestMain says on the terminal, while the package's long tests run, that

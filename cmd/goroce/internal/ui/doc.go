@@ -47,8 +47,8 @@
 // packets (see ReDMArk), so serve it on a loopback address unless you mean
 // to publish it.
 //
-// Where it sits: above package rnic, whose Device.Resources and
-// Device.Counters it reads; cmd/goroce starts it for --ui-addr. It does not
-// import dcqcn/experiment: the command converts that package's samples into
+// Where it sits: in the command (cmd/goroce starts it for --ui-addr),
+// above package rnic, whose Device.Resources and Device.Counters it reads. It does not
+// import bench/experiment: the command converts that package's samples into
 // [DCQCNSample].
 package ui

@@ -2,13 +2,14 @@ package sysmem
 
 import (
 	"errors"
-	"github.com/goroce/goroce/wire/testenv"
 	"math"
 	"os"
 	"path/filepath"
 	"runtime/debug"
 	"strings"
 	"testing"
+
+	"github.com/goroce/goroce/bench/testenv"
 )
 
 // TestAvailable reads the real files: the figure must be positive and

@@ -31,7 +31,7 @@ type DCQCNRun struct {
 }
 
 // DCQCNSample is the state of a DCQCN experiment at one instant, as
-// dcqcn/experiment's Sample records it.
+// bench/experiment's Sample records it.
 type DCQCNSample struct {
 	// At is the time since the run began.
 	At time.Duration

@@ -3,6 +3,7 @@
 // before it allocates (the Go runtime's "out of memory" is fatal: no
 // recover, a stack dump, and the OOM killer may come first).
 //
-// Where it sits: below the commands (cmd/goroce) and package nccl, which
-// size their buffers from their arguments; it knows neither.
+// Where it sits: beside package mr, which places memory regions in memory
+// the program has; below the commands (cmd/goroce) and package nccl, which
+// size their buffers from their arguments. It imports nothing of goroce's.
 package sysmem

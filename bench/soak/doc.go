@@ -23,4 +23,7 @@
 //     their values after warm-up.
 //
 // `goroce soak` is the command-line front end.
+//
+// Where it sits: with the benchmarks, above package rnic, whose public API
+// (devices, QPs, counters) and links (udplink, simlink) it drives.
 package soak
