@@ -233,9 +233,12 @@ func New(cfg Config) (*Transport, error) {
 	t := &Transport{cfg: cfg, dev: cfg.Device, conns: make([]*conn, cfg.Size), byQPN: map[uint32]*conn{},
 		wcs: make([]qp.WC, 64)}
 	// Send WRs: a fragment per credit, a CTS per ring entry, credit
-	// returns. Receive WRs: the peer's as many, each of which takes one.
+	// returns. Receive WRs: one for each WRITE of the peer's whose
+	// completion this side has not yet polled: a fragment per credit, a
+	// CTS per ring entry, and the credit returns, each of which carries a
+	// credit of one kind or the other.
 	sqDepth := 3*cfg.Slots + 4
-	rqDepth := sqDepth + 4
+	rqDepth := 4*cfg.Slots + 8
 	var err error
 	if t.pd, err = t.dev.AllocPD(); err != nil {
 		return nil, err
