@@ -141,6 +141,7 @@ type Comm struct {
 	// issuing is the transport of the operation being issued on device
 	// buffers (set by onGPU), nil for host buffers.
 	issuing transport.Transport
+	plans   map[planKey]*sched.Plan // the schedules built so far (plans.go)
 
 	gpu *gpuRank // set by UseGPU or Options.GPU
 

@@ -177,3 +177,26 @@ func waitGroup(t *testing.T, wg *sync.WaitGroup, what string) {
 		t.Fatalf("%s still running after a minute", what)
 	}
 }
+
+// A call of the same shape as an earlier one reuses its schedule, and
+// the results stay right: AllReduce with a count, another count, the
+// first again; and the rooted collectives six times each with one count,
+// their roots drawn at random, so that a schedule kept for one root is
+// never taken for another.
+func TestPlansReused(t *testing.T) {
+	comms := memComms(t, 3, Options{})
+	rng := rand.New(rand.NewPCG(3, 1))
+	for _, count := range []int{100, 100, 7, 100} {
+		testAllReduce(t, comms, rng, Float32, Sum, count, false)
+	}
+	p1, p2 := comms[0].plans[planKey{build: buildDoubling, count: 100}], comms[0].plans[planKey{build: buildDoubling, count: 7}]
+	if p1 == nil || p2 == nil || p1 == p2 || len(comms[0].plans) != 2 {
+		t.Fatalf("%d schedules kept (%p, %p), want the two counts' each once", len(comms[0].plans), p1, p2)
+	}
+	for range 6 {
+		testBroadcast(t, comms, rng, Float32, Sum, 50, false)
+		testReduce(t, comms, rng, Float32, Sum, 50, false)
+		testGather(t, comms, rng, Float32, Sum, 50, false)
+		testScatter(t, comms, rng, Float32, Sum, 50, false)
+	}
+}
