@@ -366,6 +366,34 @@ func TestByteCounter(t *testing.T) {
 	}
 }
 
+// TestCutResetsTheIncreaseCounters: a cut starts both increase counters
+// over (T, BC ← 0, Zhu et al. §3.1), so the first increase after it, by
+// bytes or by the timer, is fast recovery at stage 1, however far the
+// counters had gone before.
+func TestCutResetsTheIncreaseCounters(t *testing.T) {
+	p := testParams()
+	rp := newRP(t, p, 40*Gbps)
+	var rec recorder
+	rp.SetTracer(rec.trace)
+	cutTwice(t, rp) // a target rate far enough from the line rate not to be released
+	at := t0.Add(us)
+	rp.OnSent(8*p.RPGByteReset, at) // BC = 8: past F = 5
+	rp.Advance(t0.Add(7 * p.RPGTimeReset))
+	if e := rec.last(t); e.ByteStage != 8 || e.TimeStage != 7 || e.Kind != EventHyperIncrease {
+		t.Fatalf("before the cut: %v (T %d, BC %d), want hyper increase at T 7, BC 8", e.Kind, e.TimeStage, e.ByteStage)
+	}
+	cutAt := t0.Add(7*p.RPGTimeReset + us)
+	rp.OnCNP(cutAt)
+	rp.OnSent(p.RPGByteReset, cutAt)
+	if e := rec.last(t); e.Cause != CauseByteCounter || e.ByteStage != 1 || e.TimeStage != 0 || e.Kind != EventFastRecovery {
+		t.Errorf("first byte-counter event after the cut: %v (T %d, BC %d), want fast recovery at T 0, BC 1", e.Kind, e.TimeStage, e.ByteStage)
+	}
+	rp.Advance(cutAt.Add(p.RPGTimeReset))
+	if e := rec.last(t); e.Cause != CauseTimer || e.TimeStage != 1 || e.ByteStage != 1 || e.Kind != EventFastRecovery {
+		t.Errorf("first timer event after the cut: %v (T %d, BC %d), want fast recovery at T 1, BC 1", e.Kind, e.TimeStage, e.ByteStage)
+	}
+}
+
 func TestMinRateFloor(t *testing.T) {
 	rp := newRP(t, testParams(), 1*Gbps)
 	for i, want := range []Rate{500 * Mbps, 250 * Mbps, 125 * Mbps, 100 * Mbps, 100 * Mbps} {
@@ -603,6 +631,10 @@ func TestVeryLateAdvanceIsSpreadOverCalls(t *testing.T) {
 	now := t0.Add(expiries * p.RPGTimeReset)
 	calls := 0
 	for rp.Deadline().Compare(now) <= 0 {
+		if calls == 8 {
+			t.Fatalf("after %d calls of Advance(now) the deadline is still %v before now: %d timer events handled, want %d",
+				calls, now.Sub(rp.Deadline()), rp.Stats().TimerEvents, expiries)
+		}
 		rp.Advance(now)
 		if calls++; calls == 1 && rp.Stats().TimerEvents != maxEventsPerCall {
 			t.Errorf("first call handled %d expiries, want the cap %d", rp.Stats().TimerEvents, maxEventsPerCall)

@@ -18,7 +18,11 @@
 // chapter's C program from docs/course/c (the chapter's directory has
 // docs/ in it, as a clone does); such a chapter, and one that runs
 // "goroce exec", needs gcc and libibverbs-dev, and skips without them
-// (fails under GOROCE_CI_STRICT=1, see bench/testenv). The "<!-- expect: REGEXP -->"
+// (fails under GOROCE_CI_STRICT=1, see bench/testenv). An MPI chapter's
+// lines are Open MPI's mpicc, which builds its program as gcc does, and
+// mpirun, which starts "goroce exec" for each rank: goroce is first on
+// their PATH, and as root (CI) Open MPI is told that root may run it
+// (OMPI_ALLOW_RUN_AS_ROOT), as a reader who is not root never needs to. The "<!-- expect: REGEXP -->"
 // comments right after the block are Go regular expressions (multi-line
 // mode: ^ and $ match at line ends) that must each match the block's
 // output, stdout and stderr together. A checked block needs at least one.
@@ -41,6 +45,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -70,7 +75,7 @@ type checkedBlock struct {
 type courseCommand struct {
 	line       int
 	text       string   // as written, after "$ "
-	program    string   // "goroce" or "gcc"
+	program    string   // "goroce", "gcc", "mpicc" or "mpirun"
 	env        []string // VAR=value settings before the program
 	args       []string // after the program
 	background bool     // ended with " &"
@@ -110,6 +115,10 @@ func TestCourse(t *testing.T) {
 			if needsVerbs(parsed[ch]) && !verbsBuilt {
 				buildVerbsLibs(t)
 				verbsBuilt = true
+			}
+			if needsMPI(parsed[ch]) {
+				testenv.LookPath(t, "mpicc", "libopenmpi-dev")
+				testenv.LookPath(t, "mpirun", "openmpi-bin")
 			}
 			dir := t.TempDir()
 			// The chapter's commands run where a reader runs them, at the
@@ -171,7 +180,9 @@ func TestParseChapter(t *testing.T) {
 		{"orphan expectation", "Text.\n<!-- expect: A -->\n", "not right after a checked block", 0, 0},
 		{"mixed block", "```sh\n$ goroce lesson send\ngoroce lesson read\n```\n<!-- expect: A -->\n", "every line", 0, 0},
 		{"gcc", "```sh\n$ gcc -O2 -o p docs/course/c/p.c -libverbs\n$ goroce exec -- ./p &\n```\n<!-- expect: x -->\n", "", 1, 1},
-		{"not goroce", "```sh\n$ rm -rf /\n```\n<!-- expect: A -->\n", "only goroce and gcc commands", 0, 0},
+		{"mpi", "```sh\n$ mpicc -o p docs/course/c/p.c\n$ mpirun -np 2 goroce exec -- ./p\n```\n<!-- expect: x -->\n", "", 1, 1},
+		{"mpirun in the background", "```sh\n$ mpirun -np 2 goroce exec -- ./p &\n```\n<!-- expect: A -->\n", "in the background", 0, 0},
+		{"not goroce", "```sh\n$ rm -rf /\n```\n<!-- expect: A -->\n", "only goroce, gcc, mpicc and mpirun commands", 0, 0},
 		{"gcc in the background", "```sh\n$ gcc -o p p.c &\n```\n<!-- expect: A -->\n", "in the background", 0, 0},
 		{"gcc substitution", "```sh\n$ gcc -o p $(echo p.c)\n```\n<!-- expect: A -->\n", "no pipes", 0, 0},
 		{"bad regexp", "```sh\n$ goroce help\n```\n<!-- expect: ( -->\n", "expect", 0, 0},
@@ -330,8 +341,8 @@ func closesFence(line string, n int) bool {
 var envRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*=`)
 
 // parseCommand reads one command line: [VAR=value ...] goroce ARGS [&],
-// or [VAR=value ...] gcc ARGS. Arguments split at spaces; single or double
-// quotes keep spaces in one.
+// or [VAR=value ...] gcc|mpicc|mpirun ARGS. Arguments split at spaces;
+// single or double quotes keep spaces in one.
 func parseCommand(text string) (courseCommand, error) {
 	c := courseCommand{text: text}
 	if s, ok := strings.CutSuffix(strings.TrimSpace(text), " &"); ok {
@@ -344,12 +355,12 @@ func parseCommand(text string) (courseCommand, error) {
 	for len(words) > 0 && envRE.MatchString(words[0]) {
 		c.env, words = append(c.env, words[0]), words[1:]
 	}
-	if len(words) == 0 || words[0] != "goroce" && words[0] != "gcc" {
-		return c, fmt.Errorf("%q: a checked block runs only goroce and gcc commands", text)
+	if len(words) == 0 || !slices.Contains([]string{"goroce", "gcc", "mpicc", "mpirun"}, words[0]) {
+		return c, fmt.Errorf("%q: a checked block runs only goroce, gcc, mpicc and mpirun commands", text)
 	}
 	c.program, c.args = words[0], words[1:]
-	if c.program == "gcc" && c.background {
-		return c, fmt.Errorf("%q: gcc does not run in the background: the next command needs what it builds", text)
+	if c.program != "goroce" && c.background {
+		return c, fmt.Errorf("%q: %s does not run in the background: the next command needs what it builds, or it is the job", text, c.program)
 	}
 	for _, w := range c.args {
 		if strings.ContainsAny(w, "|;<>`$") {
@@ -406,11 +417,24 @@ func buildGoroce(t *testing.T) string {
 }
 
 // needsVerbs reports whether a chapter's blocks build or run a libibverbs
-// program: a gcc command, or goroce exec.
+// program: a gcc, mpicc or mpirun command, or goroce exec.
 func needsVerbs(blocks []checkedBlock) bool {
 	for _, b := range blocks {
 		for _, c := range b.commands {
-			if c.program == "gcc" || len(c.args) > 0 && c.args[0] == "exec" {
+			if c.program != "goroce" || len(c.args) > 0 && c.args[0] == "exec" {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// needsMPI reports whether a chapter's blocks run Open MPI's mpicc or
+// mpirun.
+func needsMPI(blocks []checkedBlock) bool {
+	for _, b := range blocks {
+		for _, c := range b.commands {
+			if c.program == "mpicc" || c.program == "mpirun" {
 				return true
 			}
 		}
@@ -453,6 +477,25 @@ func cleanEnv(env []string) []string {
 	return keep
 }
 
+// mpirunEnv is env for mpirun: goroce's directory first on PATH, for the
+// ranks' "goroce exec", and as root Open MPI's consent to run as root.
+func mpirunEnv(env []string, goroceDir string) []string {
+	out := make([]string, 0, len(env)+3)
+	path := goroceDir
+	for _, kv := range env {
+		if p, ok := strings.CutPrefix(kv, "PATH="); ok {
+			path += ":" + p
+			continue
+		}
+		out = append(out, kv)
+	}
+	out = append(out, "PATH="+path)
+	if os.Geteuid() == 0 {
+		out = append(out, "OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1")
+	}
+	return out
+}
+
 // runBlock runs a block's commands in dir and checks its expectations. It
 // returns the block's output and whether every command succeeded.
 func runBlock(t *testing.T, chapter string, b checkedBlock, bin, dir string, env []string) (output string, ok bool) {
@@ -471,11 +514,14 @@ func runBlock(t *testing.T, chapter string, b checkedBlock, bin, dir string, env
 	for _, c := range b.commands {
 		buf := new(bytes.Buffer)
 		path := bin
-		if c.program == "gcc" {
-			path = "gcc"
+		if c.program != "goroce" {
+			path = c.program
 		}
 		cmd := exec.CommandContext(ctx, path, c.args...)
 		cmd.Dir, cmd.Env = dir, append(append([]string(nil), env...), c.env...)
+		if c.program == "mpirun" {
+			cmd.Env = mpirunEnv(cmd.Env, filepath.Dir(bin))
+		}
 		cmd.Stdout, cmd.Stderr = buf, buf
 		if c.background {
 			if err := cmd.Start(); err != nil {

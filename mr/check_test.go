@@ -15,6 +15,7 @@ func TestCheckRemoteMR(t *testing.T) {
 	m, err := pd.RegMRIOVA(buf, base, AccessLocalWrite|AccessRemoteWrite|AccessRemoteRead)
 	wantErr(t, "RegMRIOVA", err, nil)
 	ro := regMR(t, pd, 64, AccessRemoteRead)
+	wo := regMR(t, pd, 64, AccessLocalWrite|AccessRemoteWrite)
 	dead := regMR(t, pd, 64, AccessRemoteRead)
 	wantErr(t, "Dereg", dead.Dereg(), nil)
 
@@ -43,6 +44,8 @@ func TestCheckRemoteMR(t *testing.T) {
 		{name: "no atomic right", pd: pd, rkey: m.RKey(), va: base, length: 8, need: AccessRemoteAtomic, want: ErrAccessDenied,
 			msg: "need REMOTE_ATOMIC, key grants LOCAL_WRITE|REMOTE_WRITE|REMOTE_READ"},
 		{name: "write to read-only", pd: pd, rkey: ro.RKey(), va: ro.Addr(), length: 1, need: AccessRemoteWrite, want: ErrAccessDenied},
+		{name: "read without remote read", pd: pd, rkey: wo.RKey(), va: wo.Addr(), length: 1, need: AccessRemoteRead, want: ErrAccessDenied,
+			msg: "need REMOTE_READ, key grants LOCAL_WRITE|REMOTE_WRITE"},
 		{name: "before start", pd: pd, rkey: m.RKey(), va: base - 1, length: 2, want: ErrOutOfBounds,
 			msg: "[0x6fffffffffff, 0x6fffffffffff+2) not inside [0x700000000000, 0x700000000000+4096)"},
 		{name: "past end", pd: pd, rkey: m.RKey(), va: base + 4095, length: 2, want: ErrOutOfBounds},

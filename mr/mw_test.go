@@ -256,6 +256,25 @@ func TestMWType2BindInvalidate(t *testing.T) {
 	wantErr(t, "Dereg after Invalidate", m.Dereg(), nil)
 }
 
+// TestMWType2OtherQPReadAtomic: a type-2 window is bound to one QP, and
+// only that QP may use it, for every kind of access (IBTA 10.6.7.3): a
+// READ or an atomic by another QP of the same PD fails with the QP
+// mismatch, as a WRITE does, however much the window grants.
+func TestMWType2OtherQPReadAtomic(t *testing.T) {
+	tab, pd, m := mwSetup(t)
+	w, _ := pd.AllocMW(MWType2)
+	all := AccessRemoteRead | AccessRemoteWrite | AccessRemoteAtomic
+	k, err := tab.BindMW2(pd, w, m, m.Addr(), 64, all, qpA, uint8(IncKey(w.RKey())))
+	wantErr(t, "BindMW2", err, nil)
+	for _, need := range []Access{AccessRemoteRead, AccessRemoteAtomic, AccessRemoteWrite, AccessRemoteRead | AccessRemoteWrite} {
+		_, err := tab.CheckRemote(pd, k, m.Addr(), 8, need, qpB)
+		wantErr(t, need.String()+" by another QP", err, ErrQPMismatch)
+		if b, err := tab.CheckRemote(pd, k, m.Addr(), 8, need, qpA); err != nil || len(b) != 8 {
+			t.Errorf("%v by the bound QP: %d bytes, %v", need, len(b), err)
+		}
+	}
+}
+
 func TestMWType2ZeroBased(t *testing.T) {
 	tab, pd, m := mwSetup(t)
 	w, _ := pd.AllocMW(MWType2)

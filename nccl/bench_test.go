@@ -34,7 +34,7 @@ func BenchmarkAllReduceMem(b *testing.B) {
 // BenchmarkAllReduceUDP is the whole stack on loopback: 2 ranks, RoCEv2
 // over UDP. busbw for AllReduce is algbw × 2(n-1)/n = algbw here.
 func BenchmarkAllReduceUDP(b *testing.B) {
-	id, err := GetUniqueID()
+	id, err := GetUniqueID(Options{})
 	if err != nil {
 		b.Fatal(err)
 	}

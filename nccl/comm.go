@@ -24,7 +24,9 @@ const (
 	DefaultFragmentSize = 128 << 10
 )
 
-// Options tune a communicator. The zero value is usable.
+// Options tune a communicator. The zero value is usable. OptionsFromEnv
+// fills them from the variables NCCL users set (named below); the
+// library reads nothing from the environment itself.
 type Options struct {
 	// Timeout bounds how long an operation waits without any of its
 	// transfers completing before it fails. If no rank has been reported
@@ -32,8 +34,8 @@ type Options struct {
 	// notice naming the culprit, so a failure takes at most 2 × Timeout.
 	// Default DefaultTimeout.
 	Timeout time.Duration
-	// Algo forces the AllReduce algorithm; AlgoAuto (default) reads
-	// NCCL_ALGO at init and otherwise chooses by size.
+	// Algo forces the AllReduce algorithm (NCCL_ALGO); AlgoAuto (default)
+	// chooses by size.
 	Algo Algo
 	// DoublingThreshold: AlgoAuto uses recursive doubling for AllReduce
 	// up to this many bytes and the ring above. Default
@@ -43,16 +45,37 @@ type Options struct {
 	// two of the transport's fragments (transport.Fragmenter), or two
 	// DefaultFragmentSize.
 	SliceBytes int
-	// Logger receives diagnostics. Nil: built from NCCL_DEBUG and
-	// NCCL_DEBUG_FILE (silent if unset).
+	// Logger receives diagnostics. Nil: built from Debug and DebugFile.
 	Logger *zap.Logger
+	// Debug is the level of the logger built when Logger is nil
+	// (NCCL_DEBUG): VERSION, WARN, INFO or TRACE, in any case; "" is
+	// silent.
+	Debug string
+	// DebugFile is where that logger writes (NCCL_DEBUG_FILE): a file name
+	// in which %h becomes the host name and %p the process id; "" is
+	// standard error.
+	DebugFile string
+	// GDRLevel is the farthest GPU–NIC path over which GPUDirect RDMA is
+	// used for a GPU whose own GPU.GDRLevel is unset (NCCL_NET_GDR_LEVEL):
+	// LOC, PIX, PXB, PHB or SYS; "" is DefaultGDRLevel.
+	GDRLevel string
 
-	// Used by CommInitRank only.
+	// Used by CommInitRank, GetUniqueID and CommInitFromEnv only.
 
-	// Addr is this rank's RNIC address (GOROCE_ADDR); default
-	// 127.0.0.(10+rank) on one host, this host's address on the route to
-	// the bootstrap root across hosts (see GOROCE_ADDR in the package doc).
+	// Addr is this rank's RNIC address (GOROCE_ADDR): an IP address, or
+	// IP:port (default port 4791). Default 127.0.0.(10+rank) on one host,
+	// this host's address on the route to the bootstrap root across hosts
+	// (see GOROCE_ADDR in the package doc). GetUniqueID listens on its IP
+	// address too.
 	Addr string
+	// CommID is where GetUniqueID opens the bootstrap root's socket
+	// (NCCL_COMM_ID), host:port; "" is an ephemeral port (see
+	// GetUniqueID).
+	CommID string
+	// Launch is the job the launcher's environment describes (see
+	// OptionsFromEnv): CommInitFromEnv joins it; the default RNIC address
+	// and busy polling follow its ranks per host. Zero: no launcher.
+	Launch Env
 	// BootstrapTimeout bounds the rendezvous. Default 30 s.
 	BootstrapTimeout time.Duration
 	// Slots and SlotSize shape each connection's receive FIFO (NCCL's
@@ -67,13 +90,30 @@ type Options struct {
 	// posts in the posting call either way (rnic.PostInline). Zero picks
 	// DefaultBusyPoll if the ranks on this host fit its CPUs (spinning
 	// ranks that share a CPU slow each other down), else off; negative is
-	// off. GOROCE_BUSY_POLL (a duration, 0 for off) overrides it.
+	// off (GOROCE_BUSY_POLL, a duration, 0 for off).
 	BusyPoll time.Duration
 	// Device, if set, is the RNIC to use (for example one on a simulated
 	// network); the communicator does not close it. Otherwise
-	// CommInitRank opens one and closes it in Destroy/Abort, with peer
-	// memory enabled if GPU.PeerMemory or GOROCE_PEER_MEMORY=1 says so.
+	// CommInitRank opens one as RNIC says and closes it in Destroy/Abort.
 	Device *rnic.Device
+	// RNIC configures the device CommInitRank opens when Device is nil:
+	// its wire (GOROCE_LINK, GOROCE_SHM_DIR), AlwaysVerifyICRC
+	// (GOROCE_VERIFY_ICRC=1), PeerMemory (GOROCE_PEER_MEMORY=1; GPU's
+	// PeerMemory enables it too), Trace (GOROCE_TRACE: standard error),
+	// and whatever else a program sets. CommInitRank sets Addr, MTU,
+	// Logger, BusyPoll, PostMode and MaxUnackedPSNs from the fields above
+	// and Tap from Pcap; Link must be nil (hand in a Device instead).
+	RNIC rnic.Config
+	// Pcap, if set, captures every packet of the device CommInitRank
+	// opens to Pcap.rankN.pcap, N this rank (GOROCE_PCAP).
+	Pcap string
+	// IBTimeout and IBRetryCnt are the QPs' local ACK timeout code (1 to
+	// 31: 4.096 µs × 2^code; NCCL_IB_TIMEOUT) and retry count (1 to 7;
+	// NCCL_IB_RETRY_CNT); 0 keeps package ib's defaults (14, about 67 ms,
+	// and 7). A rank that is not scheduled for longer than (retry count +
+	// 1) × timeout looks dead to its peers, so a loaded machine wants a
+	// longer timeout.
+	IBTimeout, IBRetryCnt uint8
 	// GPU, if set, is this rank's GPU (cudaSetDevice before
 	// ncclCommInitRank): the communicator starts with it attached, as
 	// after UseGPU, and the receive FIFOs of connections that use
@@ -167,18 +207,11 @@ func NewComm(t transport.Transport, opts Options) (*Comm, error) {
 		opts.SliceBytes = 2 * frag
 	}
 	if opts.Logger == nil {
-		l, err := LoggerFromEnv()
+		l, err := newLogger(opts.Debug, opts.DebugFile)
 		if err != nil {
 			return nil, err
 		}
 		opts.Logger = l
-	}
-	if opts.Algo == AlgoAuto {
-		a, err := ParseAlgo(getenv("NCCL_ALGO"))
-		if err != nil {
-			return nil, err
-		}
-		opts.Algo = a
 	}
 	c := &Comm{rank: t.Rank(), size: t.Size(), opts: opts, fragment: frag,
 		log:  opts.Logger.With(zap.Int("rank", t.Rank()), zap.Int("nranks", t.Size())),

@@ -1,6 +1,7 @@
 package nccl
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -13,31 +14,38 @@ import (
 // Version is the library version printed by NCCL_DEBUG=VERSION.
 const Version = "goroce-nccl 0.1"
 
-var getenv = os.Getenv
-
-// LoggerFromEnv builds the logger NCCL users expect from NCCL_DEBUG
-// (VERSION, WARN, INFO or TRACE; unset: silent) and NCCL_DEBUG_FILE (a file
-// name in which %h is replaced by the host name and %p by the process id;
-// unset: standard error).
-func LoggerFromEnv() (*zap.Logger, error) {
-	level := strings.ToUpper(strings.TrimSpace(getenv("NCCL_DEBUG")))
-	var lvl zapcore.Level
-	switch level {
+// debugLevel is the zap level of an NCCL_DEBUG value (Options.Debug):
+// VERSION, WARN, INFO or TRACE, in any case; off for "".
+func debugLevel(s string) (lvl zapcore.Level, on bool, err error) {
+	switch strings.ToUpper(strings.TrimSpace(s)) {
 	case "":
-		return zap.NewNop(), nil
+		return 0, false, nil
 	case "VERSION", "WARN":
-		lvl = zap.WarnLevel
+		return zap.WarnLevel, true, nil
 	case "INFO":
-		lvl = zap.InfoLevel
+		return zap.InfoLevel, true, nil
 	case "TRACE":
-		lvl = zap.DebugLevel
-	default:
-		return nil, fmt.Errorf("%w: NCCL_DEBUG=%q (want VERSION, WARN, INFO or TRACE)", ErrInvalidArgument, level)
+		return zap.DebugLevel, true, nil
+	}
+	return 0, false, errors.New("want VERSION, WARN, INFO or TRACE")
+}
+
+// newLogger builds the logger NCCL users expect from Options.Debug (the
+// level, NCCL_DEBUG; "" is silent) and Options.DebugFile (NCCL_DEBUG_FILE:
+// a file name in which %h becomes the host name and %p the process id;
+// "" is standard error).
+func newLogger(level, file string) (*zap.Logger, error) {
+	lvl, on, err := debugLevel(level)
+	if err != nil {
+		return nil, fmt.Errorf("%w: NCCL_DEBUG=%q: %v", ErrInvalidArgument, level, err)
+	}
+	if !on {
+		return zap.NewNop(), nil
 	}
 	out := os.Stderr
-	if name := getenv("NCCL_DEBUG_FILE"); name != "" {
+	if file != "" {
 		host, _ := os.Hostname()
-		name = strings.NewReplacer("%h", host, "%p", strconv.Itoa(os.Getpid())).Replace(name)
+		name := strings.NewReplacer("%h", host, "%p", strconv.Itoa(os.Getpid())).Replace(file)
 		f, err := os.OpenFile(name, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 		if err != nil {
 			return nil, fmt.Errorf("nccl: NCCL_DEBUG_FILE: %w", err)
@@ -48,7 +56,7 @@ func LoggerFromEnv() (*zap.Logger, error) {
 	enc.NameKey = "logger"
 	core := zapcore.NewCore(zapcore.NewConsoleEncoder(enc), zapcore.Lock(out), lvl)
 	l := zap.New(core).Named("NCCL")
-	if level == "VERSION" || lvl <= zap.InfoLevel {
+	if strings.EqualFold(strings.TrimSpace(level), "VERSION") || lvl <= zap.InfoLevel {
 		l.Warn("NCCL version " + Version)
 	}
 	return l, nil

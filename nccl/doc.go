@@ -1,7 +1,8 @@
 // Package nccl is goroce's collective communication library, shaped like
 // NVIDIA's NCCL: a communicator (Comm) of n ranks, created from a unique ID
-// (GetUniqueID, CommInitRank) or from launcher environment variables
-// (CommInitFromEnv) or split from another (CommSplit), runs AllReduce, Broadcast, Reduce, AllGather,
+// (GetUniqueID, CommInitRank) or from the launcher's variables
+// (OptionsFromEnv, CommInitFromEnv) or split from another (CommSplit),
+// runs AllReduce, Broadcast, Reduce, AllGather,
 // ReduceScatter, AlltoAll, Gather, Scatter and grouped Send/Recv over
 // goroce RDMA devices.
 //
@@ -51,30 +52,45 @@
 // registered through peer memory, so the RNIC writes there directly, as
 // NCCL's do.
 //
-// Environment. CommInitFromEnv reads the launchers' variables (RANK,
-// WORLD_SIZE, MASTER_ADDR, MASTER_PORT, LOCAL_RANK; OMPI_COMM_WORLD_RANK
-// and _SIZE; SLURM_PROCID and SLURM_NTASKS). Every communicator reads:
+// Settings. The library reads nothing from the environment: a program
+// passes Options. OptionsFromEnv, the one place the environment is read,
+// builds them from the variables NCCL users set, and each bad value is an
+// error naming the variable. Call it when the communicator is made: the C
+// library does, in every ncclCommInitRank. What it reads, and where each
+// goes:
 //
-//	NCCL_ALGO            Ring or Tree: force the AllReduce algorithm
-//	NCCL_DEBUG           WARN, INFO or TRACE (zap underneath)
-//	NCCL_DEBUG_FILE      where the log goes (%h host, %p pid)
-//	NCCL_IB_TIMEOUT      the QPs' local ACK timeout code, 1 to 31 (default 14, 67 ms)
-//	NCCL_IB_RETRY_CNT    the QPs' retry count, 1 to 7 (default 7)
-//	NCCL_NET_GDR_LEVEL   LOC, PIX, PXB, PHB or SYS: how far GPUDirect RDMA reaches
-//	GOROCE_ADDR          this rank's RNIC address (default: 127.0.0.(10+rank):4791 when the
+//	NCCL_ALGO            Algo: Ring or Tree, force the AllReduce algorithm
+//	NCCL_COMM_ID         CommID: host:port of the bootstrap root (GetUniqueID listens there)
+//	NCCL_DEBUG           Debug: VERSION, WARN, INFO or TRACE (zap underneath)
+//	NCCL_DEBUG_FILE      DebugFile: where the log goes (%h host, %p pid)
+//	NCCL_IB_TIMEOUT      IBTimeout: the QPs' local ACK timeout code, 1 to 31 (default 14, 67 ms)
+//	NCCL_IB_RETRY_CNT    IBRetryCnt: the QPs' retry count, 1 to 7 (default 7)
+//	NCCL_NET_GDR_LEVEL   GDRLevel: LOC, PIX, PXB, PHB or SYS, how far GPUDirect RDMA reaches
+//	GOROCE_ADDR          Addr: this rank's RNIC address (default: 127.0.0.(10+rank):4791 when the
 //	                     bootstrap root is on loopback; else this host's address on the route
 //	                     to the root, port 4791 + the local rank)
-//	GOROCE_TRACE         any value: the RNIC prints its packet trace to stderr
-//	GOROCE_PCAP          PATH: the RNIC captures to PATH.rankN.pcap
-//	GOROCE_PEER_MEMORY   1: the RNIC may register GPU memory (nvidia_peermem loaded)
-//	GOROCE_BUSY_POLL     how long a rank spins on its RNIC before it sleeps (200us; 0: off;
-//	                     default on when this host's ranks fit its CPUs)
-//	GOROCE_LINK          the RNIC's wire: udp (default), RoCEv2 over UDP sockets, or shm,
-//	                     the same frames through shared-memory rings (every rank on one host)
-//	GOROCE_SHM_DIR       where shm's ring files live (default /dev/shm/goroce-<uid>)
-//	GOROCE_VERIFY_ICRC   1: the RNIC verifies the ICRC of shm's frames too, which by default it
-//	                     trusts as the kernel trusts loopback (rnic.Config.AlwaysVerifyICRC);
-//	                     UDP's are always verified
+//	GOROCE_BUSY_POLL     BusyPoll: how long a rank spins on its RNIC before it sleeps (200us;
+//	                     0: off; default on when this host's ranks fit its CPUs)
+//	GOROCE_PCAP          Pcap: PATH, the RNIC captures to PATH.rankN.pcap
+//	GOROCE_TRACE         RNIC.Trace: any value, the RNIC prints its packet trace to stderr
+//	GOROCE_PEER_MEMORY   RNIC.PeerMemory: 1, the RNIC may register GPU memory (nvidia_peermem)
+//	GOROCE_LINK          RNIC.Wire.Kind: the RNIC's wire, udp (default), RoCEv2 over UDP
+//	                     sockets, or shm, the same frames through shared-memory rings (every
+//	                     rank on one host)
+//	GOROCE_SHM_DIR       RNIC.Wire.ShmDir: where shm's ring files live (default
+//	                     /dev/shm/goroce-<uid>)
+//	GOROCE_VERIFY_ICRC   RNIC.AlwaysVerifyICRC: 1, the RNIC verifies the ICRC of shm's frames
+//	                     too, which by default it trusts as the kernel trusts loopback; UDP's
+//	                     are always verified
+//
+// and the launcher's, into Launch (see Env), which CommInitFromEnv joins:
+// torchrun's RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR
+// and MASTER_PORT; Open MPI's OMPI_COMM_WORLD_RANK, OMPI_COMM_WORLD_SIZE,
+// OMPI_COMM_WORLD_LOCAL_RANK and OMPI_COMM_WORLD_LOCAL_SIZE; Slurm's
+// SLURM_PROCID, SLURM_NTASKS and SLURM_LOCALID; the job's secret,
+// GOROCE_JOB_SECRET, and its names (SLURM_JOB_ID, SLURM_STEP_ID,
+// OMPI_MCA_ess_base_jobid, PMIX_NAMESPACE, TORCHELASTIC_RUN_ID; see
+// JobSecret).
 //
 // Bit-identical results: each reduced element is computed by one rank in a
 // fixed order (ring) or by partners with commutative kernels (recursive

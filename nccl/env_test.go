@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -16,80 +15,37 @@ import (
 	"github.com/goroce/goroce/nccl/transport/ib"
 )
 
-func TestReadEnv(t *testing.T) {
-	for _, c := range []struct {
-		name string
-		env  map[string]string
-		want Env
-	}{
-		{"torchrun", map[string]string{"RANK": "3", "WORLD_SIZE": "4", "LOCAL_RANK": "1", "MASTER_ADDR": "127.0.0.5", "MASTER_PORT": "1234"},
-			Env{Rank: 3, Size: 4, LocalRank: 1, Root: "127.0.0.5:1234", Launcher: "torchrun"}},
-		{"openmpi", map[string]string{"OMPI_COMM_WORLD_RANK": "0", "OMPI_COMM_WORLD_SIZE": "2", "OMPI_COMM_WORLD_LOCAL_RANK": "0"},
-			Env{Rank: 0, Size: 2, Root: "127.0.0.1:29500", Launcher: "openmpi"}},
-		{"slurm", map[string]string{"SLURM_PROCID": "5", "SLURM_NTASKS": "8", "SLURM_LOCALID": "1", "NCCL_COMM_ID": "[::1]:999"},
-			Env{Rank: 5, Size: 8, LocalRank: 1, Root: "[::1]:999", Launcher: "slurm"}},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			setEnv(t, c.env)
-			got, err := ReadEnv()
-			if err != nil || got != c.want {
-				t.Errorf("got %+v, %v; want %+v", got, err, c.want)
-			}
-		})
-	}
-	t.Run("none", func(t *testing.T) {
-		setEnv(t, nil)
-		if _, err := ReadEnv(); !errors.Is(err, ErrNoEnv) {
-			t.Errorf("%v, want ErrNoEnv", err)
-		}
-	})
-	t.Run("rank out of range", func(t *testing.T) {
-		setEnv(t, map[string]string{"RANK": "4", "WORLD_SIZE": "4"})
-		if _, err := ReadEnv(); !errors.Is(err, ErrInvalidArgument) {
-			t.Errorf("%v, want ErrInvalidArgument", err)
-		}
-	})
-}
-
-// setEnv replaces getenv with a lookup in env for the test.
-func setEnv(t *testing.T, env map[string]string) {
-	old := getenv
-	getenv = func(k string) string { return env[k] }
-	t.Cleanup(func() { getenv = old })
-}
-
 func TestDeviceAddr(t *testing.T) {
-	setEnv(t, nil)
 	const root = "127.0.0.1:29500"
-	if a, err := deviceAddr("", 3, root); err != nil || a.String() != "127.0.0.13:4791" {
+	if a, err := deviceAddr("", 3, root, Env{}); err != nil || a.String() != "127.0.0.13:4791" {
 		t.Errorf("default for rank 3: %v %v", a, err)
 	}
 	// A root named by a loopback name is a job on one host too.
-	if a, err := deviceAddr("", 3, "localhost:29500"); err != nil || a.String() != "127.0.0.13:4791" {
+	if a, err := deviceAddr("", 3, "localhost:29500", Env{}); err != nil || a.String() != "127.0.0.13:4791" {
 		t.Errorf("default for rank 3, root localhost: %v %v", a, err)
 	}
-	if a, err := deviceAddr("127.9.9.9", 0, root); err != nil || a.String() != "127.9.9.9:4791" {
+	if a, err := deviceAddr("127.9.9.9", 0, root, Env{}); err != nil || a.String() != "127.9.9.9:4791" {
 		t.Errorf("explicit: %v %v", a, err)
 	}
-	setEnv(t, map[string]string{"GOROCE_ADDR": "127.1.2.3:5000"})
-	if a, err := deviceAddr("", 0, root); err != nil || a.String() != "127.1.2.3:5000" {
-		t.Errorf("GOROCE_ADDR: %v %v", a, err)
+	if a, err := deviceAddr("127.1.2.3:5000", 0, root, Env{}); err != nil || a.String() != "127.1.2.3:5000" {
+		t.Errorf("explicit with a port: %v %v", a, err)
 	}
-	if _, err := deviceAddr("nonsense", 0, root); !errors.Is(err, ErrInvalidArgument) {
+	if _, err := deviceAddr("nonsense", 0, root, Env{}); !errors.Is(err, ErrInvalidArgument) ||
+		!strings.Contains(err.Error(), `RNIC address "nonsense"`) {
 		t.Errorf("bad address: %v", err)
 	}
 	// Across hosts (a root that is not on loopback), the address comes from
 	// the route to the root: TestMultiHostNetns checks it between network
-	// namespaces. The port follows the launcher's local rank.
-	for env, want := range map[string]int{"LOCAL_RANK": 3, "OMPI_COMM_WORLD_LOCAL_RANK": 2, "SLURM_LOCALID": 1} {
-		setEnv(t, map[string]string{env: strconv.Itoa(want)})
-		if got := localRank(7); got != want {
-			t.Errorf("%s=%d: local rank %d", env, want, got)
-		}
+	// namespaces. The port follows the launcher's local rank, or the rank
+	// without a launcher.
+	if a, err := deviceAddr("", 7, "127.0.0.2:1", Env{Launcher: "torchrun", Rank: 7, LocalRank: 3}); err != nil || a.Port() != 4791 {
+		t.Errorf("a loopback root: %v %v, want port 4791 whatever the local rank", a, err)
 	}
-	setEnv(t, nil)
-	if got := localRank(7); got != 7 {
-		t.Errorf("no launcher's local rank: %d, want the rank, 7", got)
+	if got := hostRank(7, Env{Launcher: "torchrun", Rank: 7, LocalRank: 3}); got != 3 {
+		t.Errorf("rank 7 with a launcher's local rank 3: host rank %d", got)
+	}
+	if got := hostRank(7, Env{LocalSize: 2}); got != 7 {
+		t.Errorf("rank 7 without a launcher: host rank %d, want the rank", got)
 	}
 }
 
@@ -122,13 +78,12 @@ func TestParseAlgo(t *testing.T) {
 	}
 }
 
-// NCCL_DEBUG=INFO with NCCL_DEBUG_FILE=…%p writes the version line and the
-// communicator's INFO lines to the named file; WARN does not log INFO.
-func TestDebugEnv(t *testing.T) {
+// Debug INFO (NCCL_DEBUG) with DebugFile …%p (NCCL_DEBUG_FILE) writes the
+// version line and the communicator's INFO lines to the named file.
+func TestDebugLogger(t *testing.T) {
 	dir := t.TempDir()
-	setEnv(t, map[string]string{"NCCL_DEBUG": "INFO", "NCCL_DEBUG_FILE": filepath.Join(dir, "nccl.%p.log")})
 	f := NewMemFabricForTest(1)
-	c, err := NewComm(f, Options{})
+	c, err := NewComm(f, Options{Debug: "INFO", DebugFile: filepath.Join(dir, "nccl.%p.log")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,9 +96,9 @@ func TestDebugEnv(t *testing.T) {
 	if s := string(b); !strings.Contains(s, "NCCL version") || !strings.Contains(s, "comm ready") {
 		t.Errorf("log file holds %q", s)
 	}
-	setEnv(t, map[string]string{"NCCL_DEBUG": "bogus"})
-	if _, err := LoggerFromEnv(); !errors.Is(err, ErrInvalidArgument) {
-		t.Errorf("NCCL_DEBUG=bogus: %v", err)
+	if _, err := NewComm(NewMemFabricForTest(1), Options{Debug: "bogus"}); !errors.Is(err, ErrInvalidArgument) ||
+		!strings.Contains(err.Error(), `NCCL_DEBUG="bogus": want VERSION, WARN, INFO or TRACE`) {
+		t.Errorf("Debug bogus: %v", err)
 	}
 }
 
@@ -151,32 +106,23 @@ func TestBusyPoll(t *testing.T) {
 	lo, remote := netip.MustParseAddr("127.0.0.10"), netip.MustParseAddr("192.0.2.1")
 	cpus := runtime.NumCPU()
 	for _, c := range []struct {
-		name   string
-		env    map[string]string
-		opt    time.Duration
-		addr   netip.Addr
-		nranks int
-		want   time.Duration
+		name      string
+		localSize int
+		opt       time.Duration
+		addr      netip.Addr
+		nranks    int
+		want      time.Duration
 	}{
-		{"loopback ranks fit the CPUs", nil, 0, lo, cpus, DefaultBusyPoll},
-		{"loopback ranks outnumber the CPUs", nil, 0, lo, cpus + 1, 0},
-		{"one rank per remote host", nil, 0, remote, 64, DefaultBusyPoll},
-		{"the launcher's local size", map[string]string{"LOCAL_WORLD_SIZE": strconv.Itoa(cpus + 1)}, 0, remote, 64, 0},
-		{"Open MPI's local size", map[string]string{"OMPI_COMM_WORLD_LOCAL_SIZE": "1"}, 0, lo, cpus + 1, DefaultBusyPoll},
-		{"explicit", nil, 50 * time.Microsecond, lo, cpus + 1, 50 * time.Microsecond},
-		{"explicitly off", nil, -1, lo, 1, 0},
-		{"the environment wins", map[string]string{"GOROCE_BUSY_POLL": "1ms"}, -1, lo, 1, time.Millisecond},
-		{"the environment turns it off", map[string]string{"GOROCE_BUSY_POLL": "0"}, 0, lo, 1, 0},
+		{"loopback ranks fit the CPUs", 0, 0, lo, cpus, DefaultBusyPoll},
+		{"loopback ranks outnumber the CPUs", 0, 0, lo, cpus + 1, 0},
+		{"one rank per remote host", 0, 0, remote, 64, DefaultBusyPoll},
+		{"the launcher's local size", cpus + 1, 0, remote, 64, 0},
+		{"the launcher's local size on loopback", 1, 0, lo, cpus + 1, DefaultBusyPoll},
+		{"explicit", 0, 50 * time.Microsecond, lo, cpus + 1, 50 * time.Microsecond},
+		{"explicitly off", 0, -1, lo, 1, 0},
 	} {
-		setEnv(t, c.env)
-		if got, err := busyPoll(c.opt, c.addr, c.nranks); err != nil || got != c.want {
-			t.Errorf("%s: busyPoll = %v, %v; want %v", c.name, got, err, c.want)
-		}
-	}
-	for _, bad := range []string{"fast", "-1ms"} {
-		setEnv(t, map[string]string{"GOROCE_BUSY_POLL": bad})
-		if _, err := busyPoll(0, lo, 2); !errors.Is(err, ErrInvalidArgument) {
-			t.Errorf("GOROCE_BUSY_POLL=%q: %v, want ErrInvalidArgument", bad, err)
+		if got := busyPoll(c.opt, c.addr, c.nranks, c.localSize); got != c.want {
+			t.Errorf("%s: busyPoll = %v, want %v", c.name, got, c.want)
 		}
 	}
 }
@@ -236,34 +182,3 @@ type fragmenting struct {
 }
 
 func (f fragmenting) FragmentSize() int { return f.n }
-
-// NCCL_IB_TIMEOUT and NCCL_IB_RETRY_CNT reach the transport's QPs; unset,
-// the transport's defaults stay; out of range, init fails.
-func TestIBRetryFromEnv(t *testing.T) {
-	for _, c := range []struct {
-		env            map[string]string
-		timeout, retry uint8
-		bad            bool
-	}{
-		{nil, 0, 0, false},
-		{map[string]string{"NCCL_IB_TIMEOUT": "18"}, 18, 0, false},
-		{map[string]string{"NCCL_IB_TIMEOUT": "16", "NCCL_IB_RETRY_CNT": "3"}, 16, 3, false},
-		{map[string]string{"NCCL_IB_TIMEOUT": "32"}, 0, 0, true},
-		{map[string]string{"NCCL_IB_TIMEOUT": "0"}, 0, 0, true},
-		{map[string]string{"NCCL_IB_RETRY_CNT": "8"}, 0, 0, true},
-		{map[string]string{"NCCL_IB_RETRY_CNT": "x"}, 0, 0, true},
-	} {
-		setEnv(t, c.env)
-		var ic ib.Config
-		err := ibRetryFromEnv(&ic)
-		if c.bad {
-			if !errors.Is(err, ErrInvalidArgument) {
-				t.Errorf("%v: %v, want ErrInvalidArgument", c.env, err)
-			}
-			continue
-		}
-		if err != nil || ic.Timeout != c.timeout || ic.RetryCnt != c.retry {
-			t.Errorf("%v: timeout %d retry %d (%v), want %d and %d", c.env, ic.Timeout, ic.RetryCnt, err, c.timeout, c.retry)
-		}
-	}
-}

@@ -30,8 +30,8 @@ type GPU struct {
 	// rnic.Config.PeerMemory).
 	PeerMemory bool
 	// GDRLevel is the farthest GPU–NIC path over which GPUDirect RDMA is
-	// used: LOC, PIX, PXB, PHB or SYS. Empty: NCCL_NET_GDR_LEVEL, else
-	// DefaultGDRLevel.
+	// used: LOC, PIX, PXB, PHB or SYS. Empty: the communicator's
+	// Options.GDRLevel (NCCL_NET_GDR_LEVEL), else DefaultGDRLevel.
 	GDRLevel string
 }
 
@@ -83,7 +83,7 @@ func (c *Comm) UseGPU(g GPU) error {
 	if c.gpu != nil {
 		return fmt.Errorf("%w: UseGPU: %s already attached", ErrInvalidArgument, c.gpu.dev.Name())
 	}
-	r, err := newGPURank(g, c.rank, c.size, c.log)
+	r, err := newGPURank(g, c.opts.GDRLevel, c.rank, c.size, c.log)
 	if err != nil {
 		return err
 	}
@@ -98,16 +98,16 @@ func (c *Comm) attachGPU(r *gpuRank) {
 }
 
 // newGPURank chooses the network path of device buffers for every peer of
-// rank (of size), and logs the choice.
-func newGPURank(g GPU, rank, size int, log *zap.Logger) (*gpuRank, error) {
+// rank (of size), with GPUDirect RDMA up to g.GDRLevel, else level (the
+// communicator's Options.GDRLevel), and logs the choice.
+func newGPURank(g GPU, level string, rank, size int, log *zap.Logger) (*gpuRank, error) {
 	if g.Device == nil {
 		return nil, fmt.Errorf("%w: UseGPU: no device", ErrInvalidArgument)
 	}
 	sys := g.Device.System()
-	level := g.GDRLevel
-	src := "GDRLevel"
-	if level == "" {
-		level, src = getenv("NCCL_NET_GDR_LEVEL"), "NCCL_NET_GDR_LEVEL"
+	src := "NCCL_NET_GDR_LEVEL"
+	if g.GDRLevel != "" {
+		level, src = g.GDRLevel, "GDRLevel"
 	}
 	gdrL := DefaultGDRLevel
 	if strings.TrimSpace(level) != "" {

@@ -252,7 +252,7 @@ func TestGPUPathChoice(t *testing.T) {
 		layout gpu.PathType
 		peer   bool
 		level  string // GPU.GDRLevel
-		env    string // NCCL_NET_GDR_LEVEL
+		env    string // Options.GDRLevel, NCCL_NET_GDR_LEVEL
 		want   NetPath
 		why    string
 	}{
@@ -267,9 +267,8 @@ func TestGPUPathChoice(t *testing.T) {
 		{gpu.PathPIX, false, "", "", PathStaged, "peer memory (GPUDirect RDMA) not enabled"},
 	}
 	for _, tc := range cases {
-		setEnv(t, map[string]string{"NCCL_NET_GDR_LEVEL": tc.env})
 		core, logs := observer.New(zapcore.InfoLevel)
-		comms := memComms(t, 2, Options{Logger: zap.New(core)})
+		comms := memComms(t, 2, Options{Logger: zap.New(core), GDRLevel: tc.env})
 		_, dev, nic, err := gpu.Preset(tc.layout, 1<<20, gpu.Options{})
 		if err != nil {
 			t.Fatal(err)
@@ -291,21 +290,19 @@ func TestGPUPathChoice(t *testing.T) {
 }
 
 func TestDeviceErrors(t *testing.T) {
-	setEnv(t, map[string]string{"NCCL_NET_GDR_LEVEL": "NVL"})
-	comms := memComms(t, 2, Options{})
+	comms := memComms(t, 2, Options{GDRLevel: "NVL"})
 	_, dev, nic, _ := gpu.Preset(gpu.PathPIX, 1<<20, gpu.Options{})
 	p, _ := dev.Alloc(64)
 	if err := comms[0].AllReduceDevice(p, p, 16, Float32, Sum).Err(); !errors.Is(err, ErrInvalidArgument) {
 		t.Errorf("device op without UseGPU: %v", err)
 	}
 	if err := comms[0].UseGPU(GPU{Device: dev, NIC: nic}); !errors.Is(err, ErrInvalidArgument) {
-		t.Errorf("NCCL_NET_GDR_LEVEL=NVL: %v", err)
+		t.Errorf("Options.GDRLevel NVL: %v", err)
 	}
-	setEnv(t, nil)
-	if err := comms[0].UseGPU(GPU{Device: dev, NIC: nic}); err != nil {
+	if err := comms[0].UseGPU(GPU{Device: dev, NIC: nic, GDRLevel: "PXB"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := comms[0].UseGPU(GPU{Device: dev, NIC: nic}); !errors.Is(err, ErrInvalidArgument) {
+	if err := comms[0].UseGPU(GPU{Device: dev, NIC: nic, GDRLevel: "PXB"}); !errors.Is(err, ErrInvalidArgument) {
 		t.Errorf("UseGPU twice: %v", err)
 	}
 	_, other, _, _ := gpu.Preset(gpu.PathPIX, 1<<20, gpu.Options{})

@@ -202,7 +202,7 @@ func testCollectivesAndDestroy(t *testing.T, comms []*Comm, rng *rand.Rand) {
 // within the bootstrap timeout, naming it.
 func TestCommInitMissingRank(t *testing.T) {
 	const n = 3
-	id, err := GetUniqueID()
+	id, err := GetUniqueID(Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

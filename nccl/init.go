@@ -4,17 +4,12 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/fnv"
-	"io"
 	"net"
 	"net/netip"
 	"runtime"
-	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -25,8 +20,6 @@ import (
 	"github.com/goroce/goroce/nccl/transport/ib"
 	"github.com/goroce/goroce/qp"
 	"github.com/goroce/goroce/rnic"
-	"github.com/goroce/goroce/rnic/link"
-	"github.com/goroce/goroce/rnic/shmlink"
 )
 
 // UniqueIDBytes is the size of a UniqueID, NCCL_UNIQUE_ID_BYTES.
@@ -87,16 +80,16 @@ var listeners sync.Map // magic → net.Listener
 
 // GetUniqueID opens the bootstrap root's listening socket and returns the
 // ID naming it (ncclGetUniqueId). Call it in the process of rank 0. The
-// socket is at NCCL_COMM_ID (host:port) if set; otherwise an ephemeral
-// port on an address the other ranks can reach: GOROCE_ADDR's, else, in a
+// socket is at opts.CommID (NCCL_COMM_ID) if set; otherwise an ephemeral
+// port on an address the other ranks can reach: opts.Addr's, else, in a
 // job whose launcher names a root on another address than loopback
-// (MASTER_ADDR), this host's address on the route to it (a communicator
+// (opts.Launch), this host's address on the route to it (a communicator
 // split from that job's has its ranks where that job's are), else
 // 127.0.0.1.
-func GetUniqueID() (UniqueID, error) {
-	addr := getenv("NCCL_COMM_ID")
+func GetUniqueID(opts Options) (UniqueID, error) {
+	addr := opts.CommID
 	if addr == "" {
-		addr = net.JoinHostPort(bootstrapHost(), "0")
+		addr = net.JoinHostPort(bootstrapHost(opts), "0")
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -119,7 +112,7 @@ func GetUniqueID() (UniqueID, error) {
 // CommInitRank creates rank's member of a communicator of nranks ranks
 // (ncclCommInitRank). Every rank calls it with the same ID. Rank 0 runs the
 // bootstrap root. Each rank opens a goroce device (Options.Device, or a
-// new one at Options.Addr / GOROCE_ADDR / 127.0.0.(10+rank)), creates an RC
+// new one at Options.Addr or its default, see deviceAddr), creates an RC
 // QP and receive slots per peer, swaps their details through the
 // bootstrap, connects, and meets the others at a barrier. Fails within
 // Options.BootstrapTimeout naming the ranks that did not show up.
@@ -131,151 +124,257 @@ func CommInitRank(ctx context.Context, nranks int, id UniqueID, rank int, opts O
 	if err != nil {
 		return nil, err
 	}
-	if opts.BootstrapTimeout <= 0 {
-		opts.BootstrapTimeout = DefaultBootstrapTimeout
+	if err := opts.initDefaults(); err != nil {
+		return nil, err
 	}
-	if opts.Logger == nil {
-		if opts.Logger, err = LoggerFromEnv(); err != nil {
-			return nil, err
-		}
-	}
-	log := opts.Logger.With(zap.Int("rank", rank), zap.Int("nranks", nranks))
-	var cleanup []func() error
-	fail := func(err error) (*Comm, error) {
-		for i := len(cleanup) - 1; i >= 0; i-- {
-			cleanup[i]()
-		}
-		log.Warn("init failed", zap.Error(err))
+	in := &rankInit{rank: rank, nranks: nranks, job: job, rootAddr: rootAddr, opts: opts,
+		log: opts.Logger.With(zap.Int("rank", rank), zap.Int("nranks", nranks))}
+	c, err := in.run(ctx)
+	if err != nil {
+		in.undo()
+		in.log.Warn("init failed", zap.Error(err))
 		return nil, fmt.Errorf("nccl: CommInitRank rank %d of %d: %w", rank, nranks, err)
 	}
+	in.log.Info("init done", zap.String("root", rootAddr), zap.Stringer("rnic", c.dev.Addr()))
+	return c, nil
+}
 
-	var root *bootstrap.Root
-	if rank == 0 {
+// initDefaults fills in what CommInitRank needs that o leaves unset: the
+// bootstrap timeout and the logger.
+func (o *Options) initDefaults() error {
+	if o.BootstrapTimeout <= 0 {
+		o.BootstrapTimeout = DefaultBootstrapTimeout
+	}
+	if o.Logger == nil {
+		l, err := newLogger(o.Debug, o.DebugFile)
+		if err != nil {
+			return err
+		}
+		o.Logger = l
+	}
+	return nil
+}
+
+// rankInit is one rank's CommInitRank under way: each step adds what it
+// made, and what undoes it should a later step fail.
+type rankInit struct {
+	rank, nranks int
+	job          bootstrap.Job
+	rootAddr     string
+	opts         Options
+	log          *zap.Logger
+
+	root  *bootstrap.Root   // rank 0's rendezvous
+	boot  *bootstrap.Client // this rank's bootstrap connection
+	gpu   *gpuRank          // Options.GPU's paths
+	ic    ib.Config         // the transport's configuration
+	dev   *rnic.Device
+	owned []func() error // close the device CommInitRank opened, then flush its capture
+	tr    *ib.Transport
+	board *noticeBoard
+
+	undos []func() error // run newest first when a step fails
+}
+
+// run takes CommInitRank's steps in order.
+func (in *rankInit) run(ctx context.Context) (*Comm, error) {
+	if err := in.bootstrap(ctx); err != nil {
+		return nil, err
+	}
+	if err := in.attachGPU(); err != nil {
+		return nil, err
+	}
+	// The transport's shape comes first: the device's RC window follows
+	// its FIFOs (fifoWindow).
+	in.ic = ib.Config{Rank: in.rank, Size: in.nranks, Slots: in.opts.Slots, SlotSize: in.opts.SlotSize,
+		MTU: in.opts.MTU, Timeout: in.opts.IBTimeout, RetryCnt: in.opts.IBRetryCnt}
+	if err := in.openDevice(); err != nil {
+		return nil, err
+	}
+	if err := in.newTransport(); err != nil {
+		return nil, err
+	}
+	if err := in.connect(ctx); err != nil {
+		return nil, err
+	}
+	if err := in.watch(ctx); err != nil {
+		return nil, err
+	}
+	return in.comm()
+}
+
+// undo releases what the steps so far made, newest first.
+func (in *rankInit) undo() {
+	for i := len(in.undos) - 1; i >= 0; i-- {
+		in.undos[i]()
+	}
+}
+
+// bootstrap starts the rendezvous (rank 0) and joins it.
+func (in *rankInit) bootstrap(ctx context.Context) error {
+	if in.rank == 0 {
 		var ln net.Listener
-		if v, ok := listeners.LoadAndDelete(job.Magic); ok {
+		if v, ok := listeners.LoadAndDelete(in.job.Magic); ok {
 			ln = v.(net.Listener)
-		} else if ln, err = net.Listen("tcp", rootAddr); err != nil {
-			return fail(fmt.Errorf("bootstrap root: %w", err))
+		} else {
+			var err error
+			if ln, err = net.Listen("tcp", in.rootAddr); err != nil {
+				return fmt.Errorf("bootstrap root: %w", err)
+			}
 		}
-		root = bootstrap.StartRoot(ln, nranks, job, bootstrap.RootOptions{Timeout: opts.BootstrapTimeout,
-			Logger: log.With(zap.String("bootstrap", "root"))})
-		cleanup = append(cleanup, func() error { root.Close(); return nil })
+		in.root = bootstrap.StartRoot(ln, in.nranks, in.job, bootstrap.RootOptions{Timeout: in.opts.BootstrapTimeout,
+			Logger: in.log.With(zap.String("bootstrap", "root"))})
+		in.undos = append(in.undos, func() error { in.root.Close(); return nil })
 	}
-	boot, err := bootstrap.Connect(ctx, rootAddr, rank, nranks, job, opts.BootstrapTimeout)
+	boot, err := bootstrap.Connect(ctx, in.rootAddr, in.rank, in.nranks, in.job, in.opts.BootstrapTimeout)
 	if err != nil {
-		return fail(err)
+		return err
 	}
-	cleanup = append(cleanup, boot.Close)
+	in.boot = boot
+	in.undos = append(in.undos, boot.Close)
+	return nil
+}
 
-	var gr *gpuRank
-	if opts.GPU != nil {
-		if gr, err = newGPURank(*opts.GPU, rank, nranks, log); err != nil {
-			return fail(err)
+// attachGPU chooses the paths of Options.GPU's buffers, if it is set.
+func (in *rankInit) attachGPU() error {
+	if in.opts.GPU == nil {
+		return nil
+	}
+	var err error
+	in.gpu, err = newGPURank(*in.opts.GPU, in.opts.GDRLevel, in.rank, in.nranks, in.log)
+	return err
+}
+
+// openDevice takes Options.Device, or opens the RNIC deviceConfig
+// describes, capturing to Options.Pcap.
+func (in *rankInit) openDevice() error {
+	if in.dev = in.opts.Device; in.dev != nil {
+		return nil
+	}
+	dc, err := in.deviceConfig()
+	if err != nil {
+		return err
+	}
+	closeCapture, err := openCapture(&dc, in.opts.Pcap, in.rank)
+	if err != nil {
+		return err
+	}
+	in.undos = append(in.undos, closeCapture) // runs after dev.Close
+	if in.dev, err = rnic.Open(dc); err != nil {
+		if errors.Is(err, syscall.EADDRINUSE) {
+			// Say which setting picks another address.
+			err = fmt.Errorf("%w: another device has UDP port 4791 at %v: give this rank another address "+
+				"(Options.Addr, GOROCE_ADDR, or goroce run's --addr-base)", err, dc.Addr.Addr())
+		}
+		return fmt.Errorf("opening the RNIC at %v: %w", dc.Addr, err)
+	}
+	in.undos = append(in.undos, in.dev.Close)
+	in.owned = []func() error{in.dev.Close, closeCapture}
+	return nil
+}
+
+// deviceConfig is Options.RNIC completed for this rank: its address, the
+// MTU of its interface, its polling, and the post mode and window nccl's
+// transport wants.
+func (in *rankInit) deviceConfig() (rnic.Config, error) {
+	opts := &in.opts
+	dc := opts.RNIC
+	if dc.Link != nil {
+		return dc, fmt.Errorf("%w: Options.RNIC.Link is set: give the device (Options.Device) instead", ErrInvalidArgument)
+	}
+	addr, err := deviceAddr(opts.Addr, in.rank, in.rootAddr, opts.Launch)
+	if err != nil {
+		return dc, err
+	}
+	if opts.MTU == 0 && !addr.Addr().IsLoopback() {
+		// On a real interface the path MTU must fit its frames, as rxe
+		// takes its active MTU from the netdev's.
+		if m := interfaceMTU(addr.Addr()); m > 0 {
+			opts.MTU, in.ic.MTU = m, m
 		}
 	}
-	dev := opts.Device
-	ic := ib.Config{Rank: rank, Size: nranks, Slots: opts.Slots, SlotSize: opts.SlotSize, MTU: opts.MTU}
-	if err := ibRetryFromEnv(&ic); err != nil {
-		return fail(err)
-	}
-	var obsClose func() error
-	if dev == nil {
-		addr, err := deviceAddr(opts.Addr, rank, rootAddr)
-		if err != nil {
-			return fail(err)
-		}
-		if opts.MTU == 0 && !addr.Addr().IsLoopback() {
-			// On a real interface the path MTU must fit its frames, as
-			// rxe takes its active MTU from the netdev's.
-			if m := interfaceMTU(addr.Addr()); m > 0 {
-				opts.MTU, ic.MTU = m, m
-			}
-		}
-		peerMemory := getenv("GOROCE_PEER_MEMORY") == "1" || (opts.GPU != nil && opts.GPU.PeerMemory)
-		busy, err := busyPoll(opts.BusyPoll, addr.Addr(), nranks)
-		if err != nil {
-			return fail(err)
-		}
-		// PostInline: a rank's posts leave in the call that makes them, so
-		// a collective that returns has put its data on the wire (a staged
-		// send is done once posted, and the worker would send it only at
-		// its next turn): a rank that exits right after a call, without
-		// Destroy, does not fail its peers' copy of that call.
-		dc := rnic.Config{Addr: addr, MTU: opts.MTU, Logger: opts.Logger, PeerMemory: peerMemory, BusyPoll: busy,
-			PostMode: rnic.PostInline, MaxUnackedPSNs: fifoWindow(ic), AlwaysVerifyICRC: getenv("GOROCE_VERIFY_ICRC") == "1"}
-		if dc.Link, err = linkFromEnv(addr, opts.Logger); err != nil {
-			return fail(err)
-		}
-		log.Debug("rnic polling", zap.Duration("busy_poll", busy))
-		closeObs, err := observeFromEnv(&dc, rank)
-		if err != nil {
-			return fail(err)
-		}
-		cleanup = append(cleanup, closeObs) // runs after dev.Close
-		if dev, err = rnic.Open(dc); err != nil {
-			if dc.Link != nil {
-				dc.Link.Close()
-			}
-			if errors.Is(err, syscall.EADDRINUSE) {
-				// Say which setting picks another address.
-				err = fmt.Errorf("%w: another device has UDP port 4791 at %v: give this rank another address "+
-					"(Options.Addr, GOROCE_ADDR, or goroce run's --addr-base)", err, addr.Addr())
-			}
-			return fail(fmt.Errorf("opening the RNIC at %v: %w", addr, err))
-		}
-		cleanup = append(cleanup, dev.Close)
-		obsClose = closeObs
-	}
-	ic.Device = dev
-	if ic.MTU == 0 {
+	busy := busyPoll(opts.BusyPoll, addr.Addr(), in.nranks, opts.Launch.LocalSize)
+	in.log.Debug("rnic polling", zap.Duration("busy_poll", busy))
+	// PostInline: a rank's posts leave in the call that makes them, so a
+	// collective that returns has put its data on the wire (a staged send
+	// is done once posted, and the worker would send it only at its next
+	// turn): a rank that exits right after a call, without Destroy, does
+	// not fail its peers' copy of that call.
+	dc.Addr, dc.MTU, dc.Logger, dc.BusyPoll = addr, opts.MTU, opts.Logger, busy
+	dc.PostMode, dc.MaxUnackedPSNs = rnic.PostInline, fifoWindow(in.ic)
+	dc.PeerMemory = dc.PeerMemory || (opts.GPU != nil && opts.GPU.PeerMemory)
+	return dc, nil
+}
+
+// newTransport creates the RC QPs and receive FIFOs, one per peer, on the
+// device.
+func (in *rankInit) newTransport() error {
+	in.ic.Device = in.dev
+	if in.ic.MTU == 0 {
 		// A device given (CommSplit's parent's, or the caller's) may be
 		// on an interface whose frames hold less than 4096: take its
 		// active MTU, as a verbs program reads it from ibv_query_port.
-		if pa, err := dev.QueryPort(1); err == nil {
-			ic.MTU = pa.ActiveMTU.Bytes()
+		if pa, err := in.dev.QueryPort(1); err == nil {
+			in.ic.MTU = pa.ActiveMTU.Bytes()
 		}
 	}
-	if gr != nil {
-		ic.SlotMemory = gr.slotMemory
+	if in.gpu != nil {
+		in.ic.SlotMemory = in.gpu.slotMemory
 	}
-	tr, err := ib.New(ic)
+	tr, err := ib.New(in.ic)
 	if err != nil {
-		return fail(err)
+		return err
 	}
-	cleanup = append(cleanup, tr.Close)
-	infos, err := boot.AllGather(ctx, tr.LocalInfo())
+	in.tr = tr
+	in.undos = append(in.undos, tr.Close)
+	return nil
+}
+
+// connect swaps the QPs' details through the bootstrap, connects them,
+// and meets the other ranks at a barrier: nobody writes before every QP
+// is ready to receive.
+func (in *rankInit) connect(ctx context.Context) error {
+	infos, err := in.boot.AllGather(ctx, in.tr.LocalInfo())
 	if err != nil {
-		return fail(err)
+		return err
 	}
-	if err := tr.Connect(infos); err != nil {
-		return fail(err)
+	if err := in.tr.Connect(infos); err != nil {
+		return err
 	}
-	// Nobody writes before every QP is ready to receive.
-	if err := boot.Barrier(ctx); err != nil {
-		return fail(err)
-	}
-	// The bootstrap connections stay open as the failure channel: every
-	// rank hears which rank died, even one not talking to it (notice.go).
+	return in.boot.Barrier(ctx)
+}
+
+// watch keeps the bootstrap connections open as the failure channel:
+// every rank hears which rank died, even one not talking to it
+// (notice.go).
+func (in *rankInit) watch(ctx context.Context) error {
 	board := newNoticeBoard()
-	if err := boot.Watch(ctx, func(n bootstrap.Notice) { board.record(n) }); err != nil {
-		return fail(err)
+	if err := in.boot.Watch(ctx, func(n bootstrap.Notice) { board.record(n) }); err != nil {
+		return err
 	}
 	board.send = func(n notice) {
-		if err := boot.Report(n); err != nil {
-			log.Warn("could not report a failure to the other ranks", zap.Error(err))
+		if err := in.boot.Report(n); err != nil {
+			in.log.Warn("could not report a failure to the other ranks", zap.Error(err))
 		}
 	}
-	c, err := NewComm(tr, opts)
+	in.board = board
+	return nil
+}
+
+// comm makes the communicator over the connected transport and hands it
+// what it must close.
+func (in *rankInit) comm() (*Comm, error) {
+	c, err := NewComm(in.tr, in.opts)
 	if err != nil {
-		return fail(err)
+		return nil, err
 	}
-	c.dev = dev
-	c.board = board
-	if gr != nil {
-		c.attachGPU(gr)
+	c.dev = in.dev
+	c.board = in.board
+	if in.gpu != nil {
+		c.attachGPU(in.gpu)
 	}
-	c.closers = append(c.closers, boot.Close)
-	if root != nil {
+	c.closers = append(c.closers, in.boot.Close)
+	if root := in.root; root != nil {
 		// Destroy leaves the root serving the other ranks' notices until
 		// they have all said goodbye; Abort stops it.
 		c.closers = append(c.closers, func() error {
@@ -285,10 +384,7 @@ func CommInitRank(ctx context.Context, nranks int, id UniqueID, rank int, opts O
 			return nil
 		})
 	}
-	if opts.Device == nil {
-		c.closers = append(c.closers, dev.Close, obsClose)
-	}
-	log.Info("init done", zap.String("root", rootAddr), zap.Stringer("rnic", dev.Addr()))
+	c.closers = append(c.closers, in.owned...)
 	return c, nil
 }
 
@@ -303,89 +399,76 @@ func fifoWindow(ic ib.Config) int {
 	return min(max(2*ic.FIFOPackets(), qp.DefaultMaxUnackedPSNs), qp.MaxWindowPSNs)
 }
 
-// busyPoll picks the device's polling budget: GOROCE_BUSY_POLL, else an
-// explicit Options.BusyPoll, else DefaultBusyPoll if this host's ranks fit
-// its CPUs. The ranks on this host are LOCAL_WORLD_SIZE or
-// OMPI_COMM_WORLD_LOCAL_SIZE when a launcher says, else all of them on a
-// loopback address, else one.
-func busyPoll(opt time.Duration, addr netip.Addr, nranks int) (time.Duration, error) {
-	if s := getenv("GOROCE_BUSY_POLL"); s != "" {
-		d, err := time.ParseDuration(s)
-		if err != nil || d < 0 {
-			return 0, fmt.Errorf("%w: GOROCE_BUSY_POLL=%q (want a duration such as 200us, or 0 for off)", ErrInvalidArgument, s)
-		}
-		return d, nil
-	}
+// busyPoll picks the device's polling budget: an explicit opt (negative:
+// off), else DefaultBusyPoll if this host's ranks fit its CPUs. The ranks
+// on this host are localSize when a launcher says (Env.LocalSize), else
+// all of them on a loopback address, else one.
+func busyPoll(opt time.Duration, addr netip.Addr, nranks, localSize int) time.Duration {
 	switch {
 	case opt < 0:
-		return 0, nil
+		return 0
 	case opt > 0:
-		return opt, nil
+		return opt
 	}
 	local := 1
 	if addr.Unmap().IsLoopback() {
 		local = nranks
 	}
-	for _, k := range []string{"LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE"} {
-		if n, err := strconv.Atoi(getenv(k)); err == nil && n > 0 {
-			local = n
-			break
-		}
+	if localSize > 0 {
+		local = localSize
 	}
 	if local > runtime.NumCPU() {
-		return 0, nil
+		return 0
 	}
-	return DefaultBusyPoll, nil
+	return DefaultBusyPoll
 }
 
-// linkFromEnv opens the wire GOROCE_LINK asks for: "shm" a shared-memory
-// link at addr (rnic/shmlink, its files in GOROCE_SHM_DIR or the default
-// directory), "udp" or unset none, so that rnic.Open opens a UDP socket.
-func linkFromEnv(addr netip.AddrPort, log *zap.Logger) (link.Link, error) {
-	switch s := getenv("GOROCE_LINK"); s {
-	case "", "udp":
-		return nil, nil
-	case "shm":
-		l, err := shmlink.Open(shmlink.Config{Local: addr, Dir: getenv("GOROCE_SHM_DIR"), Logger: log})
-		if err != nil {
-			return nil, fmt.Errorf("opening the shared-memory link at %v: %w", addr, err)
-		}
-		return l, nil
-	default:
-		return nil, fmt.Errorf("%w: GOROCE_LINK=%q (want shm or udp)", ErrInvalidArgument, s)
-	}
-}
-
-// deviceAddr picks the RNIC address: explicit, else GOROCE_ADDR, else a
+// deviceAddr picks the RNIC address: explicit (Options.Addr), else a
 // default that follows the bootstrap root, as NCCL picks the interface for
 // its sockets. A root on a loopback address is a job on one host: rank r
 // gets 127.0.0.(10+r), port 4791. Any other root means ranks may be on
 // several hosts: the rank takes this host's address on the interface that
 // reaches the root (the source address the kernel's route to the root
 // gives), so that ranks started by mpirun -H, srun or torchrun --nnodes
-// find each other, with port 4791 + its local rank (LOCAL_RANK,
-// OMPI_COMM_WORLD_LOCAL_RANK or SLURM_LOCALID, else its rank) so that the
-// ranks of one host do not collide. The port is 4791 unless given.
-func deviceAddr(explicit string, rank int, root string) (netip.AddrPort, error) {
-	s := explicit
-	if s == "" {
-		s = getenv("GOROCE_ADDR")
+// find each other, with port 4791 + its local rank (launch.LocalRank under
+// a launcher, else its rank) so that the ranks of one host do not collide.
+// The port is 4791 unless given.
+func deviceAddr(explicit string, rank int, root string, launch Env) (netip.AddrPort, error) {
+	if explicit != "" {
+		ap, err := parseRNICAddr(explicit)
+		if err != nil {
+			return ap, fmt.Errorf("%w: RNIC address %q (Options.Addr, GOROCE_ADDR): %v", ErrInvalidArgument, explicit, err)
+		}
+		return ap, nil
 	}
-	if s == "" {
-		return defaultDeviceAddr(rank, root)
+	return defaultDeviceAddr(rank, hostRank(rank, launch), root)
+}
+
+// hostRank is rank's index among the ranks of its host: the launcher's
+// (launch.LocalRank), else rank.
+func hostRank(rank int, launch Env) int {
+	if launch.Launcher != "" {
+		return launch.LocalRank
 	}
+	return rank
+}
+
+// parseRNICAddr reads an RNIC address: an IP address, or IP:port; the
+// port defaults to 4791.
+func parseRNICAddr(s string) (netip.AddrPort, error) {
 	if ap, err := netip.ParseAddrPort(s); err == nil {
 		return ap, nil
 	}
 	a, err := netip.ParseAddr(s)
 	if err != nil {
-		return netip.AddrPort{}, fmt.Errorf("%w: RNIC address %q (GOROCE_ADDR or Options.Addr: want an IP address, or IP:port)", ErrInvalidArgument, s)
+		return netip.AddrPort{}, errors.New("want an IP address, or IP:port")
 	}
 	return netip.AddrPortFrom(a, 4791), nil
 }
 
-// defaultDeviceAddr is deviceAddr's choice when nothing names an address.
-func defaultDeviceAddr(rank int, root string) (netip.AddrPort, error) {
+// defaultDeviceAddr is deviceAddr's choice when nothing names an address,
+// for rank, the localRank-th rank of its host.
+func defaultDeviceAddr(rank, localRank int, root string) (netip.AddrPort, error) {
 	rootIP := netip.MustParseAddr("127.0.0.1")
 	if host, _, err := net.SplitHostPort(root); err == nil {
 		if ip, err := netip.ParseAddr(host); err == nil {
@@ -408,9 +491,9 @@ func defaultDeviceAddr(rank int, root string) (netip.AddrPort, error) {
 	}
 	local := c.LocalAddr().(*net.UDPAddr).AddrPort().Addr().Unmap()
 	c.Close()
-	port := 4791 + localRank(rank)
+	port := 4791 + localRank
 	if port > 65535 {
-		return netip.AddrPort{}, fmt.Errorf("%w: no default port for local rank %d; set GOROCE_ADDR", ErrInvalidArgument, port-4791)
+		return netip.AddrPort{}, fmt.Errorf("%w: no default port for local rank %d; set GOROCE_ADDR", ErrInvalidArgument, localRank)
 	}
 	return netip.AddrPortFrom(local, uint16(port)), nil
 }
@@ -447,191 +530,15 @@ func interfaceMTU(ip netip.Addr) int {
 	return 0
 }
 
-// bootstrapHost is where GetUniqueID listens without NCCL_COMM_ID.
-func bootstrapHost() string {
-	if v := getenv("GOROCE_ADDR"); v != "" {
-		if ap, err := netip.ParseAddrPort(v); err == nil {
-			return ap.Addr().String()
-		}
-		if a, err := netip.ParseAddr(v); err == nil {
-			return a.String()
-		}
+// bootstrapHost is where GetUniqueID listens without Options.CommID.
+func bootstrapHost(opts Options) string {
+	if ap, err := parseRNICAddr(opts.Addr); err == nil {
+		return ap.Addr().String()
 	}
-	if e, err := ReadEnv(); err == nil {
-		if a, err := defaultDeviceAddr(e.Rank, e.Root); err == nil && !a.Addr().IsLoopback() {
+	if e := opts.Launch; e.Launcher != "" {
+		if a, err := defaultDeviceAddr(e.Rank, e.LocalRank, e.Root); err == nil && !a.Addr().IsLoopback() {
 			return a.Addr().String()
 		}
 	}
 	return "127.0.0.1"
-}
-
-// localRank is the rank's index among the ranks of its host, as the
-// launcher says (LOCAL_RANK, OMPI_COMM_WORLD_LOCAL_RANK, SLURM_LOCALID),
-// or rank when it says nothing.
-func localRank(rank int) int {
-	for _, v := range []string{"LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID"} {
-		if n, err := strconv.Atoi(getenv(v)); err == nil && n >= 0 {
-			return n
-		}
-	}
-	return rank
-}
-
-// Env is what CommInitFromEnv read from the launcher's environment.
-type Env struct {
-	Rank, Size, LocalRank int
-	Root                  string // host:port of the bootstrap root
-	Launcher              string // "torchrun", "openmpi", "slurm"
-}
-
-// ErrNoEnv: none of the launcher variables are set.
-var ErrNoEnv = errors.New("nccl: no launcher environment (RANK/WORLD_SIZE, OMPI_COMM_WORLD_RANK/SIZE or SLURM_PROCID/SLURM_NTASKS)")
-
-// ReadEnv reads the rank, size and root address the way the usual
-// launchers publish them: torchrun (RANK, WORLD_SIZE, LOCAL_RANK,
-// MASTER_ADDR, MASTER_PORT), Open MPI (OMPI_COMM_WORLD_RANK,
-// OMPI_COMM_WORLD_SIZE, OMPI_COMM_WORLD_LOCAL_RANK) and Slurm
-// (SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID), in that order of
-// preference. The root is NCCL_COMM_ID if set, else MASTER_ADDR:MASTER_PORT
-// (defaults 127.0.0.1 and 29500).
-func ReadEnv() (Env, error) {
-	var e Env
-	for _, l := range []struct{ name, rank, size, local string }{
-		{"torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK"},
-		{"openmpi", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK"},
-		{"slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID"},
-	} {
-		if getenv(l.rank) == "" {
-			continue
-		}
-		var err error
-		if e.Rank, err = strconv.Atoi(getenv(l.rank)); err != nil {
-			return e, fmt.Errorf("%w: %s=%q", ErrInvalidArgument, l.rank, getenv(l.rank))
-		}
-		if e.Size, err = strconv.Atoi(getenv(l.size)); err != nil {
-			return e, fmt.Errorf("%w: %s=%q", ErrInvalidArgument, l.size, getenv(l.size))
-		}
-		if s := getenv(l.local); s != "" {
-			if e.LocalRank, err = strconv.Atoi(s); err != nil {
-				return e, fmt.Errorf("%w: %s=%q", ErrInvalidArgument, l.local, s)
-			}
-		}
-		e.Launcher = l.name
-		break
-	}
-	if e.Launcher == "" {
-		return e, ErrNoEnv
-	}
-	if e.Size < 1 || e.Rank < 0 || e.Rank >= e.Size {
-		return e, fmt.Errorf("%w: rank %d of %d from %s", ErrInvalidArgument, e.Rank, e.Size, e.Launcher)
-	}
-	e.Root = getenv("NCCL_COMM_ID")
-	if e.Root == "" {
-		host, port := getenv("MASTER_ADDR"), getenv("MASTER_PORT")
-		if host == "" {
-			host = "127.0.0.1"
-		}
-		if port == "" {
-			port = "29500"
-		}
-		e.Root = net.JoinHostPort(host, port)
-	}
-	return e, nil
-}
-
-// CommInitFromEnv creates this process's communicator from the launcher's
-// environment (see ReadEnv): every rank derives the same unique ID from
-// the root address, the world size and the job's secret (see JobSecret),
-// and rank 0 serves the rendezvous there.
-func CommInitFromEnv(ctx context.Context, opts Options) (*Comm, error) {
-	e, err := ReadEnv()
-	if err != nil {
-		return nil, err
-	}
-	id, err := e.UniqueID()
-	if err != nil {
-		return nil, err
-	}
-	return CommInitRank(ctx, e.Size, id, e.Rank, opts)
-}
-
-// UniqueID returns the launch's unique ID, the one CommInitFromEnv uses:
-// every rank derives its magic from the root address and the world size
-// and its secret from JobSecret, and rank 0's CommInitRank serves the
-// rendezvous at Root. Bindings that hand out an ID under a launcher
-// (ncclGetUniqueId in cmd/goroce-nccl) return it, so every rank's ID
-// agrees however the program distributes it.
-func (e Env) UniqueID() (UniqueID, error) {
-	secret, _ := JobSecret(e)
-	h := fnv.New64a()
-	fmt.Fprintf(h, "%s/%d", e.Root, e.Size)
-	return makeID(h.Sum64(), secret, e.Root)
-}
-
-// JobSecretEnv is the variable that hands the ranks of a job their shared
-// secret: `goroce run` sets it to 32 random bytes in hex for each job.
-const JobSecretEnv = "GOROCE_JOB_SECRET"
-
-// jobIDVars are the launcher variables that name a job (the same in every
-// rank of it, different in the next job): Slurm's job and step, Open MPI's
-// job (ess_base_jobid in Open MPI 4, the PMIx namespace in 5), torchrun's
-// run ID (--rdzv-id).
-var jobIDVars = []string{"SLURM_JOB_ID", "SLURM_STEP_ID", "OMPI_MCA_ess_base_jobid", "PMIX_NAMESPACE", "TORCHELASTIC_RUN_ID"}
-
-// JobSecret is the secret the ranks of e prove themselves with at the
-// rendezvous, and where it came from:
-//
-//   - GOROCE_JOB_SECRET, when set (as `goroce run` sets it, or as a user
-//     of torchrun, mpirun -x or srun --export can): only processes given
-//     the variable can join, so a stranger on the network or another user
-//     of the machine who knows MASTER_ADDR, MASTER_PORT and WORLD_SIZE can
-//     neither take a rank's place nor be counted in. (A process that can
-//     read the ranks' environment, the same user or root, can.)
-//   - otherwise the launcher's job identity (jobIDVars) with the root and
-//     the size. Those are not secret (squeue, ps and /proc show them), so
-//     this guards only against accidental cross-talk: a rank of another
-//     job, or a leftover rank of an earlier run, that dials the same
-//     MASTER_ADDR:MASTER_PORT is refused instead of joining. It does not
-//     stop anyone who wants to join.
-//   - with neither (a bare RANK/WORLD_SIZE environment), only the root
-//     and the size: no protection beyond the magic's.
-func JobSecret(e Env) (secret [idSecretLen]byte, from string) {
-	h := sha256.New()
-	if v := getenv(JobSecretEnv); v != "" {
-		io.WriteString(h, "goroce job secret\x00"+v)
-		return [idSecretLen]byte(h.Sum(nil)), JobSecretEnv
-	}
-	fmt.Fprintf(h, "goroce job identity\x00%s/%d", e.Root, e.Size)
-	var used []string
-	for _, k := range jobIDVars {
-		if v := getenv(k); v != "" {
-			fmt.Fprintf(h, "\x00%s=%s", k, v)
-			used = append(used, k)
-		}
-	}
-	return [idSecretLen]byte(h.Sum(nil)), strings.Join(used, ",")
-}
-
-// ibRetryFromEnv reads NCCL_IB_TIMEOUT (the QPs' local ACK timeout code, 1
-// to 31: 4.096 µs × 2^code) and NCCL_IB_RETRY_CNT (1 to 7) into c, as NCCL
-// does; unset, c keeps ib's defaults (14, about 67 ms, and 7). A rank that
-// is not scheduled for longer than (retry count + 1) × timeout looks dead
-// to its peers, so a loaded machine wants a longer timeout.
-func ibRetryFromEnv(c *ib.Config) error {
-	for _, v := range []struct {
-		name     string
-		min, max uint64
-		dst      *uint8
-	}{{"NCCL_IB_TIMEOUT", 1, 31, &c.Timeout}, {"NCCL_IB_RETRY_CNT", 1, 7, &c.RetryCnt}} {
-		s := getenv(v.name)
-		if s == "" {
-			continue
-		}
-		n, err := strconv.ParseUint(s, 10, 8)
-		if err != nil || n < v.min || n > v.max {
-			return fmt.Errorf("%w: %s=%q (want %d to %d)", ErrInvalidArgument, v.name, s, v.min, v.max)
-		}
-		*v.dst = uint8(n)
-	}
-	return nil
 }

@@ -21,11 +21,11 @@ func torchrunEnv(extra map[string]string) map[string]string {
 // envIDOf is the unique ID a rank with environment env derives.
 func envIDOf(t *testing.T, env map[string]string) (UniqueID, string) {
 	t.Helper()
-	setEnv(t, env)
-	e, err := ReadEnv()
+	o, err := OptionsFromEnv(lookup(env))
 	if err != nil {
 		t.Fatal(err)
 	}
+	e := o.Launch
 	_, from := JobSecret(e)
 	id, err := e.UniqueID()
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"reflect"
 	"slices"
 
 	"go.uber.org/zap"
@@ -20,10 +21,11 @@ const SplitNoColor = -1
 // with color SplitNoColor gets a nil Comm and no error.
 //
 // The new communicator inherits what opts leaves unset from c: Timeout,
-// the algorithm settings, the logger and, unless opts.Device is set, c's
-// RNIC, which then carries both communicators' QPs (CommInitRank opens a
-// new one for a c made by NewComm, which has none). opts.GPU places the
-// new communicator's FIFOs as CommInitRank does.
+// the algorithm settings, the logger, the settings OptionsFromEnv reads
+// and, unless opts.Device is set, c's RNIC, which then carries both
+// communicators' QPs (CommInitRank opens a new one for a c made by
+// NewComm, which has none). opts.GPU places the new communicator's FIFOs
+// as CommInitRank does.
 func (c *Comm) CommSplit(ctx context.Context, color, key int, opts Options) (*Comm, error) {
 	if color < SplitNoColor {
 		return nil, fmt.Errorf("%w: CommSplit: color %d (want ≥ 0, or SplitNoColor)", ErrInvalidArgument, color)
@@ -84,7 +86,7 @@ func (c *Comm) splitID(ctx context.Context, leader bool) (map[int]UniqueID, erro
 	const entry = 1 + UniqueIDBytes
 	send := make([]byte, entry)
 	if leader {
-		if id, err := GetUniqueID(); err == nil {
+		if id, err := GetUniqueID(c.opts); err == nil {
 			send[0] = 1
 			copy(send[1:], id[:])
 		} else {
@@ -123,5 +125,27 @@ func (c *Comm) inherit(opts *Options) {
 	}
 	if opts.Device == nil {
 		opts.Device = c.dev
+	}
+	inheritSettings(opts, c.opts)
+}
+
+// inheritSettings fills the settings OptionsFromEnv reads that opts
+// leaves unset from parent's, so that a split communicator runs as its
+// parent was told to.
+func inheritSettings(opts *Options, parent Options) {
+	opts.Debug = cmp.Or(opts.Debug, parent.Debug)
+	opts.DebugFile = cmp.Or(opts.DebugFile, parent.DebugFile)
+	opts.GDRLevel = cmp.Or(opts.GDRLevel, parent.GDRLevel)
+	opts.Addr = cmp.Or(opts.Addr, parent.Addr)
+	opts.CommID = cmp.Or(opts.CommID, parent.CommID)
+	opts.Pcap = cmp.Or(opts.Pcap, parent.Pcap)
+	opts.BusyPoll = cmp.Or(opts.BusyPoll, parent.BusyPoll)
+	opts.IBTimeout = cmp.Or(opts.IBTimeout, parent.IBTimeout)
+	opts.IBRetryCnt = cmp.Or(opts.IBRetryCnt, parent.IBRetryCnt)
+	if opts.Launch.Launcher == "" && opts.Launch.LocalSize == 0 {
+		opts.Launch = parent.Launch
+	}
+	if reflect.ValueOf(opts.RNIC).IsZero() {
+		opts.RNIC = parent.RNIC
 	}
 }

@@ -1,6 +1,7 @@
 package nccl
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -16,7 +17,7 @@ import (
 // 127.61.<net>.(20+rank) unless opts(r), rank r's options, names another.
 func initComms(t testing.TB, n, net int, opts func(r int) Options) []*Comm {
 	t.Helper()
-	id, err := GetUniqueID()
+	id, err := GetUniqueID(Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -26,9 +27,7 @@ func initComms(t testing.TB, n, net int, opts func(r int) Options) []*Comm {
 	for r := range n {
 		wg.Go(func() {
 			o := opts(r)
-			if o.Addr == "" {
-				o.Addr = fmt.Sprintf("127.61.%d.%d", net, 20+r)
-			}
+			o.Addr = cmp.Or(o.Addr, fmt.Sprintf("127.61.%d.%d", net, 20+r))
 			o.BootstrapTimeout, o.Timeout = 10*time.Second, 10*time.Second
 			comms[r], errs[r] = CommInitRank(t.Context(), n, id, r, o)
 		})

@@ -1,6 +1,7 @@
 package nccl
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 
@@ -70,6 +71,14 @@ func (a Algo) String() string {
 // name for its latency algorithm, which selects AlgoRecursiveDoubling) or
 // "RecursiveDoubling"; "" is AlgoAuto.
 func ParseAlgo(s string) (Algo, error) {
+	a, err := parseAlgo(s)
+	if err != nil {
+		return a, fmt.Errorf("%w: NCCL_ALGO=%q: %v", ErrInvalidArgument, s, err)
+	}
+	return a, nil
+}
+
+func parseAlgo(s string) (Algo, error) {
 	switch strings.ToLower(strings.TrimSpace(s)) {
 	case "":
 		return AlgoAuto, nil
@@ -78,5 +87,5 @@ func ParseAlgo(s string) (Algo, error) {
 	case "tree", "recursivedoubling":
 		return AlgoRecursiveDoubling, nil
 	}
-	return AlgoAuto, fmt.Errorf("%w: NCCL_ALGO=%q (want Ring, Tree or RecursiveDoubling)", ErrInvalidArgument, s)
+	return AlgoAuto, errors.New("want Ring, Tree or RecursiveDoubling")
 }

@@ -31,6 +31,15 @@ import (
 // consecutive timeouts or sequence NAKs without progress fail the WQE with
 // RetryExcErr.
 //
+// Two rules keep the timer from multiplying the load on a peer that is
+// slow rather than lossy (a thousand QPs queued at one responder's CPU):
+// a timer that expires while the peer is still answering requests sent
+// before this QP's oldest one is re-armed, not counted (see Path), and a
+// timeout resends only up to and including the next packet that asks for
+// an ACK (a probe: the requester then waits for its answer, which says
+// how much of the rest the peer already has), where a sequence NAK, which
+// says a packet was lost, resends everything from it.
+//
 // A response for a PSN never sent, or already acknowledged (stale: a
 // reordered old ACK or NAK, or a forged one), is dropped and counted
 // (drop_unexpected), NAKs included: a NAK that contradicts an ACK already
@@ -43,10 +52,69 @@ type completer struct {
 	rnrRetry int       // RNR retries left (unless rnr_retry is 7)
 	timer    time.Time // retransmission deadline; zero when idle
 	rnrUntil time.Time // end of an RNR wait; zero when not waiting
+	// path is the way to the peer the QP shares with the device's other
+	// QPs (Env.Paths), nil without one; sent records the stamps its
+	// requests in flight left with.
+	path *Path
+	sent marks
+	// probing: the timer fired and the requester resends only up to the
+	// next packet that asks for an ACK (requester.probed), until an
+	// answer moves the acknowledged PSN or a NAK says where to resume.
+	probing bool
 }
 
 func (c *completer) start(q *QP, psn wire.PSN) {
 	*c = completer{q: q, psn: psn, high: psn, retry: int(q.attr.RetryCnt), rnrRetry: int(q.attr.RNRRetry)}
+	if q.env.Paths != nil && q.typ == RC {
+		c.path = q.env.Paths.To(q.attr.AH.Addr())
+	}
+}
+
+// noteSent records that the requester's packets before end left now, with
+// the path's next stamp; if asks, the last of them that asks for an answer
+// has PSN ask; if resent, some of them went before.
+func (c *completer) noteSent(end, ask wire.PSN, asks, resent bool) {
+	if c.path != nil {
+		c.sent.push(sentMark{end: end, stamp: c.path.stamp(), ask: ask, asks: asks, resent: resent})
+	}
+}
+
+// waitAgain decides, when the timer of the given period expires late
+// (that long after its deadline), whether to wait again instead of timing
+// out, and for how long (0: time out). It waits again when the peer is
+// merely behind (see Path): it answered requests since the timer was
+// armed, none sent after this QP's oldest unacknowledged one; or it
+// answered nothing but has what was sent to it waiting unread (a peer on
+// this host that a loaded host has descheduled). And when it answered
+// nothing but the timer fired late: this process did not run for that
+// long (descheduled too, the peer often with it), so the silence was not
+// watched for a whole period; it is watched that long again, up to a
+// period. Each for at most maxBehind in all since the QP last saw
+// progress.
+func (c *completer) waitAgain(period, late time.Duration) time.Duration {
+	p := c.path
+	oldest, ok := c.sent.oldest()
+	if p == nil || !ok || c.sent.behind >= maxBehind {
+		return 0
+	}
+	answers := p.answers.Load()
+	alive := answers != c.sent.answered
+	c.sent.answered = answers
+	wait := period
+	switch {
+	case alive && p.answered.Load() >= oldest:
+		return 0 // the peer got past the request: it, or its answer, was lost
+	case alive:
+		// Behind: still answering what was sent before.
+	case p.waiting():
+		// Not running: what it was sent waits unread.
+	case late > period/16:
+		wait = min(late, period)
+	default:
+		return 0
+	}
+	c.sent.behind += wait
+	return wait
 }
 
 func (c *completer) deadline() time.Time {
@@ -71,6 +139,9 @@ func (c *completer) armTimer(now time.Time) {
 	if c.timer.IsZero() && c.outstanding() {
 		if d := wire.LocalACKTimeout(c.q.attr.Timeout); d > 0 {
 			c.timer = now.Add(d)
+			if c.path != nil {
+				c.sent.answered = c.path.answers.Load()
+			}
 		}
 	}
 }
@@ -81,6 +152,13 @@ func (c *completer) progress(now time.Time, psn wire.PSN) {
 	c.retry = int(c.q.attr.RetryCnt)
 	c.rnrRetry = int(c.q.attr.RNRRetry)
 	c.timer = time.Time{}
+	if c.path != nil {
+		if s := c.sent.acked(psn); s != 0 {
+			c.path.answer(s)
+		}
+		c.sent.behind = 0
+	}
+	c.probing, c.q.req.probed = false, false
 	c.armTimer(now)
 	r := &c.q.req
 	if r.psn.Diff(psn) < 0 {
@@ -98,8 +176,15 @@ func (c *completer) advance(now time.Time) {
 		q.trace(now, "RNR wait over: resend from psn %v", q.req.psn)
 	}
 	if !c.timer.IsZero() && !now.Before(c.timer) {
+		late := now.Sub(c.timer)
 		c.timer = time.Time{}
 		if !c.outstanding() {
+			return
+		}
+		if wait := c.waitAgain(wire.LocalACKTimeout(q.attr.Timeout), late); wait > 0 {
+			q.env.Counters.AckTimeoutDeferred.Add(1)
+			q.trace(now, "ACK timer: the peer is behind psn %v, not past it: wait %v more", c.psn, wait)
+			c.timer = now.Add(wait)
 			return
 		}
 		q.env.Counters.Timeouts.Add(1)
@@ -111,6 +196,7 @@ func (c *completer) advance(now time.Time) {
 		c.retry--
 		q.trace(now, "ACK timeout: go back to psn %v (%d retries left)", c.psn, c.retry)
 		c.rewind(now, c.psn, true)
+		c.probing = true
 		c.armTimer(now)
 	}
 }
@@ -119,6 +205,9 @@ func (c *completer) advance(now time.Time) {
 func (c *completer) receive(now time.Time, p wire.Packet) {
 	q := c.q
 	psn := p.BTH().PSN()
+	if c.path != nil {
+		c.path.answers.Add(1) // the peer is alive, whatever this says
+	}
 	if psn.Diff(c.high) >= 0 {
 		q.env.Counters.DroppedUnexpected.Add(1) // answers a PSN never sent
 		return
@@ -331,9 +420,10 @@ func (c *completer) rewind(now time.Time, psn wire.PSN, retransmit bool) {
 	q := c.q
 	r := &q.req
 	mtu := uint64(q.attr.PathMTU.Bytes())
-	old := r.psn
 	r.cur, r.psn, r.off = q.retired.Load(), psn, 0
-	r.rdAtomic, r.noAck = 0, 0
+	r.rdAtomic, r.noAck, r.probed = 0, 0, false
+	c.probing = false
+	c.sent.clear()
 	for i := r.cur; i < q.posted.Load(); i++ {
 		w := &q.sq[i%uint64(len(q.sq))]
 		if w.local() {
@@ -354,9 +444,6 @@ func (c *completer) rewind(now time.Time, psn wire.PSN, retransmit bool) {
 	}
 	if retransmit {
 		q.env.Counters.CompleterRetryErr.Add(1)
-		if n := old.Diff(r.psn); n > 0 {
-			q.env.Counters.RetransmittedPkts.Add(uint64(n))
-		}
 	}
 	if q.env.Doorbell != nil {
 		q.env.Doorbell(q)

@@ -20,6 +20,7 @@ type Counters struct {
 	RetryRNRExceededErr atomic.Uint64 // retry_rnr_exceeded_err: WRs failed with RnrRetryExcErr
 	CompleterRetryErr   atomic.Uint64 // completer_retry_err: go-back-N retransmissions started
 	Timeouts            atomic.Uint64 // local ACK timeouts that fired
+	AckTimeoutDeferred  atomic.Uint64 // ACK timers re-armed because the peer was still answering older requests (see Path)
 	RetransmittedPkts   atomic.Uint64 // packets sent again by go-back-N
 	SendErr             atomic.Uint64 // send_err: WRs completed with an error other than flush
 	RDMASends           atomic.Uint64 // rdma_sends: RDMA WRITE/READ requests sent

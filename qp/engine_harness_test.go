@@ -35,6 +35,7 @@ const (
 	rigT       = 67108864 * time.Nanosecond // 4.096 µs × 2^14
 	rigRNRCode = uint8(14)                  // min_rnr_timer: IBTA's code 14
 	rigRNRWait = 1280 * time.Microsecond    // code 14 is 1.28 ms
+	rigQKey    = uint32(0x11111111)         // a UD QP's Q_Key
 )
 
 // rigPeer is the peer's address: an IPv4-mapped GID on port 4791.
@@ -53,11 +54,13 @@ type rigOpts struct {
 	srq      bool
 	sqPSN    wire.PSN // 0 means rigSQPSN
 	share    *qp.WindowShare
+	paths    *qp.Paths
 }
 
 // rig is a QP in RTS with its Engine, CQ and a registered region.
 type rig struct {
 	t    *testing.T
+	tab  *mr.Table
 	eng  *qp.Engine
 	q    *qp.QP
 	ctr  *qp.Counters
@@ -102,7 +105,8 @@ func newRig(t *testing.T, o rigOpts) *rig {
 	}
 	ctr := new(qp.Counters)
 	env := &qp.Env{Mem: tab, Counters: ctr, Limits: qp.Limits{MaxMTU: qp.MTU4096, MaxRdAtomic: 16,
-		MaxSendWR: 64, MaxSGE: 4, MaxInline: 64, MaxMsgSize: 1 << 20, IPv4: true}, Share: o.share}
+		MaxSendWR: 64, MaxSGE: 4, MaxInline: 64, MaxMsgSize: 1 << 20, IPv4: true}, Share: o.share, Paths: o.paths,
+		Local: netip.MustParseAddr("10.0.0.1")}
 	ia := &qp.InitAttr{Type: o.typ, SendCQ: cq, RecvCQ: cq,
 		Cap: qp.Cap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 2, MaxRecvSGE: 2}}
 	if o.srq {
@@ -115,7 +119,14 @@ func newRig(t *testing.T, o rigOpts) *rig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &rig{t: t, eng: eng, q: eng.QP(), ctr: ctr, cq: cq, mr: m, mem: mem, out: qp.NewOutbox(64), now: rigStart}
+	r := &rig{t: t, tab: tab, eng: eng, q: eng.QP(), ctr: ctr, cq: cq, mr: m, mem: mem, out: qp.NewOutbox(64), now: rigStart}
+	if o.typ == qp.UD {
+		// UD: a Q_Key, and no path, peer or PSN to expect.
+		r.modify(&qp.Attr{State: qp.StateInit, QKey: rigQKey, PortNum: 1}, qp.AttrState|qp.AttrPKeyIndex|qp.AttrPort|qp.AttrQKey)
+		r.modify(&qp.Attr{State: qp.StateRTR}, qp.AttrState)
+		r.modify(&qp.Attr{State: qp.StateRTS, SQPSN: rigSQPSN}, qp.AttrState|qp.AttrSQPSN)
+		return r
+	}
 	a := qp.Attr{State: qp.StateInit, AccessFlags: o.qpAccess, PortNum: 1}
 	r.modify(&a, qp.AttrState|qp.AttrPKeyIndex|qp.AttrPort|qp.AttrAccessFlags)
 	a = qp.Attr{State: qp.StateRTR, AH: qp.AH{GID: netip.AddrFrom16(rigPeer.Addr().As16())},
@@ -158,6 +169,8 @@ type pkt struct {
 	va     uint64 // RETH
 	dmaLen uint32 // RETH
 	orig   uint64 // AtomicAckETH
+	qkey   uint32 // DETH
+	srcQP  uint32 // DETH
 }
 
 func (p pkt) String() string {
@@ -173,6 +186,9 @@ func (p pkt) String() string {
 	}
 	if p.op.Info().Has(wire.HasAtomicAckETH) {
 		s += fmt.Sprintf(" orig=%d", p.orig)
+	}
+	if p.op.Info().Has(wire.HasDETH) {
+		s += fmt.Sprintf(" qkey=%#x srcqp=%#x", p.qkey, p.srcQP)
 	}
 	return s
 }
@@ -198,12 +214,17 @@ type post struct {
 	remote        uint64 // RemoteAddr
 	rkey          uint32
 	swap, compare uint64
+	qkey          uint32 // UD: the WR's Q_Key, to rigPeer's QP rigDestQPN
 }
 
 func (s post) run(r *rig) {
 	r.t.Helper()
 	wr := qp.SendWR{WRID: s.id, Opcode: s.op, Flags: qp.SendSignaled, RemoteAddr: s.remote, RKey: s.rkey,
 		CompareAdd: s.compare, Swap: s.swap}
+	if r.q.Type() == qp.UD {
+		wr.AH = &qp.AH{GID: netip.AddrFrom16(rigPeer.Addr().As16())}
+		wr.RemoteQPN, wr.RemoteQKey = rigDestQPN, s.qkey
+	}
 	if s.n > 0 {
 		wr.SGL = []qp.SGE{{Addr: rigVA + uint64(s.off), Length: uint32(s.n), LKey: r.mr.LKey()}}
 	}
@@ -307,6 +328,9 @@ func (s out) run(r *rig) {
 		}
 		if a := p.AtomicAckETH(); a != nil {
 			g.orig = a.OrigData()
+		}
+		if d := p.DETH(); d != nil {
+			g.qkey, g.srcQP = d.QKey(), d.SrcQP()
 		}
 		got = append(got, g)
 	}

@@ -90,6 +90,15 @@ func TestResponder(t *testing.T) {
 			memIs{1024, fill(R, 256)}, memIs{1280, fill(R+1, 44)},
 			wcs(nil),
 		}},
+		{"READ of 601 and 3 bytes: the last response is padded to 4 bytes, its pad count says by how much", rc, []step{
+			setMem{2048, fill(R, 601)},
+			req(wire.RCReadRequest, R, true, 0).withRETH(rigVA+2048, keyGood, 601),
+			out{{op: wire.RCReadResponseFirst, psn: R, syn: wire.SynACK, msn: 1, n: 256},
+				{op: wire.RCReadResponseMiddle, psn: R + 1, n: 256},
+				{op: wire.RCReadResponseLast, psn: R + 2, syn: wire.SynACK, msn: 1, n: 89}},
+			req(wire.RCReadRequest, R+3, true, 0).withRETH(rigVA+2048, keyGood, 3),
+			out{{op: wire.RCReadResponseOnly, psn: R + 3, syn: wire.SynACK, msn: 2, n: 3}},
+		}},
 		{"READ of 600 bytes: FIRST, MIDDLE, LAST; a duplicate from the middle is answered from there", rc, []step{
 			req(wire.RCReadRequest, R, true, 0).withRETH(rigVA+2048, keyGood, 600),
 			out{{op: wire.RCReadResponseFirst, psn: R, syn: wire.SynACK, msn: 1, n: 256},

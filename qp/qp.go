@@ -48,6 +48,11 @@ type Env struct {
 	// Share, if set, divides the device's bytes in flight among its RC
 	// QPs (see WindowShare).
 	Share *WindowShare
+	// Paths, if set, is the device's table of the ways to its peers,
+	// which its RC QPs share to tell a peer that is behind from a lost
+	// packet when their ACK timers expire (see Path). Its users must hand
+	// the link packets in the order Transmit builds them.
+	Paths *Paths
 }
 
 // Tracer receives a QP's protocol events for a human-readable trace. Calls

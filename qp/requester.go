@@ -31,6 +31,14 @@ type requester struct {
 	noAck    int      // packets sent since the last one with AckReq
 	rdAtomic int      // READs and atomics sent and not yet completed
 	paused   bool     // waiting out an RNR NAK
+	// probed: after a timeout (completer.probing), the packets up to one
+	// that asks for an ACK have gone again; nothing more until an answer.
+	probed bool
+	// asked: a packet of this transmit asks for an answer (AckReq, or a
+	// READ or atomic request), the last with PSN ask; see
+	// completer.noteSent.
+	asked bool
+	ask   wire.PSN
 	// frontier is the PSN after the last one ever sent: a packet before
 	// it is a resend (go-back-N).
 	frontier wire.PSN
@@ -69,8 +77,10 @@ func (r *requester) start(q *QP, psn wire.PSN) {
 func (r *requester) transmit(now time.Time, out *Outbox, budget int) int {
 	q := r.q
 	sent := 0
+	resent := r.psn.Diff(r.frontier) < 0
+	r.asked = false
 	posted := q.posted.Load()
-	for !r.paused && r.cur < posted && sent < budget && out.Room() > 0 {
+	for !r.paused && !r.probed && r.cur < posted && sent < budget && out.Room() > 0 {
 		w := &q.sq[r.cur%uint64(len(q.sq))]
 		if w.local() {
 			// LOCAL_INV and BIND_MW run at the head of the send queue:
@@ -131,6 +141,7 @@ func (r *requester) transmit(now time.Time, out *Outbox, budget int) int {
 	}
 	if sent > 0 && q.typ == RC {
 		q.comp.armTimer(now)
+		q.comp.noteSent(r.psn, r.ask, r.asked, resent)
 	}
 	return sent
 }
@@ -193,11 +204,14 @@ func (r *requester) emit(now time.Time, w *sendWQE, out *Outbox, limit int) int 
 		if out.add(&h, 0, dst, q.qpn) == nil {
 			return 0
 		}
+		r.resent()
+		r.asked, r.ask = true, r.psn
 		npkts := max((rest+mtu-1)/mtu, 1)
 		r.psn = r.psn.Add(int32(npkts))
 		r.off = w.length
 		q.env.Counters.RDMASends.Add(1)
 		r.noAck = 0
+		r.probed = q.comp.probing
 		return 1
 	case WRAtomicCmpAndSwp, WRAtomicFetchAndAdd:
 		h.BTH.Opcode = wire.RCFetchAdd
@@ -210,9 +224,12 @@ func (r *requester) emit(now time.Time, w *sendWQE, out *Outbox, limit int) int 
 		if out.add(&h, 0, dst, q.qpn) == nil {
 			return 0
 		}
+		r.resent()
+		r.asked, r.ask = true, r.psn
 		r.psn = r.psn.Next()
 		r.off = w.length
 		r.noAck = 0
+		r.probed = q.comp.probing
 		return 1
 	}
 	// SEND and RDMA WRITE: one packet per MTU. Ask for an ACK often enough
@@ -223,7 +240,7 @@ func (r *requester) emit(now time.Time, w *sendWQE, out *Outbox, limit int) int 
 		ackEvery = min(maxPktsPerAck, max(q.window()/2, 1))
 	}
 	n := 0
-	for n < limit && out.Room() > 0 {
+	for n < limit && out.Room() > 0 && !r.probed {
 		size := min(w.length-r.off, mtu)
 		first, last := r.off == 0, r.off+size == w.length
 		h.BTH.Opcode = base + dataOpcode(w.wr.Opcode, first, last)
@@ -272,9 +289,15 @@ func (r *requester) emit(now time.Time, w *sendWQE, out *Outbox, limit int) int 
 				p.Payload = p.own(p.Payload)
 			}
 		}
+		r.resent()
+		if h.BTH.AckReq {
+			r.asked, r.ask = true, r.psn
+		}
 		r.off += size
 		r.psn = r.psn.Next()
 		n++
+		// A probe ends with the first packet that asks for an ACK.
+		r.probed = q.comp.probing && h.BTH.AckReq
 		if first && (w.wr.Opcode == WRRDMAWrite || w.wr.Opcode == WRRDMAWriteWithImm) {
 			q.env.Counters.RDMASends.Add(1)
 		}
@@ -289,6 +312,14 @@ func (r *requester) emit(now time.Time, w *sendWQE, out *Outbox, limit int) int 
 		}
 	}
 	return n
+}
+
+// resent counts the packet about to go with PSN r.psn as a retransmission
+// if a packet with that PSN went before (go-back-N).
+func (r *requester) resent() {
+	if r.psn.Diff(r.frontier) < 0 {
+		r.q.env.Counters.RetransmittedPkts.Add(1)
+	}
 }
 
 // dataOpcode returns the RC opcode (UC adds 0x20) of a SEND or WRITE packet

@@ -39,3 +39,12 @@ func TestCounterAllocatesNothing(t *testing.T) {
 		}
 	})
 }
+
+// TestNumCounters: numCounters, which sizes Counter's buffer and says
+// where the link's and the sources' counters begin in Counters, is the
+// number of counters the device lists of its own.
+func TestNumCounters(t *testing.T) {
+	if n := len(new(Device).appendCounters(nil)); n != numCounters {
+		t.Fatalf("the device lists %d counters of its own; numCounters = %d", n, numCounters)
+	}
+}

@@ -18,7 +18,6 @@ import (
 	"github.com/goroce/goroce/qp"
 	"github.com/goroce/goroce/rnic/clock"
 	"github.com/goroce/goroce/rnic/link"
-	"github.com/goroce/goroce/rnic/udplink"
 	"github.com/goroce/goroce/wire"
 )
 
@@ -27,8 +26,11 @@ type Config struct {
 	// Addr is the device's IP address and UDP port. The port defaults to
 	// 4791; several devices on one host use distinct loopback addresses.
 	Addr netip.AddrPort
-	// Link carries the packets. Nil opens a UDP socket on Addr (udplink).
+	// Link carries the packets. Nil opens the wire Wire names at Addr
+	// (OpenLink): a UDP socket unless it says shared memory.
 	Link link.Link
+	// Wire is the link Open opens when Link is nil.
+	Wire Wire
 	// MTU is the port's active MTU: 256, 512, 1024, 2048 or 4096 (default).
 	MTU int
 	// Workers is the number of worker goroutines, which run the QPs'
@@ -205,6 +207,12 @@ type Device struct {
 	// the link's reports read without a lock.
 	unreachMu sync.Mutex
 	onUnreach atomic.Pointer[[]*func(link.Unreachable)]
+	paths     qp.Paths // the ways to the peers the RC QPs share (qp.Path)
+
+	// sourcesMu guards sources: what counts on the device's behalf
+	// (AddCounterSource), listed after its own counters and its link's.
+	sourcesMu sync.Mutex
+	sources   []*CounterSource
 }
 
 // DeviceCounters are counted by the device below the QPs.
@@ -307,16 +315,8 @@ func Open(cfg Config) (*Device, error) {
 	}
 	l := cfg.Link
 	if l == nil {
-		ul, err := udplink.Open(udplink.Config{Local: cfg.Addr, Logger: log, RoCEv2GSO: true})
-		if err != nil {
+		if l, err = OpenLink(cfg.Wire, cfg.Addr, log); err != nil {
 			return nil, err
-		}
-		l = ul
-		if sb := ul.SocketBuffers(); sb.Capped() {
-			log.Warn("the kernel capped the socket buffers: expect drops and retransmissions under load "+
-				"(run as root, or raise net.core.rmem_max and net.core.wmem_max)",
-				zap.Int("read_requested", sb.RequestedRead), zap.Int("read_granted", sb.Read),
-				zap.Int("write_requested", sb.RequestedWrite), zap.Int("write_granted", sb.Write))
 		}
 	}
 	d := &Device{
@@ -329,6 +329,17 @@ func Open(cfg Config) (*Device, error) {
 		d.share.Bytes = cfg.InflightBytes
 	case cfg.InflightBytes == 0:
 		d.share.Bytes = d.caps.ReadBuffer / 4
+	}
+	if br, ok := l.(link.BacklogReporter); ok {
+		// Unread at either end: the peer's requests, or its answers here.
+		d.paths.Backlog = func(peer netip.AddrPort) (int, bool) {
+			there, ok := br.PeerBacklog(peer)
+			if !ok {
+				return 0, false
+			}
+			here, _ := br.PeerBacklog(d.local)
+			return there + here, true
+		}
 	}
 	if cfg.Trace != nil {
 		d.tracer = newTracer(cfg.Trace, cfg.TraceTag, d.local, d.clock.Now())
@@ -612,7 +623,7 @@ func (d *Device) createQP(pd *mr.PD, ia *qp.InitAttr, qpn uint32) (*QP, error) {
 	q.timer = d.clock.AfterFunc(time.Hour, q.fired)
 	q.timer.Stop()
 	q.env = qp.Env{Mem: d.mem, Counters: &d.counters, Limits: d.limits, Local: d.local.Addr().Unmap(),
-		Doorbell: func(*qp.QP) { q.w.ring(q) }, Post: func(*qp.QP) { d.post(q) }, Event: d.event, Share: &d.share}
+		Doorbell: func(*qp.QP) { q.w.ring(q) }, Post: func(*qp.QP) { d.post(q) }, Event: d.event, Share: &d.share, Paths: &d.paths}
 	if d.tracer != nil {
 		q.env.Tracer = d.tracer
 	}
@@ -762,13 +773,62 @@ func (q *QP) Destroy() error {
 }
 
 // Counters returns the device's counters, named as `rdma statistic` shows
-// rxe's, in a stable order.
+// rxe's, in a stable order: its own, then its link's (link.Counted, such
+// as shmlink's drops: shm_rx_bad_ring ...), then those of the sources
+// added to it (AddCounterSource: its CM's, under ib_cm's names, cm_rx_msgs_req
+// ..., and its drops, cm_rx_drop_bad_mad ...). /metrics, goroce stat and
+// the live view list them all.
 func (d *Device) Counters() []Counter {
-	return d.appendCounters(make([]Counter, 0, numCounters))
+	cs := d.appendCounters(make([]Counter, 0, numCounters+16))
+	if lc, ok := d.link.(link.Counted); ok {
+		for _, c := range lc.AppendCounters(nil) {
+			cs = append(cs, Counter(c))
+		}
+	}
+	d.sourcesMu.Lock()
+	defer d.sourcesMu.Unlock()
+	for _, s := range d.sources {
+		cs = s.append(cs)
+	}
+	return cs
 }
 
-// numCounters is how many counters Counters lists.
-const numCounters = 42
+// A CounterSource counts on a device's behalf: a part built on the device
+// that has counters of its own, such as its communication manager
+// (package rnic/cm), whose counters the device then lists with its own
+// (Counters). AddCounterSource makes one.
+type CounterSource struct {
+	d      *Device
+	append func([]Counter) []Counter
+}
+
+// AddCounterSource lists, after the device's own counters and its link's,
+// the counters that appendCounters appends (in a stable order, safe for
+// concurrent use), until the returned source is removed.
+func (d *Device) AddCounterSource(appendCounters func([]Counter) []Counter) *CounterSource {
+	s := &CounterSource{d: d, append: appendCounters}
+	d.sourcesMu.Lock()
+	d.sources = append(d.sources, s)
+	d.sourcesMu.Unlock()
+	return s
+}
+
+// Remove stops listing the source's counters. Removing twice does
+// nothing.
+func (s *CounterSource) Remove() {
+	d := s.d
+	d.sourcesMu.Lock()
+	defer d.sourcesMu.Unlock()
+	for i, x := range d.sources {
+		if x == s {
+			d.sources = append(d.sources[:i], d.sources[i+1:]...)
+			return
+		}
+	}
+}
+
+// numCounters is how many counters of its own the device lists.
+const numCounters = 43
 
 // appendCounters appends the device's counters to cs.
 func (d *Device) appendCounters(cs []Counter) []Counter {
@@ -782,6 +842,7 @@ func (d *Device) appendCounters(cs []Counter) []Counter {
 		Counter{"completer_retry_err", c.CompleterRetryErr.Load()}, Counter{"send_err", c.SendErr.Load()},
 		Counter{"rdma_sends", c.RDMASends.Load()}, Counter{"rdma_recvs", c.RDMARecvs.Load()},
 		Counter{"sent_seq_err", c.SentSeqErr.Load()}, Counter{"local_ack_timeouts", c.Timeouts.Load()},
+		Counter{"ack_timeout_deferred", c.AckTimeoutDeferred.Load()},
 		Counter{"retransmitted_pkts", c.RetransmittedPkts.Load()}, Counter{"rem_access_err", c.RemAccessErr.Load()},
 		Counter{"rem_inv_req_err", c.RemInvReqErr.Load()}, Counter{"uc_dropped_msgs", c.UCDroppedMessages.Load()},
 		Counter{"drop_bad_source", c.DroppedBadSource.Load()}, Counter{"drop_bad_state", c.DroppedBadState.Load()},
@@ -810,11 +871,17 @@ type Counter struct {
 // anything arrived.
 func (d *Device) LinkRcvdPkts() uint64 { return d.dev.LinkRcvdPkts.Load() }
 
-// Counter returns the value of the named counter (0 if unknown).
-// It allocates nothing: a program may read one in its polling loop.
+// Counter returns the value of the named counter, any that Counters
+// lists (0 if unknown). One of the device's own it finds without
+// allocating: a program may read one in its polling loop.
 func (d *Device) Counter(name string) uint64 {
 	var buf [numCounters]Counter
 	for _, c := range d.appendCounters(buf[:0]) {
+		if c.Name == name {
+			return c.Value
+		}
+	}
+	for _, c := range d.Counters()[numCounters:] {
 		if c.Name == name {
 			return c.Value
 		}

@@ -131,7 +131,8 @@
 //
 // Take them in this order, never the other way round:
 //
-//	rxMu → sendMu → qp.QP.mu → {qp.QP.postMu, recvQueue.mu, qp.CQ.mu, worker.mu, mr's locks, tracer.mu}
+//	rxMu → sendMu → qp.QP.mu → {qp.QP.postMu, recvQueue.mu, qp.CQ.mu, worker.mu, mr's locks, tracer.mu,
+//	                            qp.Paths.mu, the link's PeerBacklog lock (link.BacklogReporter)}
 //	rxMu → sendMu → congestion.mu (never together with qp.QP.mu: a sender asks the
 //	                               pacer before Transmit and tells it after)
 //	Device.mu → worker.mu, mr's locks (CreateQP)

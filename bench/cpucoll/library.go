@@ -40,6 +40,9 @@ type Library struct {
 	btl  string // Open MPI: the --mca btl list
 	algo string // Gloo: gloo_allreduce's --algo
 	link string // goroce: nccl-perf's --link, the RNICs' wire
+	// ucx (Open MPI): pml ucx instead of ob1 and a btl list, each rank
+	// under `goroce exec` on a goroce device of its own (Programs.Goroce).
+	ucx bool
 }
 
 // Libraries are all the libraries measured, in the order they run and
@@ -54,6 +57,15 @@ var Libraries = []Library{
 	{Name: "gloo-ring-chunked", Family: Gloo, algo: "ring_chunked", About: "Gloo allreduce_ring_chunked over TCP on 127.0.0.1"},
 	{Name: "gloo-halving-doubling", Family: Gloo, algo: "halving_doubling", About: "Gloo allreduce_halving_doubling over TCP on 127.0.0.1"},
 }
+
+// OpenMPIOverGoroce is Open MPI over UCX on goroce devices: pml ucx and
+// osc ucx, UCX_TLS naming goroce's transports (rc_verbs, with ud_verbs
+// for UCX's wire-up) and self, each rank under `goroce exec` on the
+// address Config.AddrBase + its local rank. It is not in Libraries, which
+// compare other libraries with goroce's own collectives; Run measures it
+// when given it and Programs.Goroce.
+var OpenMPIOverGoroce = Library{Name: "openmpi-ucx-goroce", Family: OpenMPI, ucx: true,
+	About: "Open MPI pml ucx over goroce's rc_verbs (RoCEv2 over UDP on loopback), coll/tuned's choice"}
 
 // ErrUnknownLibrary is returned by Select for a name that is neither a
 // library nor a family.

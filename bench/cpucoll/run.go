@@ -97,7 +97,7 @@ func Run(ctx context.Context, lib Library, p Programs, cfg Config) (Result, erro
 	case Goroce:
 		rows, err = runGoroce(ctx, lib, p.Goroce, &cfg, &res)
 	case OpenMPI:
-		rows, err = runMPI(ctx, lib, p.MPI, &cfg, &res)
+		rows, err = runMPI(ctx, lib, p, &cfg, &res)
 	case Gloo:
 		rows, err = runGloo(ctx, lib, p.Gloo, &cfg, &res)
 	default:
@@ -206,11 +206,25 @@ func runGoroce(ctx context.Context, lib Library, bin string, cfg *Config, res *R
 
 // runMPI runs mpi_allreduce under mpirun over lib's btl list, with the
 // ob1 messaging layer forced (UCX, when Open MPI has it, would otherwise
-// take over and ignore the btl list).
-func runMPI(ctx context.Context, lib Library, bin string, cfg *Config, res *Result) ([]Row, error) {
-	args := []string{"mpirun", "-np", strconv.Itoa(cfg.Ranks), "--oversubscribe", "--mca", "pml", "ob1", "--mca", "btl", lib.btl}
-	if strings.Contains(lib.btl, "tcp") {
-		args = append(args, "--mca", "btl_tcp_if_include", "lo")
+// take over and ignore the btl list); or, for OpenMPIOverGoroce, over
+// pml ucx, each rank under goroce exec.
+func runMPI(ctx context.Context, lib Library, p Programs, cfg *Config, res *Result) ([]Row, error) {
+	args := []string{"mpirun", "-np", strconv.Itoa(cfg.Ranks), "--oversubscribe"}
+	if lib.ucx {
+		base, err := netip.ParseAddr(cfg.AddrBase)
+		if err != nil || !base.IsLoopback() {
+			return nil, fmt.Errorf("%w: goroce address base %q is not a loopback address", ErrConfig, cfg.AddrBase)
+		}
+		if p.Goroce == "" {
+			return nil, fmt.Errorf("%w: %s needs the goroce binary", ErrConfig, lib.Name)
+		}
+		args = append(args, "--mca", "pml", "ucx", "--mca", "osc", "ucx",
+			"-x", "UCX_TLS=rc_verbs,ud_verbs,self", "-x", "UCX_NET_DEVICES=goroce0:1")
+	} else {
+		args = append(args, "--mca", "pml", "ob1", "--mca", "btl", lib.btl)
+		if strings.Contains(lib.btl, "tcp") {
+			args = append(args, "--mca", "btl_tcp_if_include", "lo")
+		}
 	}
 	if os.Geteuid() == 0 {
 		args = append(args, "--allow-run-as-root")
@@ -218,7 +232,10 @@ func runMPI(ctx context.Context, lib Library, bin string, cfg *Config, res *Resu
 	for _, kv := range mallocEnv {
 		args = append(args, "-x", kv)
 	}
-	args = append(append(args, bin), programArgs(cfg)...)
+	if lib.ucx {
+		args = append(args, p.Goroce, "exec", "--addr", cfg.AddrBase, "--")
+	}
+	args = append(append(args, p.MPI), programArgs(cfg)...)
 	return tableOf(runJob(ctx, cfg, res, nil, args))
 }
 

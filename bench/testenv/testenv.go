@@ -83,9 +83,17 @@ func FreeTCPPort(t testing.TB) int {
 // /proc/net/tcp and tcp6 show: a probe that takes no connection from the
 // listener (the ibv_*_pingpong servers accept one and do not say when
 // they listen).
-func Listening(port int) bool {
+func Listening(port int) bool { return ListeningIn(0, port) }
+
+// ListeningIn is Listening in the network namespace of process pid (its
+// /proc/PID/net/tcp and tcp6); pid 0 is this process.
+func ListeningIn(pid, port int) bool {
 	suffix := fmt.Sprintf(":%04X", port)
-	for _, f := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+	dir := "/proc/self/net"
+	if pid != 0 {
+		dir = fmt.Sprintf("/proc/%d/net", pid)
+	}
+	for _, f := range []string{dir + "/tcp", dir + "/tcp6"} {
 		b, _ := os.ReadFile(f)
 		for sc := bufio.NewScanner(bytes.NewReader(b)); sc.Scan(); {
 			// sl local_address rem_address st ...; st 0A is LISTEN

@@ -12,11 +12,8 @@ import "C"
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/netip"
-	"os"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -144,7 +141,6 @@ var envIDTaken atomic.Bool
 //
 //export ncclGetUniqueId
 func ncclGetUniqueId(out *C.ncclUniqueId) C.ncclResult_t {
-	syncEnv()
 	t := thread()
 	if out == nil {
 		return t.fail(nil, fmt.Errorf("%w: ncclGetUniqueId: NULL uniqueId", nccl.ErrInvalidArgument))
@@ -158,16 +154,14 @@ func ncclGetUniqueId(out *C.ncclUniqueId) C.ncclResult_t {
 }
 
 func uniqueID() (nccl.UniqueID, error) {
-	if !envIDTaken.Swap(true) {
-		e, err := nccl.ReadEnv()
-		if err == nil {
-			return e.UniqueID()
-		}
-		if !errors.Is(err, nccl.ErrNoEnv) {
-			return nccl.UniqueID{}, err
-		}
+	opts, err := options()
+	if err != nil {
+		return nccl.UniqueID{}, err
 	}
-	return nccl.GetUniqueID()
+	if opts.Launch.Launcher != "" && !envIDTaken.Swap(true) {
+		return opts.Launch.UniqueID()
+	}
+	return nccl.GetUniqueID(opts)
 }
 
 // ncclCommInitRank creates rank's member of a communicator of nranks
@@ -175,26 +169,30 @@ func uniqueID() (nccl.UniqueID, error) {
 //
 //export ncclCommInitRank
 func ncclCommInitRank(out *C.ncclComm_t, nranks C.int, id C.ncclUniqueId, rank C.int) C.ncclResult_t {
-	syncEnv()
 	t := thread()
 	if out == nil {
 		return t.fail(nil, fmt.Errorf("%w: ncclCommInitRank: NULL comm", nccl.ErrInvalidArgument))
 	}
+	opts, err := options()
+	if err != nil {
+		return t.fail(nil, fmt.Errorf("nccl: ncclCommInitRank: %w", err))
+	}
 	startCPUProfile(int(rank))
 	uid := *(*nccl.UniqueID)(unsafe.Pointer(&id))
-	var opts nccl.Options
-	if i := len(t.group.inits); i > 0 && os.Getenv("GOROCE_ADDR") != "" {
+	i := len(t.group.inits)
+	clique := i > 0 && opts.Addr != ""
+	if clique {
 		// The group's i-th communicator of this thread: GOROCE_ADDR + i,
 		// as ncclCommInitAll places its ranks.
-		base, err := cliqueBase()
+		base, err := cliqueBase(opts.Addr)
 		if err != nil {
 			return t.fail(nil, fmt.Errorf("nccl: ncclCommInitRank: %w", err))
 		}
 		opts.Addr = cliqueAddr(base, i).String()
 	}
 	c := newComm()
-	if opts.Addr == "" {
-		if a, ok := sharedAddr(c); ok {
+	if !clique {
+		if a, ok := sharedAddr(c, opts.Launch.LocalSize); ok {
 			opts.Addr = a.String()
 		}
 	}
@@ -221,16 +219,19 @@ func ncclCommInitRank(out *C.ncclComm_t, nranks C.int, id C.ncclUniqueId, rank C
 //
 //export ncclCommInitAll
 func ncclCommInitAll(out *C.ncclComm_t, ndev C.int, devlist *C.int) C.ncclResult_t {
-	syncEnv()
 	t := thread()
 	if out == nil || ndev < 1 {
 		return t.fail(nil, fmt.Errorf("%w: ncclCommInitAll: comm %p, ndev %d", nccl.ErrInvalidArgument, out, ndev))
 	}
-	base, err := cliqueBase()
+	opts, err := options()
 	if err != nil {
 		return t.fail(nil, fmt.Errorf("nccl: ncclCommInitAll: %w", err))
 	}
-	id, err := nccl.GetUniqueID()
+	base, err := cliqueBase(opts.Addr)
+	if err != nil {
+		return t.fail(nil, fmt.Errorf("nccl: ncclCommInitAll: %w", err))
+	}
+	id, err := nccl.GetUniqueID(opts)
 	if err != nil {
 		return t.fail(nil, fmt.Errorf("nccl: ncclCommInitAll: %w", err))
 	}
@@ -239,7 +240,8 @@ func ncclCommInitAll(out *C.ncclComm_t, ndev C.int, devlist *C.int) C.ncclResult
 	var wg sync.WaitGroup
 	for i := range cs {
 		cs[i] = newComm()
-		opts := nccl.Options{Addr: cliqueAddr(base, i).String()}
+		opts := opts
+		opts.Addr = cliqueAddr(base, i).String()
 		wg.Go(func() {
 			cs[i].create(func() (*nccl.Comm, error) {
 				return nccl.CommInitRank(context.Background(), n, id, i, opts)
@@ -274,14 +276,14 @@ func ncclCommInitAll(out *C.ncclComm_t, ndev C.int, devlist *C.int) C.ncclResult
 // sharedAddr picks the RNIC address of c, a communicator about to be
 // created while this process holds others: the address of the process's
 // first live communicator's RNIC, its port plus k times the ranks on this
-// host (LOCAL_WORLD_SIZE or OMPI_COMM_WORLD_LOCAL_SIZE, else 1) for the
-// smallest k ≥ 1 no live communicator uses. So torch's new_group, or a
-// program that creates a second communicator, gets an RNIC of its own
-// next to the first, and ranks of one host that share an IP address
-// (ports 4791 + local rank) do not collide; it notes the address in
-// c.addr. ok is false when c is the only
-// communicator (package nccl then picks the address).
-func sharedAddr(c *comm) (addr netip.AddrPort, ok bool) {
+// host (localSize: LOCAL_WORLD_SIZE or OMPI_COMM_WORLD_LOCAL_SIZE, else
+// 1) for the smallest k ≥ 1 no live communicator uses. So torch's
+// new_group, or a program that creates a second communicator, gets an
+// RNIC of its own next to the first, and ranks of one host that share an
+// IP address (ports 4791 + local rank) do not collide; it notes the
+// address in c.addr. ok is false when c is the only communicator
+// (package nccl then picks the address).
+func sharedAddr(c *comm, localSize int) (addr netip.AddrPort, ok bool) {
 	comms.mu.Lock()
 	defer comms.mu.Unlock()
 	var (
@@ -309,13 +311,7 @@ func sharedAddr(c *comm) (addr netip.AddrPort, ok bool) {
 	if !base.IsValid() {
 		return netip.AddrPort{}, false
 	}
-	stride := 1
-	for _, k := range []string{"LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE"} {
-		if n, err := strconv.Atoi(os.Getenv(k)); err == nil && n > 0 {
-			stride = n
-			break
-		}
-	}
+	stride := max(1, localSize)
 	for k := 1; int(base.Port())+k*stride <= 65535; k++ {
 		a := netip.AddrPortFrom(base.Addr(), base.Port()+uint16(k*stride))
 		if !used[a] {
@@ -326,10 +322,10 @@ func sharedAddr(c *comm) (addr netip.AddrPort, ok bool) {
 	return netip.AddrPort{}, false
 }
 
-// cliqueBase is rank 0's RNIC address for ncclCommInitAll: GOROCE_ADDR
-// (an address, or address:port) or 127.0.0.10, port 4791 unless given.
-func cliqueBase() (netip.AddrPort, error) {
-	s := os.Getenv("GOROCE_ADDR")
+// cliqueBase is rank 0's RNIC address for ncclCommInitAll: s
+// (GOROCE_ADDR, an address or address:port) or 127.0.0.10, port 4791
+// unless given.
+func cliqueBase(s string) (netip.AddrPort, error) {
 	if s == "" {
 		s = "127.0.0.10"
 	}

@@ -86,10 +86,11 @@
 // The package's .go files need cgo, but for main.go and this file, so
 // the package still builds (as an empty command) with CGO_ENABLED=0.
 //
-// Environment: that of package nccl (NCCL_DEBUG, NCCL_ALGO, GOROCE_ADDR,
-// ...; see its documentation), read as it is when a communicator or unique
-// ID is made, so a program may set it after loading the library (Go's
-// copy of the environment, taken at load, is brought up to date then).
+// Environment: what nccl.OptionsFromEnv reads (NCCL_DEBUG, NCCL_ALGO,
+// GOROCE_ADDR, ...; see package nccl), read through C's getenv each time
+// a communicator or unique ID is made, so a variable the program set
+// after loading the library counts (Go's own copy of the environment,
+// taken at load, is not consulted).
 // GOROCE_CPUPROFILE=PATH writes a CPU profile (runtime/pprof) of the
 // library's Go side to PATH.rankN, N the rank of the process's first
 // communicator, when the process exits:

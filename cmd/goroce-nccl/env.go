@@ -3,42 +3,32 @@
 package main
 
 /*
-extern char **environ;
-static char *envAt(int i) { return environ[i]; }
+#include <stdlib.h>
 */
 import "C"
 
 import (
-	"os"
-	"strings"
+	"unsafe"
+
+	"github.com/goroce/goroce/nccl"
 )
 
-// syncEnv makes the Go runtime's copy of the environment, taken when the
-// library was loaded, the process's environment as it is now, so that a
-// variable the program set after loading it (Python's os.environ, C's
-// setenv) counts when a communicator is created, as NCCL's getenv reads
-// it then. The functions that create communicators or unique IDs call it.
-func syncEnv() {
-	now := map[string]string{}
-	for i := 0; ; i++ {
-		p := C.envAt(C.int(i))
-		if p == nil {
-			break
-		}
-		if k, v, ok := strings.Cut(C.GoString(p), "="); ok {
-			now[k] = v
-		}
+// getenv reads the process's environment as it is now (C's getenv), not
+// the copy the Go runtime took when the library was loaded: a variable
+// the program set since (Python's os.environ, C's setenv) counts, as
+// NCCL's getenv reads it when a communicator is created.
+func getenv(k string) string {
+	ck := C.CString(k)
+	defer C.free(unsafe.Pointer(ck))
+	if v := C.getenv(ck); v != nil {
+		return C.GoString(v)
 	}
-	for _, kv := range os.Environ() {
-		if k, _, _ := strings.Cut(kv, "="); k != "" {
-			if _, ok := now[k]; !ok {
-				os.Unsetenv(k)
-			}
-		}
-	}
-	for k, v := range now {
-		if old, ok := os.LookupEnv(k); !ok || old != v {
-			os.Setenv(k, v)
-		}
-	}
+	return ""
+}
+
+// options reads the library's settings from the process's environment as
+// it is now (nccl.OptionsFromEnv): the functions that create
+// communicators or unique IDs call it.
+func options() (nccl.Options, error) {
+	return nccl.OptionsFromEnv(getenv)
 }

@@ -48,7 +48,7 @@ var profile struct {
 // RNIC, the collectives) and the program's calls while they run in Go.
 func startCPUProfile(rank int) {
 	profile.once.Do(func() {
-		path := os.Getenv("GOROCE_CPUPROFILE")
+		path := getenv("GOROCE_CPUPROFILE")
 		if path == "" {
 			return
 		}

@@ -136,21 +136,24 @@ func torchUnderGoroceRun(t *testing.T, addrBase, script string) string {
 	return out
 }
 
-// envAfterLoad sets the RNIC's variables after the library has loaded
-// and creates one-rank communicators: a wrong GOROCE_LINK and a wrong
-// GOROCE_ADDR must be rejected (so the library read them), and right ones
+// envAfterLoad sets the RNIC's variables after the library has loaded,
+// and after the unique ID is made, and creates one-rank communicators: a
+// wrong GOROCE_LINK and a wrong GOROCE_ADDR must be rejected (so the
+// library read them when it created the communicator), and right ones
 // accepted.
 const envAfterLoad = `
 import os
 import goroce_nccl as gn
 gn.version()  # the library is loaded: the Go runtime has its copy of the environment
 for link, addr in (("bogus", "127.77.27.90"), ("udp", "not-an-address"), ("udp", "127.77.27.90")):
+    uid = gn.unique_id()
     os.environ["GOROCE_LINK"], os.environ["GOROCE_ADDR"] = link, addr
     try:
-        gn.Communicator(1, gn.unique_id(), 0).destroy()
+        gn.Communicator(1, uid, 0).destroy()
         print("%s %s: created" % (link, addr))
     except gn.InvalidArgument as e:
         print("%s %s: %s" % (link, addr, e))
+    del os.environ["GOROCE_LINK"], os.environ["GOROCE_ADDR"]
 `
 
 // Variables a program sets after loading the library (Python's
@@ -164,8 +167,8 @@ func TestEnvironmentSetAfterLoad(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{
-		`bogus 127.77.27.90: nccl: CommInitRank rank 0 of 1: nccl: invalid argument: GOROCE_LINK="bogus"`,
-		`udp not-an-address: nccl: CommInitRank rank 0 of 1: nccl: invalid argument: RNIC address "not-an-address"`,
+		`bogus 127.77.27.90: nccl: ncclCommInitRank: nccl: invalid argument: GOROCE_LINK="bogus": want udp or shm`,
+		`udp not-an-address: nccl: ncclCommInitRank: nccl: invalid argument: GOROCE_ADDR="not-an-address": want an IP address, or IP:port`,
 		"udp 127.77.27.90: created",
 	} {
 		if !strings.Contains(out, want) {

@@ -85,6 +85,7 @@ func goroce_create_cq(cqe C.int, channel C.uint32_t, obj C.uintptr_t, ring *C.st
 	e.tail = atomic.LoadUint32(t)
 	cq.SetHeld(e.held)
 	cObjects.Store(cq, e.obj)
+	addAsyncObject(e.obj)
 	if ch != nil {
 		go e.notify(ch)
 	} else {
@@ -206,12 +207,31 @@ func (e *cqEntry) fill() int {
 	got := e.cq.Poll(e.wcs[:free])
 	for i := 0; i < got; i++ {
 		w := &e.wcs[i]
+		flags, srcQP := rxeRecvFields(w)
 		e.ring.wc[(e.tail+uint32(i))%cqRing] = C.struct_goroce_wc{wr_id: C.uint64_t(w.WRID), status: C.int(w.Status),
 			opcode: C.int(w.Opcode), vendor_err: C.uint32_t(w.VendorErr), byte_len: C.uint32_t(w.ByteLen),
-			imm: C.uint32_t(w.Imm), qp_num: C.uint32_t(w.QPNum), src_qp: C.uint32_t(w.SrcQP),
-			wc_flags: C.uint32_t(w.Flags), sl: C.uint8_t(w.SL)}
+			imm: C.uint32_t(w.Imm), qp_num: C.uint32_t(w.QPNum), src_qp: C.uint32_t(srcQP),
+			wc_flags: C.uint32_t(flags), sl: C.uint8_t(w.SL)}
 	}
 	e.tail += uint32(got)
 	atomic.StoreUint32(tail, e.tail) // release: the entries before the tail
 	return got
+}
+
+// rxeRecvFields returns the wc_flags and src_qp a program sees for w, as
+// rdma-core's rxe provider reports them (the kernel's rxe_resp.c fills a
+// user CQ's entry): every successful receive carries IBV_WC_GRH, on RC and
+// UC too, though only a UD buffer starts with the GRH area; src_qp comes
+// from the packet's DETH, so it is 0 but for UD. The Go API's WC keeps the
+// RC peer's QPN in SrcQP and IBV_WC_GRH for UD alone (qp.WC); only the UD
+// receive path sets WCWithGRH there, which tells the two apart.
+func rxeRecvFields(w *qp.WC) (flags qp.WCFlags, srcQP uint32) {
+	flags, srcQP = w.Flags, w.SrcQP
+	if w.Status != qp.WCSuccess || w.Opcode != qp.WCRecv && w.Opcode != qp.WCRecvRDMAWithImm {
+		return flags, srcQP
+	}
+	if flags&qp.WCWithGRH == 0 {
+		srcQP = 0
+	}
+	return flags | qp.WCWithGRH, srcQP
 }

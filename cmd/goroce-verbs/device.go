@@ -40,7 +40,7 @@ var dev struct {
 
 // asyncs holds the async event queue of each open context (ibv_context
 // async_fd): every context sees every event, as with rdma-core.
-var asyncs handles[*eventQueue[C.struct_goroce_async_event]]
+var asyncs handles[*eventQueue[asyncEvent]]
 
 // The objects of the device, by handle.
 var (
@@ -68,7 +68,7 @@ func config() (rnic.Config, func() error, error) {
 		return cfg, nil, err
 	}
 	cfg.Addr = addr
-	if cfg.MTU, err = deviceMTU(); err != nil {
+	if cfg.MTU, err = deviceMTU(addr.Addr()); err != nil {
 		return cfg, nil, err
 	}
 	// Polling mode, as goroce perf has it unless -e: the thread that
@@ -115,11 +115,13 @@ func deviceAddr() (netip.AddrPort, error) {
 	return ap, nil
 }
 
-// deviceMTU parses GOROCE_MTU (0 when unset: rnic's default).
-func deviceMTU() (int, error) {
+// deviceMTU parses GOROCE_MTU. Unset, it is the MTU rxe would take on
+// the netdev addr lives on (linkMTU), or 0 (rnic's default) if none holds
+// addr.
+func deviceMTU(addr netip.Addr) (int, error) {
 	s := os.Getenv("GOROCE_MTU")
 	if s == "" {
-		return 0, nil
+		return linkMTU(addr), nil
 	}
 	mtu, err := strconv.Atoi(s)
 	if err != nil {
@@ -175,7 +177,7 @@ func goroce_open(asyncFD C.int, h *C.uint32_t) C.int {
 	defer dev.mu.Unlock()
 	if dev.d != nil {
 		dev.refs++
-		*h = C.uint32_t(asyncs.add(newEventQueue[C.struct_goroce_async_event](int(asyncFD))))
+		*h = C.uint32_t(asyncs.add(newEventQueue[asyncEvent](int(asyncFD))))
 		return 0
 	}
 	cfg, closeCapture, err := config()
@@ -196,7 +198,7 @@ func goroce_open(asyncFD C.int, h *C.uint32_t) C.int {
 	}
 	dev.d, dev.refs, dev.closeCapture = d, 1, closeCapture
 	dev.stopProfile = startProfile()
-	*h = C.uint32_t(asyncs.add(newEventQueue[C.struct_goroce_async_event](int(asyncFD))))
+	*h = C.uint32_t(asyncs.add(newEventQueue[asyncEvent](int(asyncFD))))
 	dev.done, dev.spinExited = make(chan struct{}), make(chan struct{})
 	go forwardAsync(d, dev.done)
 	if cfg.BusyPoll > 0 {
@@ -225,7 +227,7 @@ func goroce_close(h C.uint32_t) C.int {
 	}
 	close(dev.done)
 	<-dev.spinExited // no Progress once the device closes
-	debugf("goroce0 closes: %s", counterLine(dev.d))
+	debugf("goroce0 on %v closes: %s", dev.d.Addr(), counterLine(dev.d))
 	err := dev.d.Close()
 	dev.closeCapture()
 	dev.stopProfile()

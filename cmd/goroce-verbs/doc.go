@@ -9,19 +9,24 @@
 //
 // The same preload stands in for librdmacm.so.1 too, so programs that
 // connect with rdma_cm (rping, ucmatose, udaddy, rdma_server/rdma_client,
-// perftest's -R) run unmodified: shim/rdmacm.c defines every rdma_*
-// function librdmacm exports, with the layouts of Debian's librdmacm-dev
-// <rdma/rdma_cma.h>, and rdmacm.go connects them to package rnic/cm, the
-// connection manager, on goroce0 (its CM MADs travel on QP1 as with
-// rxe). One library rather than a second one, because the CM drives the
-// QPs the verbs half created (rdma_create_qp is ibv_create_qp, then the
-// CM moves the QP to INIT, and to RTR and RTS as the connection forms),
-// and a program linked with both libraries needs both stood in for;
-// goroce exec then preloads one file as before. What it does not support
-// (multicast, rdma_init_qp_attr, rdma_establish, rdma_notify, rdma_cm
-// SRQs, rdma_create_qp_ex, ECE, options but REUSEADDR and AFONLY) fails
-// with ENOSYS, and with GOROCE_DEBUG says so once. The rsocket functions
-// are not stood in for.
+// perftest's -R, libfabric's verbs provider) run unmodified:
+// shim/rdmacm.c defines every rdma_* function librdmacm exports, with the
+// layouts of Debian's librdmacm-dev <rdma/rdma_cma.h>, and rdmacm.go
+// connects them to package rnic/cm, the connection manager, on goroce0
+// (its CM MADs travel on QP1 as with rxe). One library rather than a
+// second one, because the CM drives the QPs the verbs half created
+// (rdma_create_qp is ibv_create_qp, then the CM moves the QP to INIT, and
+// to RTR and RTS as the connection forms), and a program linked with both
+// libraries needs both stood in for; goroce exec then preloads one file as
+// before. As with the kernel's rdma_cm, an ID bound to the wildcard
+// address or to a loopback one that is not goroce0's is bound to no
+// device (id->verbs stays NULL) until it resolves a peer, and a listener
+// on it takes requests to goroce0's address: libfabric binds "localhost"
+// so, then each interface's address, to learn which addresses are a
+// device's. What it does not support (multicast, rdma_init_qp_attr,
+// rdma_establish, rdma_notify, rdma_cm SRQs, rdma_create_qp_ex, ECE,
+// options but REUSEADDR and AFONLY) fails with ENOSYS, and with
+// GOROCE_DEBUG says so once. The rsocket functions are not stood in for.
 //
 // Two libraries, because a program that never calls a verb must not pay
 // for a Go runtime:
@@ -68,11 +73,23 @@
 // goroce perf's passive server does, instead of waking the receive
 // goroutine for each burst: ib_read_lat 8 B went from 66-73 to 20 µs.
 //
+// Receive completions carry what rdma-core's rxe provider reports
+// (testdata/rxe-recv-wc.txt, captured on rxe): IBV_WC_GRH on every
+// successful receive, RC and UC included; src_qp only for UD (0 on RC and
+// UC); sl, slid, dlid_path_bits and pkey_index 0. A UD receive buffer
+// starts with the 40-byte GRH area as rxe fills it: for an IPv4 packet 20
+// zero bytes, then the IPv4 header; for IPv6 the IPv6 header. Its TOS (or
+// traffic class), IPv4 Identification and TTL (or hop limit) are 0, 0 and
+// 64 whatever the packet carried: goroce does not read them off its socket.
+//
 // Completion channels and the async fd are eventfds in semaphore mode, so
 // poll and epoll work on them; the core adds one per event and the shim's
 // ibv_get_cq_event and ibv_get_async_event read one, then take the event.
 // ibv_destroy_cq waits until every event it handed out is acknowledged
-// (ibv_ack_cq_events), as rdma-core does.
+// (ibv_ack_cq_events), and ibv_destroy_qp, ibv_destroy_srq and
+// ibv_destroy_cq until every async event of the object the program took is
+// (ibv_ack_async_event), as rdma-core's do; an object's events nobody took
+// go with it.
 //
 // Fork: the Go runtime does not survive fork, so in the child of a process
 // that has loaded the core every verb fails with ENODEV; a child that
@@ -146,10 +163,35 @@
 // does not survive fork); and the uverbs device is uverbs0 even on a host
 // with its own, which the process then does not see.
 //
+// # UCX
+//
+// UCX 1.13 (Debian's libucx0, ucx_perftest, Open MPI's pml ucx and osc
+// ucx) opens goroce0 as it opens rxe0 and uses the two transports it finds
+// on rxe: rc_verbs and ud_verbs (rc_mlx5, dc_mlx5 and ud_mlx5 need mlx5's
+// provider, on rxe too). Between two processes of one host UCX prefers
+// shared memory; UCX_TLS=rc_verbs,ud_verbs,self (RC, with UD for its
+// wire-up) or ud_verbs,self keeps every byte on goroce0, and so does the
+// default selection between processes UCX takes for two hosts. Over an
+// IPv4 GID, UCX 1.13's UD transport drops every datagram while its RoCE
+// destination-GID filter is on, because it reads the IP version from
+// wc.sl as mlx5 encodes it, and rxe and goroce report sl 0: goroce exec sets
+// UCX_UD_VERBS_ETH_DGID_CHECK=n unless the environment sets it (UCX 1.19
+// reads the version from the GRH area). Over IPv6 GIDs the filter passes.
+// Open MPI 4.1 runs over it with --mca pml ucx --mca osc ucx, each rank
+// under goroce exec on a goroce0 of its own (mpirun ... goroce exec --
+// PROGRAM); with UCX_TLS=rc_verbs,ud_verbs,self every byte between the
+// ranks crosses goroce0, as each rank's counters show.
+// librdmacm's stand-in keeps a context of goroce0 for the CM, as librdmacm
+// keeps its devices, and closes it as the process ends (librdmacm's
+// destructor does too), so goroce0 closes, and GOROCE_DEBUG prints its
+// counters, when a program such as UCX has loaded the CM.
+//
 // Environment:
 //
 //	GOROCE_ADDR        the device's IP address, or address:port (default 127.0.0.1, port 4791)
-//	GOROCE_MTU         the port's active MTU in bytes (default 4096)
+//	GOROCE_MTU         the port's active MTU in bytes (default: rxe's on the netdev the address lives on, the
+//	                   largest of 256 ... 4096 that fits in its MTU less 80 bytes: 4096 on lo, 1024 on 1500;
+//	                   4096 on an address of no interface)
 //	GOROCE_BUSY_POLL   how long a CQ wait spins driving the receive path (default 200us; 0: off);
 //	                   while on, ibv_poll_cq on an empty CQ reads the socket itself, in the caller's thread,
 //	                   and while packets arrive and nothing polls a CQ (the passive side of RDMA WRITEs)
@@ -157,7 +199,8 @@
 //	GOROCE_TRACE=1     print the packet trace on stderr, as goroce --trace does
 //	GOROCE_PCAP=FILE   write every packet to a pcap file, as goroce --pcap does
 //	GOROCE_DEBUG=1     say on stderr why a verb failed, once per verb what is unsupported, and as
-//	                   goroce0 closes its counters that are not 0 (as goroce stat shows a native device's)
+//	                   goroce0 closes its address and its counters that are not 0 (as goroce stat shows
+//	                   a native device's): "goroce0 on 127.0.0.1:4791 closes: sent_pkts 12 ..."
 //	GOROCE_VERBS_CORE  the core library's path, if not beside the shim
 //	GOROCE_CPUPROFILE  write a CPU profile (runtime/pprof) of the Go side to this file, from the
 //	                   first ibv_open_device to the last ibv_close_device
@@ -405,7 +448,7 @@
 //	rdma_resolve_addr                 works
 //	rdma_resolve_route                works
 //	rdma_set_local_ece                works differently from rxe: ENOSYS, no ECE
-//	rdma_set_option                   works: REUSEADDR and AFONLY; the other options ENOSYS
+//	rdma_set_option                   works: REUSEADDR; AFONLY taken, it changes nothing on goroce0's one family; the other options ENOSYS
 //	rfcntl                            works differently from rxe: EBADF, no rsocket exists
 //	rgetpeername                      works differently from rxe: EBADF, no rsocket exists
 //	rgetsockname                      works differently from rxe: EBADF, no rsocket exists

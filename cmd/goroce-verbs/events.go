@@ -111,19 +111,23 @@ func forwardAsync(d *rnic.Device, done <-chan struct{}) {
 	for {
 		select {
 		case ev := <-d.Events():
-			e := C.struct_goroce_async_event{event_type: C.int(ev.Type)}
+			e := asyncEvent{ev: C.struct_goroce_async_event{event_type: C.int(ev.Type)}, object: true}
 			switch {
 			case ev.QP != nil:
 				p, _ := ev.QP.Context().(uintptr)
-				e.object = C.uintptr_t(p)
+				e.ev.object = C.uintptr_t(p)
 			case ev.CQ != nil:
-				e.object = C.uintptr_t(cObjectOf(ev.CQ))
+				e.ev.object = C.uintptr_t(cObjectOf(ev.CQ))
 			case ev.SRQ != nil:
-				e.object = C.uintptr_t(cObjectOf(ev.SRQ))
+				e.ev.object = C.uintptr_t(cObjectOf(ev.SRQ))
 			default:
-				e.object = C.uintptr_t(ev.Port)
+				e.ev.object, e.object = C.uintptr_t(ev.Port), false
 			}
-			asyncs.each(func(q *eventQueue[C.struct_goroce_async_event]) { q.push(e) })
+			asyncObjects.mu.Lock()
+			if _, live := asyncObjects.handed[uintptr(e.ev.object)]; live || !e.object {
+				asyncs.each(func(q *eventQueue[asyncEvent]) { q.push(e) })
+			}
+			asyncObjects.mu.Unlock()
 		case <-done:
 			return
 		}
@@ -139,16 +143,67 @@ func cObjectOf(o any) uintptr {
 	return u
 }
 
+// asyncEvent is an async event in a context's queue; object says that it
+// names a QP, CQ or SRQ (by its C object), not a port.
+type asyncEvent struct {
+	ev     C.struct_goroce_async_event
+	object bool
+}
+
+// asyncObjects are the live QPs, CQs and SRQs, by the C object the shim
+// gave for each at creation, with how many of their async events
+// ibv_get_async_event has handed the program: the count rdma-core's destroy
+// verbs wait to see acknowledged (ibv_ack_async_event) before they free the
+// object, which the program's event thread may still be holding. mu orders
+// an object's events being queued, taken and dropped, and its forgetting.
+var asyncObjects = struct {
+	mu     sync.Mutex
+	handed map[uintptr]uint32
+}{handed: map[uintptr]uint32{}}
+
+// addAsyncObject makes obj's async events reach the program.
+func addAsyncObject(obj uintptr) {
+	asyncObjects.mu.Lock()
+	asyncObjects.handed[obj] = 0
+	asyncObjects.mu.Unlock()
+}
+
+// goroce_async_forget is for the shim's destroy verbs, once the core has
+// destroyed the object obj: no event of it reaches the program after this
+// (those still queued are dropped), and *handed is how many the program
+// took, each of which it must acknowledge before the shim frees obj.
+//
+//export goroce_async_forget
+func goroce_async_forget(obj C.uintptr_t, handed *C.uint32_t) C.int {
+	asyncObjects.mu.Lock()
+	defer asyncObjects.mu.Unlock()
+	n, ok := asyncObjects.handed[uintptr(obj)]
+	if !ok {
+		return C.int(syscall.EINVAL)
+	}
+	delete(asyncObjects.handed, uintptr(obj))
+	asyncs.each(func(q *eventQueue[asyncEvent]) {
+		q.drop(func(e asyncEvent) bool { return e.object && e.ev.object == obj })
+	})
+	*handed = C.uint32_t(n)
+	return 0
+}
+
 //export goroce_async_pop
 func goroce_async_pop(h C.uint32_t, out *C.struct_goroce_async_event) C.int {
 	q, ok := asyncs.get(uint32(h))
 	if !ok {
 		return C.int(syscall.EINVAL)
 	}
-	ev, ok := q.pop()
+	asyncObjects.mu.Lock()
+	defer asyncObjects.mu.Unlock()
+	e, ok := q.pop()
 	if !ok {
 		return C.int(syscall.EAGAIN)
 	}
-	*out = ev
+	if e.object {
+		asyncObjects.handed[uintptr(e.ev.object)]++
+	}
+	*out = e.ev
 	return 0
 }

@@ -74,7 +74,7 @@ func queries() (attrs, error) {
 		addr, err := deviceAddr()
 		if err != nil {
 			described.err = err
-		} else if mtu, err := deviceMTU(); err != nil {
+		} else if mtu, err := deviceMTU(addr.Addr()); err != nil {
 			described.err = err
 		} else {
 			described.s, described.err = rnic.Describe(rnic.Config{Addr: addr, MTU: mtu})

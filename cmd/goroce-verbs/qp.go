@@ -37,6 +37,7 @@ func goroce_create_srq(pdh C.uint32_t, maxWR, maxSGE, limit C.uint32_t, obj C.ui
 		return errno(err)
 	}
 	cObjects.Store(srq, uintptr(obj))
+	addAsyncObject(uintptr(obj))
 	*h = C.uint32_t(srqs.add(&srqEntry{srq: srq, obj: uintptr(obj)}))
 	return 0
 }
@@ -147,6 +148,7 @@ func goroce_create_qp(pdh C.uint32_t, typ C.int, sendCQ, recvCQ, srqh C.uint32_t
 		}
 		inlineStages.Store(q, st)
 	}
+	addAsyncObject(uintptr(obj))
 	*h, *qpn = C.uint32_t(qps.add(q)), C.uint32_t(q.QPN())
 	*cp = capC(got)
 	return 0

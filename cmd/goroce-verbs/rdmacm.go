@@ -282,13 +282,16 @@ func goroce_cm_set_qp(h, qph C.uint32_t) C.int {
 	return 0
 }
 
-// connParam reads a struct goroce_cm_param.
+// connParam reads a struct goroce_cm_param. Retry counts above 7 count as
+// 7, as the kernel's rdma_cm sends them (cma.c cma_connect_ib and
+// cma_accept_ib: min(7, count), the REQ's and REP's fields are 3 bits):
+// libfabric's verbs provider asks for 15.
 func connParam(p *C.struct_goroce_cm_param) *cm.ConnParam {
 	if p == nil {
 		return nil
 	}
 	cp := &cm.ConnParam{ResponderResources: uint8(p.responder_resources), InitiatorDepth: uint8(p.initiator_depth),
-		FlowControl: p.flow_control != 0, RetryCount: uint8(p.retry_count), RNRRetryCount: uint8(p.rnr_retry_count),
+		FlowControl: p.flow_control != 0, RetryCount: min(uint8(p.retry_count), 7), RNRRetryCount: min(uint8(p.rnr_retry_count), 7),
 		SRQ: p.srq != 0, QPNum: uint32(p.qp_num)}
 	if p.private_data_len > 0 {
 		cp.PrivateData = C.GoBytes(unsafe.Pointer(&p.private_data[0]), C.int(p.private_data_len))

@@ -86,14 +86,20 @@ func tryCMPair(t *testing.T, lib, sa, ca string, server, client []string) (sout,
 	}
 	c := start(ctx, t, lib, ca, []string{"GOROCE_DEBUG=1"}, client[0], client[1:]...)
 	cerr := <-c.done
-	var serr error
+	serr := s.waitAfterClient()
+	return s.stdout.String(), c.stdout.String(), pairErr(c, cerr, s, serr)
+}
+
+// waitAfterClient waits for a server whose client has exited, and kills
+// it if it is still running 30 s later.
+func (s *proc) waitAfterClient() error {
 	select {
-	case serr = <-s.done:
+	case err := <-s.done:
+		return err
 	case <-time.After(30 * time.Second):
 		s.cmd.Process.Kill()
-		serr = fmt.Errorf("still running 30 s after its client exited (%v)", <-s.done)
+		return fmt.Errorf("still running 30 s after its client exited (%v)", <-s.done)
 	}
-	return s.stdout.String(), c.stdout.String(), pairErr(c, cerr, s, serr)
 }
 
 // rpingData is what rping puts in its buffer for ping number n, with -S

@@ -23,7 +23,7 @@ func TestPassiveSideSpins(t *testing.T) {
 		t.Run("GOROCE_BUSY_POLL="+c.busyPoll, func(t *testing.T) {
 			server, _, _, _ := preloadedPair(t, "ib_write_bw", "perftest", "-p",
 				[]string{"GOROCE_DEBUG=1", "GOROCE_BUSY_POLL=" + c.busyPoll}, "-x", "0", "-F", "-s", "65536", "-n", "5000")
-			line := regexp.MustCompile(`goroce0 closes: .*`).FindString(server.stderr.String())
+			line := regexp.MustCompile(`goroce0 on \S+ closes: .*`).FindString(server.stderr.String())
 			if line == "" {
 				t.Fatalf("the server printed no counters as goroce0 closed:\n%s", &server.stderr)
 			}

@@ -570,19 +570,7 @@ func TestSysfsEdges(t *testing.T) {
 		"forked child reads: ok")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	got := strings.Split(strings.TrimSuffix(start(ctx, t, lib, addr, nil, prog, "edges").wait(t), "\n"), "\n")
-	for i := range max(len(got), len(want)) {
-		g, w := "(nothing)", "(nothing)"
-		if i < len(got) {
-			g = got[i]
-		}
-		if i < len(want) {
-			w = want[i]
-		}
-		if g != w {
-			t.Errorf("line %d: sysfs_check edges printed\n\t%s\nwant\n\t%s", i+1, g, w)
-		}
-	}
+	diffLines(t, "sysfs_check edges", start(ctx, t, lib, addr, nil, prog, "edges").wait(t), "want", strings.Join(want, "\n"))
 }
 
 // TestUCXInfo runs Debian's ucx_info -d preloaded: UCX lists a device only

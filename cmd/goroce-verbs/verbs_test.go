@@ -66,17 +66,30 @@ type proc struct {
 // start starts name with args; with preload, on goroce0 at addr.
 func start(ctx context.Context, t *testing.T, preload, addr string, env []string, name string, args ...string) *proc {
 	t.Helper()
+	p := prepare(ctx, preload, addr, env, name, args...)
+	p.begin(t)
+	return p
+}
+
+// prepare is start without starting, for a caller to set more of p.cmd.
+func prepare(ctx context.Context, preload, addr string, env []string, name string, args ...string) *proc {
 	p := &proc{cmd: exec.CommandContext(ctx, name, args...), done: make(chan error, 1)}
 	p.cmd.Env = append(os.Environ(), env...)
 	if preload != "" {
 		p.cmd.Env = append(p.cmd.Env, "LD_PRELOAD="+preload, "GOROCE_ADDR="+addr)
 	}
 	p.cmd.Stdout, p.cmd.Stderr = &p.stdout, &p.stderr
+	p.cmd.WaitDelay = 10 * time.Second // a child it left behind may hold its output open
+	return p
+}
+
+// begin starts a prepared program.
+func (p *proc) begin(t *testing.T) {
+	t.Helper()
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	go func() { p.done <- p.cmd.Wait() }()
-	return p
 }
 
 // wait waits for the program to exit and fails the test unless it exited 0.
@@ -88,16 +101,16 @@ func (p *proc) wait(t *testing.T) string {
 	return p.stdout.String()
 }
 
-// waitListening waits, in a bounded loop, until some socket listens on TCP
-// port (testenv.Listening) while p runs: the pingpong servers
-// listen without saying so, and their clients do not retry a refused
-// connect.
+// waitListening waits, in a bounded loop, until some socket of p's network
+// namespace listens on TCP port (testenv.ListeningIn) while p runs: the
+// pingpong servers listen without saying so, and their clients do not
+// retry a refused connect.
 func waitListening(t *testing.T, p *proc, port int) {
 	t.Helper()
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	for i := 0; i < 3000; i++ { // 60 s
-		if testenv.Listening(port) {
+		if testenv.ListeningIn(p.cmd.Process.Pid, port) {
 			return
 		}
 		select {

@@ -81,14 +81,19 @@ type interopCase struct {
 	Rdmacm   string // "" or a librdmacm example (rping): rxe runs it, goroce its own (see rping.go)
 	// Own is "" or a program of goroce's own (own.go), run preloaded on
 	// goroce and on rxe; OwnBin is its binary, built by the suite.
-	Own     string
-	OwnBin  string
-	RxeRole role
-	Family  family
-	MTU     int // path MTU in bytes: 1024 or 4096
-	Size    int // message size, -s
-	Iters   int // exchanges, -n
-	Port    int // TCP side-channel port, -p
+	Own    string
+	OwnBin string
+	// UCX is "" or a ucx_perftest UCT test over rc_verbs (ucx.go): am_lat
+	// or put_bw; UCXBatch is goroce's side's batch file, written by the
+	// suite.
+	UCX      string
+	UCXBatch string
+	RxeRole  role
+	Family   family
+	MTU      int // path MTU in bytes: 1024 or 4096
+	Size     int // message size, -s
+	Iters    int // exchanges, -n
+	Port     int // TCP side-channel port, -p
 }
 
 // Name identifies the case in the guest's serial log (the lab's
@@ -120,6 +125,9 @@ func (c interopCase) Line() string {
 // program is the rxe side's program: ibv_rc_pingpong's "rc_pingpong" or
 // perftest's "ib_write_bw".
 func (c interopCase) program() string {
+	if c.UCX != "" {
+		return "ucx_" + c.UCX + "_rc"
+	}
 	if c.Own != "" {
 		return c.Own
 	}
@@ -187,6 +195,7 @@ type plan struct {
 	rdmacm           []string // librdmacm examples (rping) against goroce's own
 	rdmacmPreload    []string // librdmacm examples run preloaded on goroce (see rdmacmPreloaded)
 	own              []string // goroce's own programs (see ownPrograms)
+	ucx              []string // ucx_perftest tests (see ucxPrograms)
 	iters            int      // exchanges per ping-pong case
 	perfIters        int      // operations per perftest case (-n)
 }
@@ -229,13 +238,18 @@ func matrix(p plan) []interopCase {
 					cs = append(cs, p.preloadCase(t, true, r, f, mtu, firstPort+len(cs)))
 				}
 				for _, t := range p.rdmacmPreload {
-					if mtu == rdmacmPreloadMTU {
+					if mtu == rdmacmPreloadMTU && rdmacmPreloadRuns(t, f) {
 						cs = append(cs, p.rdmacmPreloadCase(t, r, f, firstPort+len(cs)))
 					}
 				}
 				for _, t := range p.own {
 					if mtu == ownMTU {
 						cs = append(cs, p.ownCase(t, r, f, firstPort+len(cs)))
+					}
+				}
+				for _, t := range p.ucx {
+					if mtu == ucxMTU {
+						cs = append(cs, p.ucxCase(t, r, f, firstPort+len(cs)))
 					}
 				}
 			}
@@ -258,12 +272,21 @@ func (p plan) preloadCase(prog string, events bool, r role, f family, mtu, port 
 	return c
 }
 
+// timeout is the longest rxe's side of the case may take, base but for a
+// UCX case (ucxCaseTimeout).
+func (c interopCase) timeout(base time.Duration) time.Duration {
+	if c.UCX != "" {
+		return max(base, ucxCaseTimeout)
+	}
+	return base
+}
+
 // ackTimeout is the case's QP local ACK timeout, 4.096 us * 2^timeout:
 // perftest's -u qpTimeout, and the 14 that ibv_rc_pingpong sets on rxe's
 // side (goroce's is qpTimeout, so any repeat of its fails the case).
 func (c interopCase) ackTimeout() time.Duration {
 	t := 14
-	if c.Perftest != "" {
+	if c.Perftest != "" || c.UCX != "" { // UCX's RC QPs wait 1 s (UCX_RC_TIMEOUT)
 		t = qpTimeout
 	}
 	return 4096 * time.Nanosecond << t
@@ -279,6 +302,9 @@ func (c interopCase) goroceAddr() string {
 
 // goroceArgs is the goroce command line for the case (without the binary).
 func (c interopCase) goroceArgs() []string {
+	if c.UCX != "" {
+		return c.ucxArgs()
+	}
 	if c.Own != "" {
 		return c.ownArgs()
 	}
@@ -351,9 +377,21 @@ func (c interopCase) execArgs() []string {
 	return []string{"exec", "--addr", c.goroceAddr(), "--mtu", strconv.Itoa(c.MTU), "--"}
 }
 
+// rxeGID is the guest script's variable that holds the GID index of
+// rxe0's GID of the case's family: $G4 (IPv4-mapped) or $G6.
+func (c interopCase) rxeGID() string {
+	if c.Family == ipv6 {
+		return "$G6"
+	}
+	return "$G4"
+}
+
 // rxeCommand is the guest's command line for the case. $G4 and $G6 are
 // the guest script's GID indexes of its IPv4-mapped and IPv6 GIDs.
 func (c interopCase) rxeCommand() string {
+	if c.UCX != "" {
+		return c.ucxRxeCommand()
+	}
 	if c.Own != "" {
 		return c.ownRxeCommand()
 	}
@@ -363,10 +401,7 @@ func (c interopCase) rxeCommand() string {
 	if c.Rdmacm != "" {
 		return c.rpingRxeCommand()
 	}
-	gid := "$G4"
-	if c.Family == ipv6 {
-		gid = "$G6"
-	}
+	gid := c.rxeGID()
 	server := ""
 	if c.RxeRole == rxeClient {
 		server = goroceIPv4

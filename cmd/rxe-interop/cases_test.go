@@ -127,7 +127,7 @@ func TestPerftestCases(t *testing.T) {
 	if perftestSize("write_bw", 4096) != 8192 || perftestSize("send_lat", 4096) != 64 || perftestSize("atomic_bw", 1024) != 8 {
 		t.Error("perftestSize")
 	}
-	if _, err := parseFlags([]string{"-transports", "none", "-perftests", "none", "-preload", "none", "-rdmacm", "none", "-own", "none"}, &strings.Builder{}); err == nil {
+	if _, err := parseFlags([]string{"-transports", "none", "-perftests", "none", "-preload", "none", "-rdmacm", "none", "-own", "none", "-ucx", "none"}, &strings.Builder{}); err == nil {
 		t.Error("nothing to run: want an error")
 	}
 	cfg, err := parseFlags([]string{"-transports", "none", "-perftests", "ib_send_bw,read_lat"}, &strings.Builder{})

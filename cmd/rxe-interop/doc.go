@@ -41,14 +41,17 @@
 //	interop: rping rxe-client ipv6 mtu=1024 PASS (...)
 //
 // and so does each preloaded rdma_cm case (-rdmacm rping-preload,
-// ucmatose, udaddy, rdma_server): Debian's rping -V, ucmatose, udaddy
-// (UD, resolved with SIDR REQ/REP) and rdma_server/rdma_client on both
-// sides, goroce's under `goroce exec` with its librdmacm preloaded too,
-// at MTU 1024 only (their messages, 16 to 100 bytes, fit one packet, so
-// 4096 would add nothing). Preloaded rping is checked as rping is;
-// ucmatose and udaddy pass when both sides print "test complete" and
-// "return status 0", rdma_server and rdma_client when they print
-// "rdma_server: end 0" and "rdma_client: end 0" (rdmacm.go):
+// ucmatose, udaddy, rdma_server, fi_pingpong): Debian's rping -V,
+// ucmatose, udaddy (UD, resolved with SIDR REQ/REP), rdma_server/
+// rdma_client and libfabric's fi_pingpong (its verbs provider's MSG
+// endpoints, IPv4 only) on both sides, goroce's under `goroce exec` with
+// its librdmacm preloaded too, at MTU 1024 only (their messages, 16 to
+// 4096 bytes, fit one to four packets, so 4096 would add nothing).
+// Preloaded rping is checked as rping is; ucmatose and udaddy pass when
+// both sides print "test complete" and "return status 0", rdma_server and
+// rdma_client when they print "rdma_server: end 0" and "rdma_client: end
+// 0", fi_pingpong when both sides checked every message (-c) and printed
+// its row with every message sent and acknowledged (rdmacm.go):
 //
 //	interop: ucmatose preloaded rxe-server ipv6 mtu=1024 PASS (...)
 //
@@ -63,6 +66,16 @@
 // "wire:" lines say, at MTU 1024:
 //
 //	interop: ext_qp preloaded rxe-client ipv6 mtu=1024 PASS (...)
+//
+// and so does each UCX case (-ucx, ucx.go): Debian's ucx_perftest (UCX
+// 1.13) at UCT level over rc_verbs on both sides, goroce's under `goroce
+// exec`, each side running the test from a batch file that names its own
+// device (goroce0:1, rxe0:1, with UCX_IB_GID_INDEX choosing rxe's GID of
+// the family): am_lat_rc, an 8-byte active-message ping-pong, whose last
+// -n SENDs each way must carry the iteration's sequence number in order,
+// and put_bw_rc, RDMA WRITEs of 64 KiB from the client, at MTU 1024:
+//
+//	interop: ucx_am_lat_rc preloaded rxe-server ipv4 mtu=1024 PASS (...)
 //
 // perftest's -R (connect with rdma_cm) is not a case: ib_write_bw -R does
 // not complete even rxe to rxe in the lab.
@@ -126,7 +139,8 @@
 //	go run ./cmd/rxe-interop [-goroce BIN] [-lab PATH] [-out DIR] [-v]
 //	    [-transports rc,uc,ud|none] [-perftests write_bw,...|none]
 //	    [-preload rc,uc,ud,srq,write_bw,...,rc-e,send_bw-e,send_lat-e|none]
-//	    [-rdmacm rping,rping-preload,ucmatose,udaddy,rdma_server|none] [-own ext_qp|none]
+//	    [-rdmacm rping,rping-preload,ucmatose,udaddy,rdma_server,fi_pingpong|none] [-own ext_qp|none]
+//	    [-ucx am_lat_rc,put_bw_rc|none]
 //	    [-roles server,client] [-families ipv4,ipv6] [-mtus 1024,4096]
 //	    [-iters 5] [-perf-iters 20]
 //
@@ -139,5 +153,5 @@
 // builds (or takes with -goroce) and drives as a black box; for the
 // preloaded cases its `goroce exec` builds the libraries (go, gcc and
 // libibverbs-dev) before the guest boots, and the namespace side needs
-// Debian's ibverbs-utils, perftest and rdmacm-utils.
+// Debian's ibverbs-utils, perftest, rdmacm-utils and ucx-utils.
 package main

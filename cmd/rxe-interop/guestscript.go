@@ -24,7 +24,8 @@ func refusalPattern() string {
 // guestScript is the /bin/sh program the guest runs once rxe0 is up
 // (busybox and rdma-core's tools): rxe's side of every case, in order,
 // between the lab's "RXELAB-CASE BEGIN/END" markers, so `rxe-lab wait`
-// prints a RESULT line per case too. caseTimeout bounds each case.
+// prints a RESULT line per case too. caseTimeout bounds each case (a UCX
+// case, ucxCaseTimeout).
 //
 // A server case waits (up to caseTimeout) for goroce to connect. A client
 // case retries while goroce is not listening yet (a refused connect, see
@@ -66,10 +67,15 @@ run_case() {  # run_case ROLE NAME CMD...
 }
 `)
 	eth := 1500 // what the lab boots with unless told otherwise
+	ct := secs
 	for _, c := range cases {
 		if m := ethMTU(c.MTU); m != eth {
 			fmt.Fprintf(&b, "set_mtu %d\n", m)
 			eth = m
+		}
+		if t := int(c.timeout(caseTimeout).Seconds()); t != ct {
+			fmt.Fprintf(&b, "CT=%d\n", t)
+			ct = t
 		}
 		fmt.Fprintf(&b, "run_case %s %s %s\n", c.RxeRole, c.Name(), c.rxeCommand())
 	}

@@ -109,7 +109,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			}
 			break
 		}
-		guestTimeout := time.Duration(len(cases))*(cfg.caseTimeout+15*time.Second) + time.Minute
+		guestTimeout := time.Minute
+		for _, c := range cases {
+			guestTimeout += c.timeout(cfg.caseTimeout) + 15*time.Second
+		}
 		s := &suite{
 			lab:    newLab(cfg.lab, cfg.ns, guestTimeout, cfg.caseTimeout, progress),
 			goroce: goroce, out: cfg.out, caseTimeout: cfg.caseTimeout, report: report,
@@ -166,7 +169,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		lab = findLab()
 	}
 	var cfg config
-	var transports, perfs, preload, rdmacm, own, roles, families, mtus string
+	var transports, perfs, preload, rdmacm, own, ucx, roles, families, mtus string
 	fs.StringVar(&cfg.goroce, "goroce", "", "goroce `binary` to test (default: go build ./cmd/goroce)")
 	fs.StringVar(&cfg.lab, "lab", lab, "the rxe-lab `script` (env RXE_LAB)")
 	fs.StringVar(&cfg.out, "out", filepath.Join(labDir, "interop", time.Now().Format("20060102T150405")),
@@ -188,6 +191,9 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&own, "own", strings.Join(ownPrograms, ","),
 		"`list` of goroce's own programs (cmd/goroce-verbs/testdata) run preloaded on goroce against the same on rxe, at MTU 1024 only: "+
 			strings.Join(ownPrograms, ", ")+"; or none")
+	fs.StringVar(&ucx, "ucx", strings.Join(ucxPrograms, ","),
+		"`list` of ucx_perftest UCT tests over rc_verbs run preloaded on goroce against the same on rxe, at MTU 1024 only: "+
+			strings.Join(ucxPrograms, ", ")+"; or none")
 	fs.StringVar(&roles, "roles", "server,client", "`list` of rxe's roles: server, client")
 	fs.StringVar(&families, "families", "ipv4,ipv6", "`list` of address families: ipv4, ipv6")
 	fs.StringVar(&mtus, "mtus", "1024,4096", "`list` of path MTUs: 1024, 4096")
@@ -260,6 +266,11 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 			return cfg, err
 		}
 	}
+	if ucx != "none" {
+		if p.ucx, err = parseList(ucx, "-ucx", func(s string) (string, bool) { return s, isUCXItem(s) }); err != nil {
+			return cfg, err
+		}
+	}
 	if p.roles, err = parseList(roles, "-roles", func(s string) (role, bool) {
 		return role(s), s == string(rxeServer) || s == string(rxeClient)
 	}); err != nil {
@@ -278,8 +289,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	}
 	slices.Sort(p.mtus) // the guest only raises its MTU
 	switch {
-	case len(p.transports)+len(p.perftests)+len(p.preloadPingpongs)+len(p.preloadPerftests)+len(p.preloadEvents)+len(p.rdmacm)+len(p.rdmacmPreload)+len(p.own) == 0:
-		return cfg, fmt.Errorf("-transports none, -perftests none, -preload none, -rdmacm none and -own none: nothing to run")
+	case len(p.transports)+len(p.perftests)+len(p.preloadPingpongs)+len(p.preloadPerftests)+len(p.preloadEvents)+len(p.rdmacm)+len(p.rdmacmPreload)+len(p.own)+len(p.ucx) == 0:
+		return cfg, fmt.Errorf("-transports none, -perftests none, -preload none, -rdmacm none, -own none and -ucx none: nothing to run")
 	case p.iters < 1:
 		return cfg, fmt.Errorf("-iters %d: want at least 1", p.iters)
 	case p.perfIters < 5:

@@ -89,10 +89,7 @@ func (c interopCase) ownArgs() []string {
 
 // ownRxeCommand is the guest's side: the same program, copied to /add.
 func (c interopCase) ownRxeCommand() string {
-	gid := "$G4"
-	if c.Family == ipv6 {
-		gid = "$G6"
-	}
+	gid := c.rxeGID()
 	cmd := fmt.Sprintf("/add/%s -d rxe0 -g %s -p %d", c.Own, gid, c.Port)
 	if c.RxeRole == rxeClient {
 		cmd += " " + goroceIPv4

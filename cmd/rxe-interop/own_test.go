@@ -11,8 +11,8 @@ import (
 // 1024 only, whose command lines run the program under goroce exec on
 // goroce0's GID 0 and from the lab's /add on rxe0's GID of the family.
 func TestOwnCases(t *testing.T) {
-	cfg, err := parseFlags([]string{"-transports", "none", "-perftests", "none", "-preload", "none", "-rdmacm", "none"},
-		&strings.Builder{})
+	cfg, err := parseFlags([]string{"-transports", "none", "-perftests", "none", "-preload", "none", "-rdmacm", "none",
+		"-ucx", "none"}, &strings.Builder{})
 	if err != nil || !slices.Equal(cfg.plan.own, ownPrograms) {
 		t.Fatalf("parseFlags: %+v %v", cfg.plan, err)
 	}

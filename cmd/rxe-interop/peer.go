@@ -26,7 +26,7 @@ func goroceCmd(ctx context.Context, l *lab, goroce string, c interopCase, logf *
 	cmd := l.inNS(ctx, goroce, c.goroceArgs()...)
 	fmt.Fprintf(logf, "$ %s\n", strings.Join(cmd.Args, " "))
 	cmd.Stdout = logf
-	if c.Rdmacm != "" && c.Preload { // ucmatose and udaddy print their errors on stdout
+	if c.Rdmacm != "" && c.Preload || c.UCX != "" { // ucmatose, udaddy and UCX print their errors on stdout
 		cmd.Stdout = teeWriter{logf, stderr}
 	}
 	cmd.Stderr = teeWriter{logf, stderr}

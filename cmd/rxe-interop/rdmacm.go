@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -19,16 +20,35 @@ import (
 //     "return status 0" (each checks that its -C SENDs and receives
 //     completed successfully);
 //   - rdma_server and rdma_client: "rdma_server: end 0" and
-//     "rdma_client: end 0" (the 16-byte SEND and its answer completed).
+//     "rdma_client: end 0" (the 16-byte SEND and its answer completed);
+//   - fi_pingpong (libfabric's verbs provider, MSG endpoints: RC QPs
+//     connected with rdma_cm): -c makes each side check every message it
+//     receives, and each must print the row of its table with -I messages
+//     sent and as many acknowledged.
 //
 // Their messages fit in one packet of 1024 bytes (rping -S 64, ucmatose
-// and udaddy 100 bytes, rdma_client 16), so MTU 4096 would run the same
-// packets: they run at MTU 1024 only.
+// and udaddy 100 bytes, rdma_client 16) but fi_pingpong's, 4096 bytes
+// in four, so MTU 4096 would run the same packets: they run at MTU 1024
+// only. fi_pingpong runs over IPv4 only: its server's address is the
+// first libfabric finds for the device, and the guest's rxe0 has its
+// IPv4 address first.
 
 // rdmacmPreloaded are the -rdmacm items run preloaded on goroce against
-// the same Debian program on rxe: "rping-preload", ucmatose, udaddy and
-// rdma_server (with rdma_client as the client).
-var rdmacmPreloaded = []string{"rping" + preloadSuffix, "ucmatose", "udaddy", "rdma_server"}
+// the same Debian program on rxe: "rping-preload", ucmatose, udaddy,
+// rdma_server (with rdma_client as the client) and fi_pingpong.
+var rdmacmPreloaded = []string{"rping" + preloadSuffix, "ucmatose", "udaddy", "rdma_server", "fi_pingpong"}
+
+// fiPingpongSize is the one message size of the fi_pingpong cases (-S), a
+// message of four packets at MTU 1024, and fiPingpongRow its row's first
+// column in fi_pingpong's table.
+const (
+	fiPingpongSize = 4096
+	fiPingpongRow  = "4k"
+)
+
+// rdmacmPreloadRuns reports whether -rdmacm item prog has a case in
+// family f: fi_pingpong's in IPv4 only.
+func rdmacmPreloadRuns(prog string, f family) bool { return prog != "fi_pingpong" || f == ipv4 }
 
 // preloadSuffix marks -rdmacm's preloaded rping apart from goroce's own.
 const preloadSuffix = "-preload"
@@ -47,6 +67,8 @@ func (p plan) rdmacmPreloadCase(prog string, r role, f family, port int) interop
 		c.Size = rpingSize
 	case "rdma_server":
 		c.Size = 16
+	case "fi_pingpong":
+		c.Size = fiPingpongSize
 	}
 	return c
 }
@@ -73,6 +95,14 @@ func (c interopCase) cmToolArgs(server bool, addr, src string) []string {
 			return []string{"rdma_server", "-s", addr, "-p", port}
 		}
 		return []string{"rdma_client", "-s", addr, "-p", port}
+	case "fi_pingpong":
+		// The server's addresses are the device's (libfabric finds
+		// them); -B and -P are its TCP control channel's port.
+		args = []string{"fi_pingpong", "-p", "verbs", "-e", "msg", "-c", "-I", iters, "-S", strconv.Itoa(c.Size)}
+		if server {
+			return append(args, "-B", port)
+		}
+		return append(args, "-P", port, addr)
 	}
 	if server {
 		return append(args, "-b", addr)
@@ -120,6 +150,9 @@ func rdmacmPreloadProblems(c interopCase, o observed) (problems []string, checke
 	if c.Rdmacm == "rping" {
 		return rpingProblems(c, o)
 	}
+	if c.Rdmacm == "fi_pingpong" {
+		return fiPingpongProblems(c, o)
+	}
 	server, client := c.cmDoneLines()
 	goroceWant, rxeWant := client, server
 	if c.RxeRole == rxeClient {
@@ -140,4 +173,19 @@ func rdmacmPreloadProblems(c interopCase, o observed) (problems []string, checke
 		}
 	}
 	return problems, fmt.Sprintf(", checked: goroce printed %q, rxe %q", goroceWant, rxeWant)
+}
+
+// fiPingpongProblems checks a fi_pingpong case: each side (whose -c
+// checked every message it received, and which exits non-zero when one
+// is wrong) must print its table's row for the case's size with -I
+// messages sent and as many acknowledged: "4k  5  =5  40k  0.01s ...".
+func fiPingpongProblems(c interopCase, o observed) (problems []string, checked string) {
+	row := regexp.MustCompile(`^` + fiPingpongRow + `\s+` + strconv.Itoa(c.Iters) + `\s+=` + strconv.Itoa(c.Iters) + `\s`)
+	if !slices.ContainsFunc(slices.Collect(strings.Lines(o.goroceOut)), func(l string) bool { return row.MatchString(l) }) {
+		problems = append(problems, fmt.Sprintf("goroce's fi_pingpong printed no row of %d x %s sent and acknowledged", c.Iters, fiPingpongRow))
+	}
+	if !slices.ContainsFunc(o.rxeOut, func(l string) bool { return row.MatchString(strings.TrimSpace(l)) }) {
+		problems = append(problems, fmt.Sprintf("rxe's fi_pingpong printed no row of %d x %s sent and acknowledged", c.Iters, fiPingpongRow))
+	}
+	return problems, fmt.Sprintf(", data checked by both (fi_pingpong -c), each printed %d x %s sent and acknowledged", c.Iters, fiPingpongRow)
 }

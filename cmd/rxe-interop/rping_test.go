@@ -35,7 +35,7 @@ func TestRpingCommandLines(t *testing.T) {
 	if err != nil || !slices.Equal(cfg.plan.rdmacm, []string{"rping"}) {
 		t.Fatalf("parseFlags: %+v %v", cfg.plan, err)
 	}
-	cfg.plan.rdmacmPreload, cfg.plan.own = nil, nil // see TestRdmacmPreloadCases, TestOwnCases
+	cfg.plan.rdmacmPreload, cfg.plan.own, cfg.plan.ucx = nil, nil, nil // see TestRdmacmPreloadCases, TestOwnCases, TestUCXCases
 	if cs := matrix(cfg.plan); len(cs) != 8 || cs[0].Rdmacm != "rping" {
 		t.Errorf("%d cases (%+v), want 8 rping cases: 2 roles, 2 families, 2 MTUs", len(cs), cs)
 	}

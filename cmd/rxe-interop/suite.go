@@ -49,6 +49,9 @@ func (s *suite) run(ctx context.Context, cases []interopCase) []result {
 	if len(bins) > 0 {
 		s.lab.env = append(s.lab.env, ownLabAdd(bins))
 	}
+	if err := writeUCXBatches(s.out, cases); err != nil {
+		return emit(failAll(cases, err.Error()))
+	}
 
 	script := filepath.Join(s.out, "guest.sh")
 	if err := os.WriteFile(script, []byte(guestScript(cases, s.caseTimeout)), 0o644); err != nil {
@@ -101,7 +104,7 @@ func (s *suite) runCase(ctx context.Context, log *serialLog, c interopCase) resu
 	capt, capErr := startCapture(ctx, s.lab, base+".pcap")
 
 	rxeEnded := func() bool { _, ok := log.ended[name]; return ok }
-	patience := s.caseTimeout + 15*time.Second
+	patience := c.timeout(s.caseTimeout) + 15*time.Second
 	if c.RxeRole == rxeServer {
 		o.peer = runGoroceClient(ctx, s.lab, s.goroce, c, logf, patience, func() bool {
 			log.refresh()
@@ -111,7 +114,7 @@ func (s *suite) runCase(ctx context.Context, log *serialLog, c interopCase) resu
 		o.peer = startGoroceServer(ctx, s.lab, s.goroce, c, logf, patience)()
 	}
 	// rxe's side ends by itself, at the latest by its own case timeout.
-	o.rxeEnded = log.waitFor(ctx, s.caseTimeout+10*time.Second, rxeEnded)
+	o.rxeEnded = log.waitFor(ctx, c.timeout(s.caseTimeout)+10*time.Second, rxeEnded)
 	o.rxeRC = log.ended[name]
 	o.rxeTail = log.lastLines(name, 4)
 	o.rxeOut = log.output[name]

@@ -123,6 +123,10 @@ func judge(c interopCase, o observed) result {
 		problems = append(problems, "capture not parsed: "+o.wireErr.Error())
 	} else if o.pcapErr == nil {
 		switch {
+		case c.UCX != "":
+			ps, what := ucxProblems(c, o)
+			problems = append(problems, ps...)
+			checked = what
 		case c.Own != "":
 			ps, what := ownProblems(c, o)
 			problems = append(problems, ps...)

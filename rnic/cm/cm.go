@@ -64,6 +64,9 @@ type CM struct {
 	unreach     chan link.Unreachable
 	watched     chan struct{} // watch returned
 	stopHearing func()
+	// counted lists cnt with the device's counters (rnic.Device.Counters,
+	// which /metrics and goroce stat show) while the CM is open.
+	counted *rnic.CounterSource
 
 	// mu guards the connections and everything in their IDs that the
 	// state machine touches. Taken by the API, the receive goroutine and
@@ -140,6 +143,7 @@ func Open(dev *rnic.Device, cfg Config) (*CM, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	c.cancel = cancel
+	c.counted = dev.AddCounterSource(c.appendCounters)
 	go c.run(ctx)
 	go c.watch(ctx)
 	c.stopHearing = dev.OnUnreachable(c.heard)
@@ -183,6 +187,7 @@ func (c *CM) Close() error {
 	c.cancel()
 	<-c.done
 	<-c.watched
+	c.counted.Remove()
 	return errors.Join(c.qp1.Destroy(), c.recv.Dereg(), c.send.Dereg(), c.pd.Dealloc())
 }
 

@@ -44,9 +44,12 @@ func (c *counters) tx(attr uint16) {
 
 // Counters returns the CM's counters in a stable order: ib_cm's
 // cm_tx_msgs/<msg>, cm_tx_retries/<msg>, cm_rx_msgs/<msg> and
-// cm_rx_duplicates/<msg> (as cm_tx_msgs_req ...), then the drops.
-func (c *CM) Counters() []rnic.Counter {
-	var out []rnic.Counter
+// cm_rx_duplicates/<msg> (as cm_tx_msgs_req ...), then the drops. While
+// the CM is open, its device lists them too (rnic.Device.Counters).
+func (c *CM) Counters() []rnic.Counter { return c.appendCounters(nil) }
+
+// appendCounters appends the CM's counters (Counters) to out.
+func (c *CM) appendCounters(out []rnic.Counter) []rnic.Counter {
 	groups := []struct {
 		name string
 		v    *[len(attrNames)]atomic.Uint64

@@ -158,19 +158,37 @@ func (id *ID) QP() *rnic.QP {
 // Device returns the device the ID's connections run on (id->verbs).
 func (id *ID) Device() *rnic.Device { return id.cm.dev }
 
-// checkAddr checks that a is the device's address or unspecified, of the
-// device's family.
+// checkAddr checks that a is the device's address or one that names no
+// device (anyAddr).
 func (c *CM) checkAddr(a netip.Addr) error {
 	dev := c.dev.Addr().Addr().Unmap()
 	a = a.Unmap()
-	if a == dev || (a.IsUnspecified() && a.Is4() == dev.Is4()) {
+	if a == dev || anyAddr(a) {
 		return nil
 	}
 	return fmt.Errorf("%w: %v is not the address of device %v", ErrInvalidArg, a, dev)
 }
 
+// anyAddr reports whether an ID bound to a is bound to no device, as the
+// kernel's rdma_cm treats such an address (cma.c cma_any_addr): the
+// unspecified address or a loopback one, of either family. A listener
+// bound to it takes requests to the device's address, whatever their
+// family (the kernel's takes its own family's, and an IPv6 one IPv4's
+// too unless RDMA_OPTION_ID_AFONLY), and an ID that resolves a peer from
+// it takes the device's address. The device's own address is never one:
+// goroce's devices usually live on loopback addresses, and binding to the
+// device's is binding to the device.
+func anyAddr(a netip.Addr) bool { return a.IsUnspecified() || a.IsLoopback() }
+
+// onNoDevice reports whether a local address binds an ID to no device:
+// anyAddr, and not the device's address.
+func (c *CM) onNoDevice(a netip.Addr) bool {
+	return anyAddr(a) && a != c.dev.Addr().Addr().Unmap()
+}
+
 // Bind binds the ID to a local address and rdma_cm port (rdma_bind_addr):
-// the device's address or the unspecified one; port 0 picks a free one.
+// the device's address, or the unspecified or a loopback one, which bind
+// it to no device (anyAddr); port 0 picks a free one.
 func (id *ID) Bind(addr netip.AddrPort) error {
 	c := id.cm
 	if err := c.checkAddr(addr.Addr()); err != nil {
@@ -275,7 +293,7 @@ func (id *ID) ResolveAddr(src, dst netip.AddrPort, timeout time.Duration) error 
 	} else if id.addr != addrBound {
 		return fmt.Errorf("%w: ResolveAddr twice", ErrState)
 	}
-	if id.local.Addr().IsUnspecified() {
+	if c.onNoDevice(id.local.Addr()) {
 		id.local = netip.AddrPortFrom(c.dev.Addr().Addr().Unmap(), id.local.Port())
 	}
 	dev := c.dev.Addr()

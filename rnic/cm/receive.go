@@ -153,7 +153,7 @@ func (c *CM) admit(lis *ID) bool {
 func (c *CM) cmaHeaderOK(hdr wire.CMAHeader, lis *ID) bool {
 	dst := hdr.DstIP().Unmap()
 	return hdr.Version() == wire.CMAVersion && (hdr.IPVersion() == 4 || hdr.IPVersion() == 6) &&
-		(lis.local.Addr().IsUnspecified() || dst == lis.local.Addr()) && dst == c.dev.Addr().Addr().Unmap()
+		(anyAddr(lis.local.Addr()) || dst == lis.local.Addr()) && dst == c.dev.Addr().Addr().Unmap()
 }
 
 // newPassive returns the ID of a request that a listener admitted, with

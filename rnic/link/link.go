@@ -126,6 +126,37 @@ type Link interface {
 	Close() error
 }
 
+// Counter is one named counter value.
+type Counter struct {
+	Name  string
+	Value uint64
+}
+
+// Counted is a link that counts what it drops and why (shmlink's rings
+// and frames). The device lists those counters after its own
+// (rnic.Device.Counters), so that /metrics and goroce stat show them.
+type Counted interface {
+	// AppendCounters appends the link's counters to cs, in a stable
+	// order, each named as `rdma statistic` names a device's counters
+	// (lower case, words joined by underscores, the link's name first),
+	// and returns the longer slice. It is safe for concurrent use.
+	AppendCounters(cs []Counter) []Counter
+}
+
+// BacklogReporter is a link that can see, for a peer on the same host,
+// how much of what was sent to it waits unread: the receive queue of the
+// peer's socket (udplink). A peer that has datagrams waiting and answers
+// nothing is not running (a loaded host has descheduled it), not lost:
+// the device's QPs then wait for it instead of timing out (qp.Path).
+type BacklogReporter interface {
+	// PeerBacklog reports how many bytes of datagrams wait unread at
+	// peer, and whether the link could tell: false for a peer on another
+	// host, in another network namespace, or gone (no socket there). It
+	// is safe for concurrent use and may answer from a view of the host
+	// a millisecond old.
+	PeerBacklog(peer netip.AddrPort) (bytes int, ok bool)
+}
+
 // ErrClosed is returned by ReadBatch and WriteBatch after Close.
 var ErrClosed = errors.New("link: closed")
 

@@ -44,6 +44,11 @@ var (
 	ErrBadAddr      = errors.New("shmlink: bad destination address")
 	ErrNoICRCRoom   = errors.New("shmlink: no room for the ICRC the link is to write")
 	ErrUnsupported  = errors.New("shmlink: shared-memory links need Linux")
+	// ErrUntrusted refuses a directory or file that another user could
+	// have planted or may write: a directory not this user's own with
+	// mode 0700, a symbolic link, a file of another user's, or one open
+	// to others. The error names it and says what to do.
+	ErrUntrusted = errors.New("shmlink: refusing a file or directory another user could have planted")
 )
 
 // Config says where and how to open a link. The zero value of every field
@@ -54,7 +59,11 @@ type Config struct {
 	Local netip.AddrPort
 	// Dir is the directory of the port and ring files; every link that
 	// talks to this one must use the same. Default /dev/shm/goroce-<uid>
-	// (or the temporary directory where /dev/shm is missing).
+	// (or the temporary directory where /dev/shm is missing). Open makes
+	// it, mode 0700, and refuses one that is not this user's own, or that
+	// others may write (ErrUntrusted): another user could have planted
+	// files in it. One of this user's that others may only read is made
+	// 0700.
 	Dir string
 	// Slots is the number of slots in each ring this link sends on, a
 	// power of two (default DefaultSlots, at most MaxSlots).

@@ -31,7 +31,27 @@
 //
 // All files live in one directory (Config.Dir, by default
 // /dev/shm/goroce-<uid>), mode 0600, and are addressed by IP:port as
-// udplink addresses its peers:
+// udplink addresses its peers. Another local user must not be able to
+// plant, read or redirect them, so the link trusts only what this user
+// owns and nobody else may write (ErrUntrusted otherwise, naming the file
+// and what to do):
+//
+//   - the directory must be this user's own with mode 0700, not a
+//     symbolic link: Open makes it so if it is missing, tightens one of
+//     this user's that others may only read (0755) to 0700, and refuses
+//     any other (someone who made /dev/shm/goroce-<uid> first would own
+//     the victim's rings);
+//   - every file is opened with O_NOFOLLOW and O_CLOEXEC and checked with
+//     fstat (a regular file, or the wake FIFO, of this user's own, mode
+//     0600), so that what is checked is what is used: a planted symbolic
+//     link is never followed (a lock file linked to /etc/x must not make
+//     a root process create /etc/x);
+//   - a stale or foreign file is replaced only when it is this user's own:
+//     a planted lock file fails Open, a planted ring addressed to the link
+//     is not mapped (Stats.RxUntrusted), a planted peer port is not sent
+//     to (Stats.TxUntrusted), each logged once.
+//
+// The files:
 //
 //   - "<addr>.lock": held with flock(2) by the link that owns addr while it
 //     is open; the kernel lets go when the process dies. A second Open of
@@ -69,7 +89,8 @@
 //
 // # Untrusted memory
 //
-// Any process of the same user can write the files. The link therefore
+// Any process of the same user can write the files (and only such a
+// process: see above). The link therefore
 // keeps its own copy of each ring's geometry (checked against the file's
 // size once, when it maps it), and bounds every index and length it reads
 // from shared memory before use: a head more than a ring's worth ahead of

@@ -97,6 +97,10 @@ type Link struct {
 	count counters
 
 	unreachable atomic.Pointer[func(link.Unreachable)] // NotifyUnreachable's f
+	// refusedMu guards refused: the files refused as untrusted, by path,
+	// with the inode refused, so that each is logged and counted once.
+	refusedMu sync.Mutex
+	refused   map[string]uint64
 }
 
 // rxState is the receive side's own state.
@@ -150,6 +154,8 @@ type counters struct {
 	rxBadFrame     atomic.Uint64
 	rxTruncated    atomic.Uint64
 	rxStale        atomic.Uint64
+	rxUntrusted    atomic.Uint64
+	txUntrusted    atomic.Uint64
 	rxLent         atomic.Uint64
 	txNoPeer       atomic.Uint64
 	txFull         atomic.Uint64
@@ -169,8 +175,12 @@ func Open(cfg Config) (*Link, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
-		return nil, fmt.Errorf("shmlink: %w", err)
+	note, err := prepareDir(cfg.Dir)
+	if err != nil {
+		return nil, err
+	}
+	if note != "" {
+		cfg.Logger.Info("shmlink: " + note)
 	}
 	l := &Link{cfg: cfg, local: cfg.Local, is6: !cfg.Local.Addr().Is4(), log: cfg.Logger,
 		pid: uint32(os.Getpid()), gen: newGeneration(), epoch: time.Now(), sleepFor: sleepTimeout,
@@ -183,9 +193,8 @@ func Open(cfg Config) (*Link, error) {
 	l.tx.absent = make(map[netip.AddrPort]time.Duration)
 
 	lockPath := filepath.Join(cfg.Dir, lockName(l.local))
-	l.lock, err = os.OpenFile(lockPath, os.O_RDWR|os.O_CREATE, 0o600)
-	if err != nil {
-		return nil, fmt.Errorf("shmlink: %w", err)
+	if l.lock, err = openLock(lockPath); err != nil {
+		return nil, err
 	}
 	if err := unix.Flock(int(l.lock.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
 		l.lock.Close()
@@ -197,6 +206,9 @@ func Open(cfg Config) (*Link, error) {
 	l.wakePath = filepath.Join(cfg.Dir, wakeName(l.local))
 	if l.wake, err = makeWakeFIFO(l.wakePath); err != nil {
 		l.lock.Close()
+		if errors.Is(err, ErrUntrusted) {
+			return nil, err
+		}
 		return nil, fmt.Errorf("shmlink: wake FIFO: %w", err)
 	}
 	l.selfWake = openWake(l.wakePath)
@@ -214,6 +226,9 @@ func Open(cfg Config) (*Link, error) {
 		closeWake(l.selfWake)
 		os.Remove(l.wakePath)
 		l.lock.Close()
+		if errors.Is(err, ErrUntrusted) {
+			return nil, err
+		}
 		return nil, fmt.Errorf("shmlink: port file: %w", err)
 	}
 	l.own, l.portIno = newPortView(mem, l.gen), ino
@@ -223,6 +238,24 @@ func Open(cfg Config) (*Link, error) {
 	l.log.Info("shmlink: opened", zap.Stringer("local", l.local), zap.String("dir", cfg.Dir),
 		zap.Int("slots", cfg.Slots), zap.Int("slot_size", cfg.SlotSize))
 	return l, nil
+}
+
+// refuse notes that the file at path was refused as untrusted (err, which
+// names it and why): it reports whether that file (that inode) is new,
+// and then logs err, once, so that the owner learns what to remove.
+func (l *Link) refuse(path string, err error) bool {
+	ino := inode(path)
+	l.refusedMu.Lock()
+	defer l.refusedMu.Unlock()
+	if old, ok := l.refused[path]; ok && old == ino {
+		return false
+	}
+	if l.refused == nil {
+		l.refused = make(map[string]uint64)
+	}
+	l.refused[path] = ino
+	l.log.Warn("shmlink: refusing an untrusted file", zap.String("path", path), zap.Error(err))
+	return true
 }
 
 // enter read-locks the mappings for a call, unless the link is closed.
@@ -271,6 +304,9 @@ func (l *Link) scan() {
 		}
 		mem, ino, err := openMapped(path, ringHeaderLen, ringLen(MaxSlots, maxSlotSize))
 		if err != nil {
+			if errors.Is(err, ErrUntrusted) && l.refuse(path, err) {
+				l.count.rxUntrusted.Add(1)
+			}
 			continue
 		}
 		rg, err := attachRing(mem)
@@ -754,6 +790,9 @@ func (l *Link) connect(dst netip.AddrPort) (*outRing, error) {
 		path: filepath.Join(l.cfg.Dir, ringName(l.local, dst))}
 	pm, _, err := openMapped(o.portPath, portFileSize, portFileSize)
 	if err != nil {
+		if errors.Is(err, ErrUntrusted) && l.refuse(o.portPath, err) {
+			l.count.txUntrusted.Add(1)
+		}
 		return nil, err
 	}
 	if o.port, err = attachPort(pm); err != nil {
@@ -766,6 +805,9 @@ func (l *Link) connect(dst netip.AddrPort) (*outRing, error) {
 		rg = initRing(mem, l.cfg.Slots, l.cfg.SlotSize, l.pid, l.gen, o.port.gen)
 	})
 	if err != nil {
+		if errors.Is(err, ErrUntrusted) && l.refuse(o.path, err) {
+			l.count.txUntrusted.Add(1)
+		}
 		unix.Munmap(pm)
 		return nil, err
 	}
@@ -938,6 +980,14 @@ type Stats struct {
 	// RxStale counts datagrams dropped because they were left in a ring
 	// by an earlier receiver at this address (a process that died).
 	RxStale uint64
+	// RxUntrusted counts ring files addressed to this link that it
+	// refused to map: not a regular file of this user's own closed to
+	// others (ErrUntrusted; each file once, and logged).
+	RxUntrusted uint64
+	// TxUntrusted counts peers' port files and ring paths the link
+	// refused to send through, for the same reason (each file once, and
+	// logged); the packets to those peers count as TxNoPeer.
+	TxUntrusted uint64
 	// RxLent counts datagrams read in place: lent to the reader where
 	// they lay in a ring instead of copied out (LendReads).
 	RxLent uint64
@@ -964,11 +1014,33 @@ func (l *Link) Stats() Stats {
 	return Stats{
 		RxBadRing: l.count.rxBadRing.Load(), RxBadFrame: l.count.rxBadFrame.Load(),
 		RxTruncated: l.count.rxTruncated.Load(), RxStale: l.count.rxStale.Load(),
+		RxUntrusted: l.count.rxUntrusted.Load(), TxUntrusted: l.count.txUntrusted.Load(),
 		RxLent: l.count.rxLent.Load(), TxNoPeer: l.count.txNoPeer.Load(),
 		TxFull: l.count.txFull.Load(), TxFullWaits: l.count.txFullWaits.Load(),
 		TxWakes: l.count.txWakes.Load(), TxWakesSkipped: l.count.txWakesSkipped.Load(),
 		TxICRC: l.count.txICRC.Load(),
 	}
+}
+
+// AppendCounters appends the link's counts of what it dropped and why,
+// and of its waits for room (link.Counted), as the device lists them
+// after its own: shm_rx_bad_ring (RxBadRing), shm_rx_bad_frame,
+// shm_rx_truncated, shm_rx_stale, shm_rx_untrusted, shm_tx_no_peer,
+// shm_tx_full, shm_tx_full_waits and shm_tx_untrusted, each its Stats
+// field's.
+func (l *Link) AppendCounters(cs []link.Counter) []link.Counter {
+	s := l.Stats()
+	return append(cs,
+		link.Counter{Name: "shm_rx_bad_ring", Value: s.RxBadRing},
+		link.Counter{Name: "shm_rx_bad_frame", Value: s.RxBadFrame},
+		link.Counter{Name: "shm_rx_truncated", Value: s.RxTruncated},
+		link.Counter{Name: "shm_rx_stale", Value: s.RxStale},
+		link.Counter{Name: "shm_rx_untrusted", Value: s.RxUntrusted},
+		link.Counter{Name: "shm_tx_no_peer", Value: s.TxNoPeer},
+		link.Counter{Name: "shm_tx_full", Value: s.TxFull},
+		link.Counter{Name: "shm_tx_full_waits", Value: s.TxFullWaits},
+		link.Counter{Name: "shm_tx_untrusted", Value: s.TxUntrusted},
+	)
 }
 
 // Close marks the port closed, wakes the receivers, waits for the calls

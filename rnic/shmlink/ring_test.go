@@ -66,6 +66,16 @@ func TestConsumerBoundsWhatSharedMemorySays(t *testing.T) {
 			p.next = 1
 			p.head.Store(1)
 		}, takeBadSlot, true},
+		{"length one past the largest frame", func(p *producer) {
+			binary.LittleEndian.PutUint32(p.slot(0), uint32(p.maxFrame()+1))
+			p.next = 1
+			p.head.Store(1)
+		}, takeBadSlot, true},
+		{"length the slot's size, its length word not counted", func(p *producer) {
+			binary.LittleEndian.PutUint32(p.slot(0), uint32(p.slotSize))
+			p.next = 1
+			p.head.Store(1)
+		}, takeBadSlot, true},
 		{"length beyond the buffer", func(p *producer) {
 			binary.LittleEndian.PutUint32(p.slot(0), uint32(p.maxFrame()))
 			p.next = 1

@@ -45,8 +45,9 @@ type Link struct {
 	pollOnce sync.Once
 	poll     polledReceiver
 
-	closed atomic.Bool
-	count  counters
+	closed  atomic.Bool
+	count   counters
+	backlog backlogs // PeerBacklog's view of the host's sockets
 }
 
 // counters are the link's statistics, updated by the receive and send

@@ -46,7 +46,18 @@ var targets = []target{
 	{"goroce send_lat 8 B RTT", pingBusy, true, 1.3},
 	{"goroce shm write_bw 64 KiB", gso, false, 1.5},
 	{"goroce shm send_lat 8 B RTT", pingBusy, true, 0.5},
+	// A thousand QPs share the link about as well as one uses it: their
+	// ACK timers wait for a responder that is behind instead of resending
+	// into its queue (qp.Path).
+	{manyQPsBW, oneQPBW, false, 0.8},
 }
+
+// The bandwidth of 64 KiB WRITEs on one QP and spread over a thousand.
+const (
+	oneQPBW   = "goroce write_bw 64 KiB"
+	manyQPsBW = "goroce write_bw 64 KiB 1000 QPs"
+	manyQPs   = 1000
+)
 
 // allCases lists the measurements in the order they run and print.
 func allCases(bin string, quick bool) []measurement {
@@ -75,7 +86,10 @@ func allCases(bin string, quick bool) []measurement {
 		return measurement{name: fmt.Sprintf("goroce shm write_bw %s", sizeName(size)), unit: "GB/s", ceiling: bwCeil,
 			run: func() (float64, error) { return perfBW(bin, "write_bw", size, shmArgs...) }}
 	}
-	cs = append(cs, bw("write_bw", 65536), shmBW(65536))
+	cs = append(cs, bw("write_bw", 65536),
+		measurement{name: manyQPsBW, unit: "GB/s", ceiling: []string{oneQPBW},
+			run: func() (float64, error) { return perfBWQPs(bin, 65536, manyQPs) }},
+		shmBW(65536))
 	if !quick {
 		for _, test := range []string{"write_bw", "read_bw", "send_bw"} {
 			for _, size := range []int{4096, 65536, 1 << 20} {

@@ -105,6 +105,18 @@ func perfBW(bin, test string, size int, extra ...string) (float64, error) {
 	return parseBW(out)
 }
 
+// perfBWQPs returns BW average in GB/s of write_bw over qps QPs, each
+// moving its share of what perfBW's one QP moves (at least 8 messages), in
+// the same lists of postList WRs.
+func perfBWQPs(bin string, size, qps int) (float64, error) {
+	n := max(iters(size)/qps, 8)
+	out, err := runPerf(bin, "write_bw", "-s", strconv.Itoa(size), "-n", strconv.Itoa(n), "-l", postList, "-q", strconv.Itoa(qps))
+	if err != nil {
+		return 0, err
+	}
+	return parseBW(out)
+}
+
 func parseBW(out string) (float64, error) {
 	v, err := dataLine(out)
 	if err != nil {

@@ -59,20 +59,17 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"net/netip"
 	"os"
 	"os/exec"
 	"os/signal"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/goroce/goroce/bench/testenv"
-	"github.com/goroce/goroce/cmd/goroce-verbs/build"
+	"github.com/goroce/goroce/bench/pairrun"
 )
 
 // Exit statuses.
@@ -163,7 +160,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	defer os.RemoveAll(dir)
 	bin := *goroce
 	if bin == "" {
-		if bin, err = buildAll(ctx, *src, stderr); err != nil {
+		if bin, err = buildGoroce(ctx, *src, stderr); err != nil {
 			return fail(err)
 		}
 	}
@@ -172,8 +169,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return fail(err)
 	}
 	fmt.Fprintf(stdout, "verbscompare: %d rounds, -n %d, server %s, client %s%s\n",
-		*rounds, *iters, addrs[0], addrs[1], pinNote())
-	fmt.Fprintf(stdout, "load average before: %s\n\n", loadAverage())
+		*rounds, *iters, addrs[0], addrs[1], pairrun.PinNote())
+	fmt.Fprintf(stdout, "load average before: %s\n\n", pairrun.LoadAverage())
 	res := make([]result, len(pairs))
 	for r := 1; r <= *rounds; r++ {
 		for i, p := range pairs {
@@ -204,7 +201,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stdout, "round %d  %-16s ratio %.2fx\n", r, p.name, res[i].preloaded[r-1]/res[i].native[r-1])
 		}
 	}
-	fmt.Fprintf(stdout, "\nload average after: %s\n\n", loadAverage())
+	fmt.Fprintf(stdout, "\nload average after: %s\n\n", pairrun.LoadAverage())
 	printTable(stdout, res, *iters)
 	return exitOK
 }
@@ -224,20 +221,6 @@ func (r result) ratios() []float64 {
 	return v
 }
 
-// loadAverage gives the machine's 1, 5 and 15 minute load averages, as
-// /proc/loadavg has them, or why not.
-func loadAverage() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "unknown (" + err.Error() + ")"
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return "unknown"
-	}
-	return strings.Join(f[:3], " ")
-}
-
 // sideName says what ran on one side of a pair.
 func sideName(p pair, preloaded bool) string {
 	switch {
@@ -250,21 +233,6 @@ func sideName(p pair, preloaded bool) string {
 		return "preloaded " + p.tool
 	}
 	return "goroce perf " + p.test
-}
-
-// buildAll builds goroce and the verbs libraries from src into the build
-// cache (build.Cached), where goroce exec finds the libraries, and returns
-// goroce's path.
-func buildAll(ctx context.Context, src string, stderr io.Writer) (string, error) {
-	logf := func(format string, args ...any) { fmt.Fprintf(stderr, "verbscompare: "+format+"\n", args...) }
-	if _, err := build.Cached(ctx, src, build.Verbs, logf); err != nil {
-		return "", err
-	}
-	dir, err := build.Cached(ctx, src, build.Goroce, logf)
-	if err != nil {
-		return "", err
-	}
-	return filepath.Join(dir, build.GoroceBin), nil
 }
 
 // loopbackPair checks the server's and the client's addresses: two
@@ -316,18 +284,18 @@ func measure(ctx context.Context, bin string, own map[string]string, addrs [2]ne
 		defer cancel()
 		args := slices.Concat([]string{"exec", "--addr", addrs[0].String(), "--", own[p.own], "-m", mode,
 			"-n", strconv.Itoa(20 * iters)}, p.args)
-		out, err := pinned(ctx, 0, bin, args...).CombinedOutput()
+		out, err := pairrun.Pinned(ctx, 0, bin, args...).CombinedOutput()
 		if err != nil {
 			return 0, fmt.Errorf("%s: %v\n%s", sideName(p, preloaded), err, out)
 		}
 		return figure(string(out), p.column)
 	}
-	port, err := freePort()
+	port, err := pairrun.FreePort()
 	if err != nil {
 		return 0, err
 	}
 	server, client := addrs[0].String(), addrs[1].String()
-	out, err := runPair(ctx, bin, port, argv(p, preloaded, server, iters, port),
+	out, err := pairrun.Run(ctx, bin, nil, port, argv(p, preloaded, server, iters, port),
 		append(argv(p, preloaded, client, iters, port), server))
 	if err != nil {
 		return 0, fmt.Errorf("%s: %v", sideName(p, preloaded), err)
@@ -352,71 +320,6 @@ func argv(p pair, preloaded bool, addr string, iters, port int) []string {
 	return append([]string{"perf", p.test, "--addr", addr}, common...)
 }
 
-// runPair runs bin with the server's arguments, waits until it listens on
-// TCP port, runs the client and returns its output once both have exited
-// 0. Each run has 3 minutes.
-func runPair(ctx context.Context, bin string, port int, server, client []string) (string, error) {
-	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
-	defer cancel()
-	var srvOut strings.Builder
-	srv := pinned(ctx, 1, bin, server...)
-	srv.Stdout, srv.Stderr = &srvOut, &srvOut
-	if err := srv.Start(); err != nil {
-		return "", err
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- srv.Wait() }()
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for !testenv.Listening(port) {
-		select {
-		case err := <-exited:
-			return "", fmt.Errorf("the server exited before it listened: %v\n%s", err, &srvOut)
-		case <-ctx.Done(): // the server is killed
-			<-exited
-			return "", fmt.Errorf("the server never listened on port %d\n%s", port, &srvOut)
-		case <-tick.C:
-		}
-	}
-	out, err := pinned(ctx, 0, bin, client...).CombinedOutput()
-	if err != nil {
-		cancel()
-		<-exited
-		return "", fmt.Errorf("the client: %v\n%s\nthe server:\n%s", err, out, &srvOut)
-	}
-	if err := <-exited; err != nil {
-		return "", fmt.Errorf("the server: %v\n%s", err, &srvOut)
-	}
-	return string(out), nil
-}
-
-// pinned is the command bin args on CPU cpu alone, where the machine has
-// two CPUs or more and taskset(1) is installed.
-func pinned(ctx context.Context, cpu int, bin string, args ...string) *exec.Cmd {
-	if ts, err := exec.LookPath("taskset"); err == nil && runtime.NumCPU() >= 2 {
-		return exec.CommandContext(ctx, ts, append([]string{"-c", strconv.Itoa(cpu), bin}, args...)...)
-	}
-	return exec.CommandContext(ctx, bin, args...)
-}
-
-// pinNote says how the runs are pinned, for the heading.
-func pinNote() string {
-	if _, err := exec.LookPath("taskset"); err == nil && runtime.NumCPU() >= 2 {
-		return ", pinned to CPUs 1 and 0"
-	}
-	return ", not pinned"
-}
-
-// freePort returns a TCP port on loopback that nobody listens on now.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
 // figure returns field column of the data line under the " #bytes"
 // header that perftest and goroce perf both print.
 func figure(out string, column int) (float64, error) {
@@ -434,17 +337,10 @@ func figure(out string, column int) (float64, error) {
 	return 0, errors.New("no #bytes header in the output")
 }
 
-// median returns the median of v, the lower middle one for an even count.
-func median(v []float64) float64 {
-	s := slices.Clone(v)
-	slices.Sort(s)
-	return s[(len(s)-1)/2]
-}
-
 // verdict returns the median of the rounds' ratios, preloaded over native,
 // and whether it meets the pair's target.
 func verdict(p pair, r result) (ratio float64, met bool) {
-	ratio = median(r.ratios())
+	ratio = pairrun.Median(r.ratios())
 	if p.atLeast {
 		return ratio, ratio >= p.target
 	}
@@ -466,13 +362,16 @@ func printTable(w io.Writer, res []result, iters int) {
 			yes = "yes"
 		}
 		fmt.Fprintf(w, "%-16s %-6s %-28s %-28s %6.2fx %6.2fx  %s %.1fx   %s\n", p.name, p.unit,
-			spread(r.preloaded), spread(r.native), ratio, median(r.preloaded)/median(r.native), op, p.target, yes)
+			pairrun.Spread(r.preloaded), pairrun.Spread(r.native), ratio, pairrun.Median(r.preloaded)/pairrun.Median(r.native), op, p.target, yes)
 	}
 	fmt.Fprintf(w, "\n(-n %d; ratio = the median of the rounds' ratios, preloaded / goroce perf (wrloop: ibv_wr_* / "+
 		"ibv_post_send), which the verdict takes; medians = the ratio of the two sides' medians)\n", iters)
 }
 
-// spread formats min/median/max.
-func spread(v []float64) string {
-	return fmt.Sprintf("%.2f / %.2f / %.2f", slices.Min(v), median(v), slices.Max(v))
+// buildGoroce builds goroce and the verbs libraries from src
+// (pairrun.BuildGoroce), saying so on stderr, and returns goroce's path.
+func buildGoroce(ctx context.Context, src string, stderr io.Writer) (string, error) {
+	return pairrun.BuildGoroce(ctx, src, func(format string, args ...any) {
+		fmt.Fprintf(stderr, "%s: "+format+"\n", append([]any{"verbscompare"}, args...)...)
+	})
 }

@@ -117,6 +117,17 @@ static void cma_init(void)
 	cma_ok = 1;
 }
 
+/* cma_fini closes the CM's context of goroce0 as the process ends, as
+ * librdmacm's destructor closes its devices (rdma_cma_fini): goroce0 then
+ * closes with the program's last ibv_close_device, or here. */
+__attribute__((destructor)) static void cma_fini(void)
+{
+	if (cma_verbs)
+		ibv_close_device(cma_verbs);
+	cma_verbs = NULL;
+	cma_ok = 0;
+}
+
 /* cma_ready readies the core's CM and goroce0, or fails with errno. */
 static int cma_ready(void)
 {
@@ -263,6 +274,16 @@ static int is_any(const struct goroce_cm_addr *a)
 	return !memcmp(a->ip, zero, 16);
 }
 
+/* on_device: a local address is goroce0's own (its GID holds it, IPv4
+ * mapped as the core's addresses are), so an ID bound to it is bound to
+ * the device. The unspecified address and the loopback ones but
+ * goroce0's bind an ID to no device, as with the kernel's rdma_cm
+ * (cma_any_addr): id->verbs stays NULL until it resolves a peer. */
+static int on_device(const struct goroce_cm_addr *a)
+{
+	return !memcmp(a->ip, cma_gid.raw, 16);
+}
+
 /* set_addrs fills the ID's route from the core's addresses: the local and
  * peer sockaddrs, the GIDs, one path, and id->verbs once the ID is bound to
  * the device's address, as librdmacm's ucma_query_addr and
@@ -274,7 +295,7 @@ static void set_addrs(struct cma_id *c, const struct goroce_cm_addr *local, cons
 	from_core(&ra->src_storage, local);
 	if (peer->port || !is_any(peer))
 		from_core(&ra->dst_storage, peer);
-	if (!is_any(local)) {
+	if (on_device(local)) {
 		c->id.verbs = cma_verbs;
 		c->id.port_num = 1;
 		ra->addr.ibaddr.sgid = cma_gid;
@@ -932,8 +953,9 @@ EXPORT int rdma_set_option(struct rdma_cm_id *id, int level, int optname, void *
 	if (!optval)
 		return err(EINVAL);
 	/* The port of a destroyed ID is free at once, so SO_REUSEADDR's
-	 * behaviour is goroce's anyway; an ID binds only in the device's
-	 * family, so AF_ONLY holds too. */
+	 * behaviour is goroce's anyway. AF_ONLY changes nothing: requests
+	 * come in goroce0's one family, and a listener bound to the wildcard
+	 * or a loopback address of either family takes them. */
 	if (level == RDMA_OPTION_ID && (optname == RDMA_OPTION_ID_REUSEADDR || optname == RDMA_OPTION_ID_AFONLY))
 		return optlen == sizeof(int) ? 0 : err(EINVAL);
 	ENOSYS_RET("rdma_set_option", -1);
@@ -969,18 +991,63 @@ EXPORT void rdma_freeaddrinfo(struct rdma_addrinfo *res)
 	}
 }
 
+/* copy_hint copies one of the hints' addresses, of their length (at most
+ * a sockaddr_storage); 0 or an errno. */
+static int copy_hint(struct sockaddr **dst, socklen_t *dst_len, const struct sockaddr *src, socklen_t len)
+{
+	if (!src || !len)
+		return 0;
+	if (len > sizeof(struct sockaddr_storage))
+		return EINVAL;
+	if (!(*dst = calloc(1, sizeof(struct sockaddr_storage))))
+		return ENOMEM;
+	memcpy(*dst, src, len);
+	*dst_len = len;
+	return 0;
+}
+
+/* addrinfo_from_hints is rdma_getaddrinfo with neither node nor service,
+ * as librdmacm's: the hints' flags, family, QP type and port space, and
+ * their addresses. */
+static int addrinfo_from_hints(const struct rdma_addrinfo *hints, struct rdma_addrinfo **res)
+{
+	struct rdma_addrinfo *r = calloc(1, sizeof *r);
+	if (!r)
+		return err(ENOMEM);
+	r->ai_flags = hints->ai_flags;
+	r->ai_family = hints->ai_family;
+	r->ai_qp_type = hints->ai_qp_type;
+	r->ai_port_space = hints->ai_port_space;
+	int ret = copy_hint(&r->ai_src_addr, &r->ai_src_len, hints->ai_src_addr, hints->ai_src_len);
+	if (!ret)
+		ret = copy_hint(&r->ai_dst_addr, &r->ai_dst_len, hints->ai_dst_addr, hints->ai_dst_len);
+	if (!ret && live_add(r, OBJ_ADDRINFO))
+		ret = ENOMEM;
+	if (ret) {
+		free(r->ai_src_addr);
+		free(r->ai_dst_addr);
+		free(r);
+		return err(ret);
+	}
+	*res = r;
+	return 0;
+}
+
 /* rdma_getaddrinfo resolves node and service with getaddrinfo, as
  * librdmacm does for IP addresses: the address goes to ai_src_addr for
  * RAI_PASSIVE, else to ai_dst_addr (with hints' ai_src_addr as the
  * source). With no node, a passive address is the wildcard of goroce0's
- * family. */
+ * family. With neither node nor service, the hints are the answer
+ * (libfabric's verbs provider asks so with the address it connects to). */
 EXPORT int rdma_getaddrinfo(const char *node, const char *service, const struct rdma_addrinfo *hints,
 			    struct rdma_addrinfo **res)
 {
 	struct addrinfo ai_hints = {0}, *ai;
 	int passive = hints && (hints->ai_flags & RAI_PASSIVE);
-	if ((!node && !service) || !res)
+	if ((!node && !service && !hints) || !res)
 		return err(EINVAL);
+	if (!node && !service)
+		return addrinfo_from_hints(hints, res);
 	ai_hints.ai_family = hints ? hints->ai_family : 0;
 	if (!ai_hints.ai_family && !node && cma_ready())
 		ai_hints.ai_family = IN6_IS_ADDR_V4MAPPED((struct in6_addr *)cma_gid.raw) ? AF_INET : AF_INET6;

@@ -44,6 +44,7 @@ struct core_fns {
 	int (*destroy_channel)(uint32_t);
 	int (*channel_pop)(uint32_t, uintptr_t *);
 	int (*async_pop)(uint32_t, struct goroce_async_event *);
+	int (*async_forget)(uintptr_t, uint32_t *);
 	int (*create_cq)(int, uint32_t, uintptr_t, struct goroce_cq_ring *, uint32_t *, int *);
 	int (*destroy_cq)(uint32_t, uint32_t *);
 	void (*cq_event)(uint32_t);

@@ -89,7 +89,7 @@ static void load_core(void)
 	} while (0)
 	SYM(open); SYM(close); SYM(node_guid); SYM(query_device); SYM(query_port); SYM(query_gid);
 	SYM(alloc_pd); SYM(dealloc_pd); SYM(reg_mr); SYM(dereg_mr); SYM(alloc_mw); SYM(dealloc_mw); SYM(create_ah); SYM(destroy_ah);
-	SYM(create_channel); SYM(destroy_channel); SYM(channel_pop); SYM(async_pop);
+	SYM(create_channel); SYM(destroy_channel); SYM(channel_pop); SYM(async_pop); SYM(async_forget);
 	SYM(create_cq); SYM(destroy_cq); SYM(cq_event); SYM(req_notify_cq); SYM(poll_cq);
 	SYM(create_srq); SYM(destroy_srq); SYM(post_srq_recv_list);
 	SYM(create_qp); SYM(destroy_qp); SYM(modify_qp); SYM(query_qp); SYM(post_send_list); SYM(post_recv_list);
@@ -916,8 +916,24 @@ EXPORT struct ibv_cq *ibv_create_cq(struct ibv_context *ctx, int cqe, void *cq_c
 	return c ? &c->cq : NULL;
 }
 
+/* wait_async_acks forgets the async events of obj, a QP, CQ or SRQ the core
+ * has destroyed, and waits until the program has acknowledged each one it
+ * got (ibv_ack_async_event counts them in *completed, under m, and signals
+ * c), as rdma-core's destroy verbs wait for the kernel's events_reported:
+ * the program's event thread may still hold obj. */
+static void wait_async_acks(uintptr_t obj, pthread_mutex_t *m, pthread_cond_t *c, uint32_t *completed)
+{
+	uint32_t handed = 0;
+	core.async_forget(obj, &handed);
+	pthread_mutex_lock(m);
+	while (*completed < handed)
+		pthread_cond_wait(c, m);
+	pthread_mutex_unlock(m);
+}
+
 /* ibv_destroy_cq waits until the program has acknowledged every event it
- * got for the CQ (ibv_ack_cq_events), as rdma-core does. */
+ * got for the CQ (ibv_ack_cq_events, ibv_ack_async_event), as rdma-core
+ * does. */
 EXPORT int ibv_destroy_cq(struct ibv_cq *cq)
 {
 	uint32_t reported;
@@ -933,6 +949,7 @@ EXPORT int ibv_destroy_cq(struct ibv_cq *cq)
 	while (cq->comp_events_completed < reported)
 		pthread_cond_wait(&cq->cond, &cq->mutex);
 	pthread_mutex_unlock(&cq->mutex);
+	wait_async_acks((uintptr_t)cq, &cq->mutex, &cq->cond, &cq->async_events_completed);
 	if (cq->channel) {
 		pthread_mutex_lock(&cq->context->mutex);
 		cq->channel->refcnt--;
@@ -1095,14 +1112,17 @@ EXPORT struct ibv_srq *ibv_create_srq(struct ibv_pd *pd, struct ibv_srq_init_att
 EXPORT int ibv_destroy_srq(struct ibv_srq *srq)
 {
 	CHECK_FORK(ENODEV);
-	if (!live_del(srq, OBJ_SRQ))
-		return EINVAL;
+	LIVE(srq, OBJ_SRQ, EINVAL);
+	/* It stays live until its async events are acknowledged:
+	 * ibv_ack_async_event checks it. The core forgets the handle first,
+	 * so a second ibv_destroy_srq meanwhile fails there. */
 	int ret = core.destroy_srq(srq->handle);
-	if (!ret)
-		free(srq);
-	else
-		live_add(srq, OBJ_SRQ); /* QPs still use it (EBUSY) */
-	return ret;
+	if (ret)
+		return ret; /* QPs still use it (EBUSY) */
+	wait_async_acks((uintptr_t)srq, &srq->mutex, &srq->cond, &srq->events_completed);
+	live_del(srq, OBJ_SRQ);
+	free(srq);
+	return 0;
 }
 
 /* post_recvs posts a list of receive WRs with post (the core's
@@ -1201,13 +1221,15 @@ EXPORT struct ibv_qp *ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *
 EXPORT int ibv_destroy_qp(struct ibv_qp *qp)
 {
 	CHECK_FORK(ENODEV);
-	if (!live_del(qp, OBJ_QP))
-		return EINVAL;
+	LIVE(qp, OBJ_QP, EINVAL);
+	/* It stays live until its async events are acknowledged:
+	 * ibv_ack_async_event checks it. The core forgets the handle first,
+	 * so a second ibv_destroy_qp meanwhile fails there. */
 	int ret = core.destroy_qp(qp->handle);
-	if (ret) {
-		live_add(qp, OBJ_QP);
+	if (ret)
 		return ret;
-	}
+	wait_async_acks((uintptr_t)qp, &qp->mutex, &qp->cond, &qp->events_completed);
+	live_del(qp, OBJ_QP);
 	struct qp *q = qp_of(qp);
 	qp_ex_free(q);
 	pthread_spin_destroy(&q->lock);

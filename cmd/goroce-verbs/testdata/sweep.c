@@ -1090,7 +1090,10 @@ static void rdmacm(int port)
 	SYM(rdma_getaddrinfo) {
 		struct rdma_addrinfo hints = {.ai_flags = RAI_PASSIVE, .ai_port_space = RDMA_PS_TCP};
 		T(rdma_getaddrinfo(addr, svc, &hints, &ai) == 0 && ai && ai->ai_src_addr);
-		N(rdma_getaddrinfo(NULL, NULL, &hints, &ai), EINVAL);
+		struct rdma_addrinfo *h = NULL; /* neither node nor service: the hints, as librdmacm */
+		T(rdma_getaddrinfo(NULL, NULL, &hints, &h) == 0 && h && h->ai_flags == RAI_PASSIVE && !h->ai_src_addr);
+		rdma_freeaddrinfo(h);
+		N(rdma_getaddrinfo(NULL, NULL, NULL, &h), EINVAL);
 		N(rdma_getaddrinfo(addr, svc, &hints, NULL), EINVAL);
 	}
 	SYM(rdma_create_ep) {

@@ -6,9 +6,10 @@
 //	go build -o allreduce ./nccl/examples/allreduce
 //	goroce run -n 4 -- ./allreduce -count 1048576
 //
-// It runs under torchrun, mpirun and srun as well: nccl.CommInitFromEnv
+// It runs under torchrun, mpirun and srun as well: nccl.OptionsFromEnv
 // reads RANK/WORLD_SIZE/MASTER_ADDR (or Open MPI's and Slurm's variables)
-// and GOROCE_ADDR, the rank's RNIC address.
+// and GOROCE_ADDR, the rank's RNIC address, and nccl.CommInitFromEnv joins
+// that job.
 //
 // -fail-rank R shows the error path: rank R aborts its communicator
 // (ncclCommAbort) before the first AllReduce and waits to be stopped; the
@@ -55,7 +56,11 @@ func main() {
 }
 
 func run(ctx context.Context, count, iters, failRank int) error {
-	comm, err := nccl.CommInitFromEnv(ctx, nccl.Options{})
+	opts, err := nccl.OptionsFromEnv(os.Getenv)
+	if err != nil {
+		return err
+	}
+	comm, err := nccl.CommInitFromEnv(ctx, opts)
 	if err != nil {
 		return fmt.Errorf("creating the communicator: %w", err)
 	}

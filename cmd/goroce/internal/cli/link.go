@@ -3,25 +3,24 @@ package cli
 import (
 	"flag"
 	"fmt"
-	"net/netip"
 	"os"
 
-	"github.com/goroce/goroce/rnic/link"
-	"github.com/goroce/goroce/rnic/shmlink"
+	"github.com/goroce/goroce/rnic"
 )
 
 // The wires a device can use (--link, GOROCE_LINK).
 const (
 	// LinkUDP is RoCEv2 over UDP sockets (rnic/udplink), the default of a
 	// device on its own.
-	LinkUDP = "udp"
+	LinkUDP = rnic.WireUDP
 	// LinkShm is the same RoCEv2 frames through shared-memory rings
 	// (rnic/shmlink), for devices on one host.
-	LinkShm = "shm"
+	LinkShm = rnic.WireShm
 )
 
 // LinkEnv is the environment variable that names the wire of the devices
-// a process opens; package nccl reads it, and --link passes it to ranks.
+// a process opens (nccl.OptionsFromEnv reads it); --link passes it to the
+// ranks a command starts.
 const LinkEnv = "GOROCE_LINK"
 
 // LinkFlag defines --link, the device's wire, whose default is def.
@@ -61,19 +60,8 @@ func CheckLink(s string) error {
 	return nil
 }
 
-// OpenLink opens the wire s for a device at addr: nil for udp, which
-// rnic.Open then opens itself, a shared-memory link for shm (its files in
-// $GOROCE_SHM_DIR, else shmlink.DefaultDir).
-func OpenLink(s string, addr netip.AddrPort) (link.Link, error) {
-	if err := CheckLink(s); err != nil {
-		return nil, err
-	}
-	if s == LinkUDP {
-		return nil, nil
-	}
-	l, err := shmlink.Open(shmlink.Config{Local: addr, Dir: os.Getenv("GOROCE_SHM_DIR")})
-	if err != nil {
-		return nil, fmt.Errorf("opening the shared-memory link at %v: %w", addr, err)
-	}
-	return l, nil
+// Wire is the wire s (--link) for a device this process opens, its
+// shared-memory files in $GOROCE_SHM_DIR, else shmlink.DefaultDir.
+func Wire(s string) rnic.Wire {
+	return rnic.Wire{Kind: s, ShmDir: os.Getenv("GOROCE_SHM_DIR")}
 }

@@ -10,7 +10,6 @@ import (
 	"os"
 	"runtime"
 	"strconv"
-	"strings"
 	"syscall"
 
 	"github.com/goroce/goroce/rnic"
@@ -176,14 +175,16 @@ func portPlus(hp string, r int) (string, error) {
 	return net.JoinHostPort(host, strconv.Itoa(p+r)), nil
 }
 
-// setenv passes the flags to package nccl, which opens the device of a
-// rank and reads them from the environment (GOROCE_PCAP=PATH writes
-// PATH.rankN.pcap).
-func (o *ObserveFlags) Setenv() {
-	for _, kv := range o.Env() {
-		k, v, _ := strings.Cut(kv, "=")
-		os.Setenv(k, v)
+// ApplyRanks sets what the flags ask of the device of a job's rank, which
+// package nccl opens: cfg's Trace (to stderr) and TraceTag, and pcap, the
+// path the rank's capture is named after (PATH.rankN.pcap). The flags
+// decide, their defaults being the environment's.
+func (o *ObserveFlags) ApplyRanks(cfg *rnic.Config, pcap *string, stderr io.Writer) {
+	cfg.Trace, cfg.TraceTag = nil, ""
+	if o.trace {
+		cfg.Trace, cfg.TraceTag = stderr, o.traceTag
 	}
+	*pcap = o.pcap
 }
 
 // apply sets cfg's Trace and Tap. The returned function flushes and closes

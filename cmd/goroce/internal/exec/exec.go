@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/goroce/goroce/cmd/goroce-verbs/build"
 	"github.com/goroce/goroce/cmd/goroce/internal/cli"
+	"github.com/goroce/goroce/nccl"
 )
 
 const execAbout = `Runs an unmodified libibverbs program (ibv_rc_pingpong, ibv_devinfo,
@@ -30,7 +32,20 @@ environment.
 The libraries are taken from beside the goroce binary, else from the
 build cache, $XDG_CACHE_HOME/goroce/HASH/verbs (~/.cache/goroce/...),
 where they are built from the goroce source (go, gcc, libibverbs-dev and
-librdmacm-dev) when missing or stale: HASH names the source.`
+librdmacm-dev) when missing or stale: HASH names the source.
+
+Under a launcher (mpirun's OMPI_COMM_WORLD_RANK, srun's SLURM_PROCID,
+torchrun's RANK; run as mpirun ... goroce exec -- PROGRAM), each rank gets
+a device of its own: --addr (or GOROCE_ADDR, else 127.0.0.1) is local rank
+0's address and local rank r takes the r-th address after it, and the
+files of --pcap FILE (or GOROCE_PCAP) and GOROCE_CPUPROFILE get .rankN
+(the global rank) before their extension.
+
+For UCX (ucx_perftest, Open MPI's pml ucx) it sets
+UCX_UD_VERBS_ETH_DGID_CHECK=n unless the environment sets it: UCX 1.13's
+UD transport reads a RoCE receive's IP version from wc.sl as mlx5 encodes
+it, and rxe and goroce report sl 0, so with the check on it drops every
+datagram over an IPv4 GID (UCX 1.19 reads the GRH area instead).`
 
 func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("goroce exec [flags] -- PROGRAM [ARGS...]", flag.ContinueOnError)
@@ -39,7 +54,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fs.PrintDefaults()
 	}
 	addr := fs.String("addr", "", "goroce0's IP address (GOROCE_ADDR; default 127.0.0.1)")
-	mtu := fs.Int("mtu", 0, "the port's active MTU: 256, 512, 1024, 2048 or 4096 (GOROCE_MTU; default 4096)")
+	mtu := fs.Int("mtu", 0, "the port's active MTU: 256, 512, 1024, 2048 or 4096 (GOROCE_MTU; default rxe's on the address's interface: 4096 on lo, 1024 on MTU 1500)")
 	trace := fs.Bool("trace", false, "print the packet trace on stderr (GOROCE_TRACE=1)")
 	pcap := fs.String("pcap", "", "write every packet to this pcap `file` (GOROCE_PCAP)")
 	debugFlag := fs.Bool("debug", false, "say on stderr why a verb failed (GOROCE_DEBUG=1)")
@@ -65,6 +80,20 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		set["GOROCE_ADDR"] = *addr
 	}
+	opts, err := nccl.OptionsFromEnv(os.Getenv)
+	if err != nil {
+		fmt.Fprintf(stderr, "goroce exec: %v\n", err)
+		return cli.ExitFail
+	}
+	launch := opts.Launch
+	if launch.Launcher != "" {
+		a, err := rankAddr(cmp.Or(*addr, os.Getenv("GOROCE_ADDR"), defaultAddr), launch.LocalRank)
+		if err != nil {
+			fmt.Fprintf(stderr, "goroce exec: %s rank %d (local rank %d): %v\n", launch.Launcher, launch.Rank, launch.LocalRank, err)
+			return cli.ExitFail
+		}
+		set["GOROCE_ADDR"] = a
+	}
 	if *mtu != 0 {
 		if !validMTU(*mtu) {
 			return fail(fmt.Errorf("--mtu %d: not an RoCE MTU (256, 512, 1024, 2048 or 4096)", *mtu))
@@ -81,6 +110,12 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		set["GOROCE_PCAP"] = p
 	}
+	// Under a launcher every rank writes files of its own.
+	for _, name := range []string{"GOROCE_PCAP", "GOROCE_CPUPROFILE"} {
+		if p := cmp.Or(set[name], os.Getenv(name)); launch.Launcher != "" && p != "" {
+			set[name] = rankFile(p, launch.Rank)
+		}
+	}
 	if *debugFlag {
 		set["GOROCE_DEBUG"] = "1"
 	}
@@ -94,8 +129,12 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return cli.ExitFail
 	}
 	set["LD_PRELOAD"] = addPreload(os.Getenv("LD_PRELOAD"), shim)
+	if _, ok := os.LookupEnv(ucxDGIDCheck); !ok {
+		set[ucxDGIDCheck] = "n"
+	}
 	if *printEnv {
-		for _, name := range []string{"LD_PRELOAD", "GOROCE_ADDR", "GOROCE_MTU", "GOROCE_TRACE", "GOROCE_PCAP", "GOROCE_DEBUG"} {
+		for _, name := range []string{"LD_PRELOAD", "GOROCE_ADDR", "GOROCE_MTU", "GOROCE_TRACE", "GOROCE_PCAP", "GOROCE_DEBUG",
+			"GOROCE_CPUPROFILE", ucxDGIDCheck} {
 			if v, ok := set[name]; ok {
 				fmt.Fprintf(stdout, "export %s=%s\n", name, cli.ShellQuote(v))
 			}
@@ -114,6 +153,49 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	err = execProgram(path, fs.Args(), env)
 	fmt.Fprintf(stderr, "goroce exec: %s: %v\n", path, err)
 	return 126 // as a shell says it could not execute a found command
+}
+
+// ucxDGIDCheck turns UCX's RoCE destination-GID filter of UD receives on
+// or off. UCX 1.13 (uct_ud_iface_check_grh) takes the packet's IP version
+// from wc.sl as mlx5 encodes it (2 for IPv4); rxe and goroce report sl 0, so
+// UCX reads an IPv4 packet's GRH area as a 16-byte GID, matches none of the
+// port's and drops the datagram: UD never connects. Over IPv6 GIDs it
+// works. UCX 1.19 reads the version from the GRH area instead.
+const ucxDGIDCheck = "UCX_UD_VERBS_ETH_DGID_CHECK"
+
+// defaultAddr is goroce0's address when neither --addr nor GOROCE_ADDR
+// names one (the core's default).
+const defaultAddr = "127.0.0.1"
+
+// rankAddr returns the address of local rank r's device: base (an IP
+// address, or address:port, as GOROCE_ADDR takes) moved on by r addresses,
+// the port kept.
+func rankAddr(base string, r int) (string, error) {
+	ap, err := netip.ParseAddrPort(base)
+	withPort := err == nil
+	a := ap.Addr()
+	if !withPort {
+		if a, err = netip.ParseAddr(base); err != nil {
+			return "", fmt.Errorf("GOROCE_ADDR %q: not an IP address, or IP:port", base)
+		}
+	}
+	first := a
+	for range r {
+		if a = a.Next(); !a.IsValid() || a.Is4() != first.Is4() {
+			return "", fmt.Errorf("no address %d after %v", r, first)
+		}
+	}
+	if withPort {
+		return netip.AddrPortFrom(a, ap.Port()).String(), nil
+	}
+	return a.String(), nil
+}
+
+// rankFile returns path with ".rankN" before its extension: one file per
+// rank of a launcher's job.
+func rankFile(path string, rank int) string {
+	ext := filepath.Ext(path)
+	return strings.TrimSuffix(path, ext) + ".rank" + strconv.Itoa(rank) + ext
 }
 
 // validMTU reports whether mtu is one a RoCE port can have (enum ibv_mtu).

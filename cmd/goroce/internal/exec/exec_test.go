@@ -136,6 +136,41 @@ func TestExec(t *testing.T) {
 		}
 	})
 
+	t.Run("ucx-and-ranks", func(t *testing.T) {
+		needLibs(t)
+		show := []string{"--", "sh", "-c", `echo "$GOROCE_ADDR $GOROCE_PCAP $UCX_UD_VERBS_ETH_DGID_CHECK"`}
+		mpi := []string{"OMPI_COMM_WORLD_RANK=5", "OMPI_COMM_WORLD_SIZE=8", "OMPI_COMM_WORLD_LOCAL_RANK=2"}
+		for _, tc := range []struct {
+			env  []string
+			args []string
+			want string
+		}{
+			// Alone: the flag's address; UCX's UD filter off.
+			{nil, []string{"--addr", "127.140.9.1", "--pcap", "/tmp/j.pcap"}, "127.140.9.1 /tmp/j.pcap n"},
+			// The user's UCX setting stays.
+			{[]string{"UCX_UD_VERBS_ETH_DGID_CHECK=y"}, []string{"--addr", "127.140.9.1"}, "127.140.9.1  y"},
+			// Under mpirun: local rank 2 takes the second address after
+			// --addr, the pcap file is rank 5's.
+			{mpi, []string{"--addr", "127.140.9.1", "--pcap", "/tmp/j.pcap"}, "127.140.9.3 /tmp/j.rank5.pcap n"},
+			// GOROCE_ADDR's port is kept; GOROCE_PCAP's file is the rank's.
+			{append(mpi, "GOROCE_ADDR=127.140.9.1:5000", "GOROCE_PCAP=/tmp/e.pcap"), nil, "127.140.9.3:5000 /tmp/e.rank5.pcap n"},
+			// No address at all: from the core's default.
+			{append(mpi, "GOROCE_ADDR="), nil, "127.0.0.3  n"},
+			// Under srun.
+			{[]string{"SLURM_PROCID=1", "SLURM_NTASKS=2", "SLURM_LOCALID=1"}, []string{"--addr", "fd00::10"}, "fd00::11  n"},
+		} {
+			out, errOut, code := goroceExec(ctx, bin, cache, tc.env, append(tc.args, show...)...)
+			if code != 0 || strings.TrimSuffix(out, "\n") != tc.want {
+				t.Errorf("goroce exec %s with %q: exit %d, printed %q; want %q\n%s", strings.Join(tc.args, " "), tc.env, code, out, tc.want, errOut)
+			}
+		}
+		// A launcher's variables that make no sense fail before the program.
+		out, errOut, code := goroceExec(ctx, bin, cache, []string{"OMPI_COMM_WORLD_RANK=1", "OMPI_COMM_WORLD_SIZE=x"}, show...)
+		if code != cli.ExitFail || out != "" || !strings.Contains(errOut, `OMPI_COMM_WORLD_SIZE="x"`) {
+			t.Errorf("a bad OMPI_COMM_WORLD_SIZE: exit %d, stdout %q, stderr %q; want exit 1 naming it", code, out, errOut)
+		}
+	})
+
 	t.Run("exit-status", func(t *testing.T) {
 		needLibs(t)
 		// The shell checks its own mappings: the shim is preloaded, the Go

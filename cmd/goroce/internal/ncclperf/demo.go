@@ -2,10 +2,8 @@ package ncclperf
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	"os"
 	"time"
 
 	runcmd "github.com/goroce/goroce/cmd/goroce/internal/run"
@@ -83,17 +81,21 @@ func RunDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "goroce demo: %v\n", err)
 		return cli.ExitUsage
 	}
-	if _, err := nccl.ReadEnv(); errors.Is(err, nccl.ErrNoEnv) {
+	opts, err := rankOptions(&obs, *linkName, stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "goroce demo: %v\n", err)
+		return cli.ExitFail
+	}
+	if opts.Launch.Launcher == "" {
 		return runcmd.Relaunch(ctx, fs, []string{"demo"}, *n, *base, *grace, stdout, stderr, "")
 	}
-	obs.Setenv() // each rank's device reads GOROCE_TRACE and GOROCE_PCAP
-	os.Setenv(cli.LinkEnv, *linkName)
+	opts.Timeout = *timeout
 	if *device {
 		// The simulated host has nvidia_peermem loaded: the RNIC may
 		// register GPU memory (the GDR row's FIFOs live there).
-		os.Setenv("GOROCE_PEER_MEMORY", "1")
+		opts.RNIC.PeerMemory = true
 	}
-	c, err := nccl.CommInitFromEnv(ctx, nccl.Options{Timeout: *timeout})
+	c, err := nccl.CommInitFromEnv(ctx, opts)
 	if err != nil {
 		fmt.Fprintf(stderr, "goroce demo: %v\n", err)
 		return cli.ExitFail

@@ -39,7 +39,7 @@ Where the ranks come from:
   -np N      start N ranks on this host (re-executing goroce under the same
              launcher as goroce run, RNICs at --addr-base + rank)
   otherwise  this process is one rank of a job started by goroce run,
-             torchrun, mpirun or srun (nccl.CommInitFromEnv reads RANK,
+             torchrun, mpirun or srun (nccl.OptionsFromEnv reads RANK,
              WORLD_SIZE, MASTER_ADDR, MASTER_PORT, GOROCE_ADDR, ...); with
              none of those set, a single rank at --addr-base.
 
@@ -213,11 +213,12 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if *np > 0 {
 		return runcmd.Relaunch(ctx, fs, []string{"nccl-perf", cfg.coll.name}, *np, *base, *grace, stdout, stderr, "np")
 	}
-	obs.Setenv() // each rank's device reads GOROCE_TRACE and GOROCE_PCAP
-	if *linkName != "" {
-		os.Setenv(cli.LinkEnv, *linkName) // and GOROCE_LINK
+	opts, err := rankOptions(&obs, *linkName, stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "goroce nccl-perf: %v\n", err)
+		return cli.ExitFail
 	}
-	opts := nccl.Options{Timeout: cfg.timeout}
+	opts.Timeout = cfg.timeout
 	if cfg.device != nil {
 		// The GPU is chosen before the communicator, as cudaSetDevice
 		// comes before ncclCommInitRank: with GPUDirect RDMA the
@@ -337,15 +338,15 @@ func parseNcclOp(s string) (nccl.Op, bool) {
 	return 0, false
 }
 
-// commFromEnv joins the job the launcher's environment describes, or,
-// with no launcher, makes a communicator of one rank whose RNIC is at
-// base.
+// commFromEnv joins the job the launcher's environment describes
+// (opts.Launch), or, with no launcher, makes a communicator of one rank
+// whose RNIC is at base.
 func commFromEnv(ctx context.Context, base string, opts nccl.Options) (*nccl.Comm, error) {
 	c, err := nccl.CommInitFromEnv(ctx, opts)
 	if !errors.Is(err, nccl.ErrNoEnv) {
 		return c, err
 	}
-	id, err := nccl.GetUniqueID()
+	id, err := nccl.GetUniqueID(opts)
 	if err != nil {
 		return nil, err
 	}
@@ -358,4 +359,19 @@ func commFromEnv(ctx context.Context, base string, opts nccl.Options) (*nccl.Com
 	}
 	opts.Addr = base
 	return nccl.CommInitRank(ctx, 1, id, 0, opts)
+}
+
+// rankOptions are the options of this process's rank: the environment's
+// (nccl.OptionsFromEnv), with the command's flags over them: --link when
+// given, --trace and --pcap.
+func rankOptions(obs *cli.ObserveFlags, link string, stderr io.Writer) (nccl.Options, error) {
+	opts, err := nccl.OptionsFromEnv(os.Getenv)
+	if err != nil {
+		return opts, err
+	}
+	if link != "" {
+		opts.RNIC.Wire.Kind = link
+	}
+	obs.ApplyRanks(&opts.RNIC, &opts.Pcap, stderr)
+	return opts, nil
 }

@@ -157,7 +157,7 @@ func newPerfContext(cfg perfConfig) (*perfContext, error) {
 // init creates the rest once the side channel has settled the
 // parameters.
 func openPerfDevice(cfg perfConfig) (*perfContext, error) {
-	dc := rnic.Config{Addr: netip.AddrPortFrom(cfg.addr, 0), MTU: 4096}
+	dc := rnic.Config{Addr: netip.AddrPortFrom(cfg.addr, 0), MTU: 4096, Wire: cli.Wire(cfg.link)}
 	if !cfg.events {
 		dc.BusyPoll = perfBusyPoll
 	}
@@ -166,15 +166,8 @@ func openPerfDevice(cfg perfConfig) (*perfContext, error) {
 		role = "client"
 	}
 	cfg.obs.TraceAs(role, cfg.addr)
-	var err error
-	if dc.Link, err = cli.OpenLink(cfg.link, dc.Addr); err != nil {
-		return nil, err
-	}
 	dev, closeObs, err := cfg.obs.OpenDevice(dc, os.Stderr)
 	if err != nil {
-		if dc.Link != nil {
-			dc.Link.Close()
-		}
 		return nil, err
 	}
 	return &perfContext{cfg: cfg, dev: dev, cqMod: cfg.cqMod(), closeObs: closeObs}, nil

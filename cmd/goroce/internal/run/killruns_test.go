@@ -222,7 +222,7 @@ func killRunsRank(seed uint64) int {
 	signal.Ignore(syscall.SIGTERM)
 	plan := newKillPlan(seed)
 	ctx := context.Background()
-	c, err := nccl.CommInitFromEnv(ctx, nccl.Options{Timeout: killOpTimeout, BootstrapTimeout: 10 * time.Second})
+	c, err := rankComm(ctx, killOpTimeout, 10*time.Second)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "init:", err)
 		return 5

@@ -30,7 +30,7 @@ const sumCount = 10000
 // in float32 for these sizes). It prints the wire it was given.
 func sumChild(rank int) int {
 	ctx := context.Background()
-	c, err := nccl.CommInitFromEnv(ctx, nccl.Options{Timeout: 30 * time.Second, BootstrapTimeout: 30 * time.Second})
+	c, err := rankComm(ctx, 30*time.Second, 30*time.Second)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "init:", err)
 		return 5
@@ -54,6 +54,17 @@ func sumChild(rank int) int {
 	}
 	fmt.Printf("sum ok over %s\n", os.Getenv(cli.LinkEnv))
 	return 0
+}
+
+// rankComm joins the job goroce run started this test child in, with the
+// environment's options (nccl.OptionsFromEnv) and the given timeouts.
+func rankComm(ctx context.Context, timeout, bootstrapTimeout time.Duration) (*nccl.Comm, error) {
+	opts, err := nccl.OptionsFromEnv(os.Getenv)
+	if err != nil {
+		return nil, err
+	}
+	opts.Timeout, opts.BootstrapTimeout = timeout, bootstrapTimeout
+	return nccl.CommInitFromEnv(ctx, opts)
 }
 
 // shmLocks returns the lock files the ranks' shared-memory links left in

@@ -31,7 +31,7 @@ mpirun would, each with its own goroce RNIC address on loopback:
                           N
   MASTER_ADDR, MASTER_PORT
                           127.0.0.1 and a free TCP port: where rank 0 serves
-                          the rendezvous (nccl.CommInitFromEnv reads these)
+                          the rendezvous (nccl.OptionsFromEnv reads these)
   GOROCE_ADDR             rank r's RNIC address, --addr-base + r; without
                           --addr-base, 127.A.B.(10+r) for an A.B drawn at
                           random whose RoCEv2 ports are free, so that two

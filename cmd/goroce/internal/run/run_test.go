@@ -113,7 +113,7 @@ func testChild(mode string) int {
 	case "allreduce":
 		signal.Ignore(syscall.SIGTERM)
 		ctx := context.Background()
-		c, err := nccl.CommInitFromEnv(ctx, nccl.Options{Timeout: allreduceTimeout, BootstrapTimeout: 10 * time.Second})
+		c, err := rankComm(ctx, allreduceTimeout, 10*time.Second)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "init:", err)
 			return 5
