@@ -167,7 +167,7 @@ type Comm struct {
 	runMu   sync.Mutex
 	kick    chan struct{} // capacity 1: tasks are queued for the stream goroutine
 	qmu     sync.Mutex
-	queued  []*task       // issued and not yet running, oldest first (guarded by qmu)
+	queued  taskQueue     // issued and not yet running (guarded by qmu)
 	stopped bool          // the stream has stopped: tasks fail as they come (guarded by qmu)
 	inlined atomic.Uint64 // tasks run by a waiter, not the stream goroutine
 	// lateKick kicks the stream goroutine for tasks queued without a

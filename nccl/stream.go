@@ -46,7 +46,7 @@ func (c *Comm) enqueue(t *task) {
 		c.failTask(t)
 		return
 	}
-	c.queued = append(c.queued, t)
+	c.queued.push(t)
 	c.qmu.Unlock()
 	if !t.inline {
 		c.wake()
@@ -86,8 +86,7 @@ func (c *Comm) stream() {
 		case <-c.ctx.Done():
 			c.qmu.Lock()
 			c.stopped = true
-			left := c.queued
-			c.queued = nil
+			left := c.queued.drain()
 			c.qmu.Unlock()
 			for _, t := range left {
 				c.failTask(t)
@@ -116,7 +115,7 @@ func (c *Comm) run(until *Request) {
 	}
 	c.runMu.Unlock()
 	c.qmu.Lock()
-	left := len(c.queued) > 0
+	left := c.queued.len() > 0
 	c.qmu.Unlock()
 	if left {
 		c.wake()
@@ -128,12 +127,52 @@ func (c *Comm) run(until *Request) {
 func (c *Comm) next(smallOnly bool) *task {
 	c.qmu.Lock()
 	defer c.qmu.Unlock()
-	if len(c.queued) == 0 || (smallOnly && !c.queued[0].inline) {
+	if c.queued.len() == 0 || (smallOnly && !c.queued.peek().inline) {
 		return nil
 	}
-	t := c.queued[0]
-	n := copy(c.queued, c.queued[1:])
-	c.queued[n] = nil
-	c.queued = c.queued[:n]
+	return c.queued.pop()
+}
+
+// taskQueue is the stream's queue of tasks, oldest first. Taking the
+// oldest costs the same however many are queued (a caller may issue
+// thousands of calls before it waits for one): the taken ones leave a
+// gap at the front, which is closed only when it is at least half of the
+// slice, so each task is moved at most a few times in all.
+type taskQueue struct {
+	tasks []*task // tasks[head:] are queued
+	head  int
+}
+
+// compactAt is the smallest gap at the front that is closed.
+const compactAt = 64
+
+func (q *taskQueue) len() int { return len(q.tasks) - q.head }
+
+func (q *taskQueue) push(t *task) { q.tasks = append(q.tasks, t) }
+
+// peek returns the oldest task; the queue must not be empty.
+func (q *taskQueue) peek() *task { return q.tasks[q.head] }
+
+// pop takes the oldest task; the queue must not be empty.
+func (q *taskQueue) pop() *task {
+	t := q.tasks[q.head]
+	q.tasks[q.head] = nil
+	q.head++
+	switch {
+	case q.head == len(q.tasks):
+		q.tasks, q.head = q.tasks[:0], 0
+	case q.head >= compactAt && 2*q.head >= len(q.tasks):
+		n := copy(q.tasks, q.tasks[q.head:])
+		clear(q.tasks[n:])
+		q.tasks, q.head = q.tasks[:n], 0
+	}
 	return t
+}
+
+// drain takes every task queued, oldest first, and leaves the queue
+// empty.
+func (q *taskQueue) drain() []*task {
+	left := q.tasks[q.head:]
+	q.tasks, q.head = nil, 0
+	return left
 }

@@ -200,3 +200,65 @@ func TestPlansReused(t *testing.T) {
 		testScatter(t, comms, rng, Float32, Sum, 50, false)
 	}
 }
+
+// The stream's queue gives tasks back in the order they came, checked
+// against a plain slice over random pushes and pops, and keeps the gap
+// the taken ones leave under half the slice.
+func TestTaskQueueOrder(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 2))
+	var q taskQueue
+	var ref []*task
+	for i := range 20000 {
+		if rng.IntN(3) > 0 || len(ref) == 0 { // grows on the whole
+			tk := &task{}
+			q.push(tk)
+			ref = append(ref, tk)
+		} else {
+			if got := q.pop(); got != ref[0] {
+				t.Fatalf("op %d: popped a task out of order", i)
+			}
+			ref = ref[1:]
+		}
+		if q.len() != len(ref) {
+			t.Fatalf("op %d: queue holds %d tasks, want %d", i, q.len(), len(ref))
+		}
+		if q.head >= compactAt && 2*q.head >= len(q.tasks) {
+			t.Fatalf("op %d: a gap of %d in a slice of %d", i, q.head, len(q.tasks))
+		}
+	}
+	left := q.drain()
+	if len(left) != len(ref) || q.len() != 0 {
+		t.Fatalf("drained %d tasks, %d left; want %d, 0", len(left), q.len(), len(ref))
+	}
+	for i := range left {
+		if left[i] != ref[i] {
+			t.Fatalf("drained task %d out of order", i)
+		}
+	}
+}
+
+// Taking the oldest of many queued tasks does not move the others each
+// time (a caller may issue thousands of calls before it waits): emptying
+// a queue of 10,000 moves its last task a few times, not once per pop.
+func TestTaskQueueMovesFew(t *testing.T) {
+	const n = 10000
+	var q taskQueue
+	for range n {
+		q.push(&task{})
+	}
+	last := q.tasks[n-1]
+	moves, at := 0, n-1
+	for q.len() > 1 {
+		q.pop()
+		if at >= len(q.tasks) || q.tasks[at] != last {
+			moves++
+			at = len(q.tasks) - 1
+			if q.tasks[at] != last {
+				t.Fatalf("the last task is not at the end of the slice")
+			}
+		}
+	}
+	if moves > 16 {
+		t.Fatalf("emptying %d tasks moved the last one %d times; want at most 16 (log2 of the queue)", n, moves)
+	}
+}
