@@ -25,7 +25,7 @@ func TestOneQPFromEverySide(t *testing.T) {
 		perPoster = 300
 		size      = 512
 	)
-	ips := [2]string{"127.143.0.1", "127.143.0.2"}
+	ips := [2]string{"127.143.1.1", "127.143.1.2"}
 	x, y := configuredPair(t, ips, openUDP, Config{MTU: 1024, BusyPoll: 20 * time.Microsecond})
 	ends := [2]*end{x, y}
 	// Each end's buffer: [0, 256 KiB) the WRITEs it sends, [256, 512) the

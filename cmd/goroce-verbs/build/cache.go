@@ -321,13 +321,18 @@ func copyTree(from, dir, name string) error {
 // libraries after the checkout it was built from has moved, changed or
 // gone: what is beside it in the cache matches it, byte for byte, where
 // a fresh build from today's source might not. The directory must be
-// the user's own, as Cached requires.
+// in the cache this process would build in (CacheRoot: a program that
+// points XDG_CACHE_HOME elsewhere gets its own builds) and the user's
+// own, as Cached requires.
 func Beside(bin string, t Target) (string, bool) {
 	binDir := filepath.Dir(bin)
 	if filepath.Base(binDir) != Goroce.subdir() {
 		return "", false
 	}
 	dir := filepath.Dir(binDir)
+	if root, err := CacheRoot(); err != nil || filepath.Dir(dir) != root {
+		return "", false
+	}
 	if ownDir(dir, false) != nil {
 		return "", false
 	}

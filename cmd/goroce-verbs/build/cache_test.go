@@ -93,9 +93,9 @@ func TestCachedRefusesDirsOfOthers(t *testing.T) {
 // its cache directory, and nothing else: not a build from other source
 // (a stamp that differs), not a target never built there, not for a
 // binary outside a cache directory's bin, not in a directory others may
-// write.
+// write, not in a cache other than the one this process builds in.
 func TestBeside(t *testing.T) {
-	root := t.TempDir()
+	root := filepath.Join(cacheHome(t), "goroce")
 	mk := func(name, goroceStamp, verbsStamp string, mode os.FileMode) string {
 		dir := filepath.Join(root, name)
 		for _, d := range []string{Goroce.subdir(), Verbs.subdir()} {
@@ -134,5 +134,10 @@ func TestBeside(t *testing.T) {
 		if ok && dir != filepath.Join(filepath.Dir(filepath.Dir(c.bin)), Verbs.subdir()) {
 			t.Errorf("%s: Beside = %q, not the cache directory's %s", c.name, dir, Verbs.subdir())
 		}
+	}
+	elsewhere := mk("elsewhere", "aaaa\n", "aaaa\n", 0o700)
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	if dir, ok := Beside(elsewhere, Verbs); ok {
+		t.Errorf("another cache: Beside(%s) = %q with XDG_CACHE_HOME elsewhere; want nothing", elsewhere, dir)
 	}
 }
