@@ -145,7 +145,7 @@ type Counted interface {
 
 // BacklogReporter is a link that can see, for a peer on the same host,
 // how much of what was sent to it waits unread: the receive queue of the
-// peer's socket (udplink). A peer that has datagrams waiting and answers
+// peer's socket (udplink), or the ring to it (shmlink). A peer that has datagrams waiting and answers
 // nothing is not running (a loaded host has descheduled it), not lost:
 // the device's QPs then wait for it instead of timing out (qp.Path).
 type BacklogReporter interface {

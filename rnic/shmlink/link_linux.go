@@ -52,6 +52,10 @@ type Link struct {
 	closed atomic.Bool
 
 	rx rxState // owned by the goroutine reading
+	// outMu guards outs: the rings of tx.peers as PeerBacklog reads
+	// them. A ring leaves outs before it is unmapped.
+	outMu sync.Mutex
+	outs  map[netip.AddrPort]ring
 	// lendMu orders ReleaseBatch with Close: a ring a batch is lent
 	// from stays mapped until the batch is released.
 	lendMu    sync.Mutex

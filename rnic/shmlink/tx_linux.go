@@ -161,6 +161,12 @@ func (l *Link) out(dst netip.AddrPort) *outRing {
 		}
 		delete(l.tx.absent, dst)
 		l.tx.peers[dst] = o
+		l.outMu.Lock()
+		if l.outs == nil {
+			l.outs = make(map[netip.AddrPort]ring)
+		}
+		l.outs[dst] = o.p.ring
+		l.outMu.Unlock()
 	}
 	l.tx.cur = o
 	if g := o.p.rgen.Load(); g != o.seenRgen {
@@ -236,6 +242,11 @@ func (l *Link) drop(o *outRing) {
 			}
 		}
 	}
+	l.outMu.Lock()
+	if r, ok := l.outs[o.peer]; ok && &r.mem[0] == &o.p.mem[0] {
+		delete(l.outs, o.peer)
+	}
+	l.outMu.Unlock()
 	unix.Munmap(o.port.mem)
 	unix.Munmap(o.p.mem)
 	closeWake(o.wakeFd)
