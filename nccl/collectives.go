@@ -77,13 +77,18 @@ func (c *Comm) AllReduce(send, recv []byte, count int, dt DataType, op Op) *Requ
 			algo = AlgoRecursiveDoubling
 		}
 	}
-	build := func(rank, n, count int) (*sched.Plan, error) {
-		return sched.RingAllReduceChunked(rank, n, count, max(1, c.ringChunk()/dt.Size()))
-	}
+	var p *sched.Plan
+	var err error
 	if algo == AlgoRecursiveDoubling {
-		build = sched.DoublingAllReduce
+		p, err = c.schedule(planKey{build: buildDoubling, count: count}, func() (*sched.Plan, error) {
+			return sched.DoublingAllReduce(c.rank, c.size, count)
+		})
+	} else {
+		chunk := max(1, c.ringChunk()/dt.Size())
+		p, err = c.schedule(planKey{build: buildRing, count: count, unit: chunk}, func() (*sched.Plan, error) {
+			return sched.RingAllReduceChunked(c.rank, c.size, count, chunk)
+		})
 	}
-	p, err := build(c.rank, c.size, count)
 	return c.collective(name, p, err, send, recv, dt, op, true)
 }
 
@@ -99,7 +104,10 @@ func (c *Comm) Broadcast(send, recv []byte, count int, dt DataType, root int) *R
 	if err := c.args(name, send, recv, in, count, dt, Sum, root); err != nil {
 		return c.failed(name, err)
 	}
-	p, err := sched.ChainBroadcast(c.rank, c.size, root, count, c.slice(dt))
+	slice := c.slice(dt)
+	p, err := c.schedule(planKey{build: buildBroadcast, count: count, unit: slice, root: root}, func() (*sched.Plan, error) {
+		return sched.ChainBroadcast(c.rank, c.size, root, count, slice)
+	})
 	return c.collective(name, p, err, send, recv, dt, Sum, false)
 }
 
@@ -115,7 +123,10 @@ func (c *Comm) Reduce(send, recv []byte, count int, dt DataType, op Op, root int
 	if err := c.args(name, send, recv, count, out, dt, op, root); err != nil {
 		return c.failed(name, err)
 	}
-	p, err := sched.ChainReduce(c.rank, c.size, root, count, c.slice(dt))
+	slice := c.slice(dt)
+	p, err := c.schedule(planKey{build: buildReduce, count: count, unit: slice, root: root}, func() (*sched.Plan, error) {
+		return sched.ChainReduce(c.rank, c.size, root, count, slice)
+	})
 	return c.collective(name, p, err, send, recv, dt, op, true)
 }
 
@@ -126,7 +137,9 @@ func (c *Comm) AllGather(send, recv []byte, sendcount int, dt DataType) *Request
 	if err := c.args(name, send, recv, sendcount, c.size*sendcount, dt, Sum, 0); err != nil {
 		return c.failed(name, err)
 	}
-	p, err := sched.RingAllGather(c.rank, c.size, sendcount)
+	p, err := c.schedule(planKey{build: buildAllGather, count: sendcount}, func() (*sched.Plan, error) {
+		return sched.RingAllGather(c.rank, c.size, sendcount)
+	})
 	return c.collective(name, p, err, send, recv, dt, Sum, false)
 }
 
@@ -138,7 +151,9 @@ func (c *Comm) ReduceScatter(send, recv []byte, recvcount int, dt DataType, op O
 	if err := c.args(name, send, recv, c.size*recvcount, recvcount, dt, op, 0); err != nil {
 		return c.failed(name, err)
 	}
-	p, err := sched.RingReduceScatter(c.rank, c.size, recvcount)
+	p, err := c.schedule(planKey{build: buildReduceScatter, count: recvcount}, func() (*sched.Plan, error) {
+		return sched.RingReduceScatter(c.rank, c.size, recvcount)
+	})
 	return c.collective(name, p, err, send, recv, dt, op, true)
 }
 
@@ -151,7 +166,9 @@ func (c *Comm) AlltoAll(send, recv []byte, count int, dt DataType) *Request {
 	if err := c.args(name, send, recv, n, n, dt, Sum, 0); err != nil {
 		return c.failed(name, err)
 	}
-	p, err := sched.PairwiseAlltoAll(c.rank, c.size, count)
+	p, err := c.schedule(planKey{build: buildAlltoAll, count: count}, func() (*sched.Plan, error) {
+		return sched.PairwiseAlltoAll(c.rank, c.size, count)
+	})
 	if err != nil {
 		return c.failed(name, fmt.Errorf("%w: %v", ErrInvalidArgument, err))
 	}
@@ -180,7 +197,9 @@ func (c *Comm) Gather(send, recv []byte, sendcount int, dt DataType, root int) *
 	if err := c.args(name, send, recv, sendcount, out, dt, Sum, root); err != nil {
 		return c.failed(name, err)
 	}
-	p, err := sched.Gather(c.rank, c.size, root, sendcount)
+	p, err := c.schedule(planKey{build: buildGather, count: sendcount, root: root}, func() (*sched.Plan, error) {
+		return sched.Gather(c.rank, c.size, root, sendcount)
+	})
 	return c.collective(name, p, err, send, recv, dt, Sum, false)
 }
 
@@ -195,7 +214,9 @@ func (c *Comm) Scatter(send, recv []byte, recvcount int, dt DataType, root int) 
 	if err := c.args(name, send, recv, in, recvcount, dt, Sum, root); err != nil {
 		return c.failed(name, err)
 	}
-	p, err := sched.Scatter(c.rank, c.size, root, recvcount)
+	p, err := c.schedule(planKey{build: buildScatter, count: recvcount, root: root}, func() (*sched.Plan, error) {
+		return sched.Scatter(c.rank, c.size, root, recvcount)
+	})
 	return c.collective(name, p, err, send, recv, dt, Sum, false)
 }
 

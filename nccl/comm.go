@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -158,8 +159,20 @@ type Comm struct {
 
 	ctx    context.Context // cancelled by Abort and Destroy
 	cancel context.CancelCauseFunc
-	tasks  chan *task
 	done   chan struct{} // closed when the stream goroutine ends
+
+	// The stream (stream.go). Whoever holds runMu runs the queued tasks
+	// and drives the executor: the stream goroutine, or a goroutine
+	// waiting for a small operation.
+	runMu   sync.Mutex
+	kick    chan struct{} // capacity 1: tasks are queued for the stream goroutine
+	qmu     sync.Mutex
+	queued  taskQueue     // issued and not yet running (guarded by qmu)
+	stopped bool          // the stream has stopped: tasks fail as they come (guarded by qmu)
+	inlined atomic.Uint64 // tasks run by a waiter, not the stream goroutine
+	// lateKick kicks the stream goroutine for tasks queued without a
+	// kick (the issuing goroutine only).
+	lateKick *time.Timer
 
 	// The caller's goroutine only.
 	seq   uint64
@@ -168,6 +181,7 @@ type Comm struct {
 	// issuing is the transport of the operation being issued on device
 	// buffers (set by onGPU), nil for host buffers.
 	issuing transport.Transport
+	plans   map[planKey]*sched.Plan // the schedules built so far (plans.go)
 
 	gpu *gpuRank // set by UseGPU or Options.GPU
 
@@ -200,9 +214,9 @@ func NewComm(t transport.Transport, opts Options) (*Comm, error) {
 		opts.Logger = l
 	}
 	c := &Comm{rank: t.Rank(), size: t.Size(), opts: opts, fragment: frag,
-		log:   opts.Logger.With(zap.Int("rank", t.Rank()), zap.Int("nranks", t.Size())),
-		exec:  executor{t: t, timeout: opts.Timeout},
-		tasks: make(chan *task, 1024), done: make(chan struct{}), board: newNoticeBoard()}
+		log:  opts.Logger.With(zap.Int("rank", t.Rank()), zap.Int("nranks", t.Size())),
+		exec: executor{t: t, timeout: opts.Timeout},
+		kick: make(chan struct{}, 1), done: make(chan struct{}), board: newNoticeBoard()}
 	c.ctx, c.cancel = context.WithCancelCause(context.Background())
 	c.closers = append(c.closers, t.Close)
 	go c.stream()
@@ -229,11 +243,27 @@ type Request struct {
 	seq  uint64
 	done chan struct{}
 	err  error
+	c    *Comm
+	// inline: a waiter may run it itself (a small operation, queued).
+	inline atomic.Bool
 }
 
 // Wait blocks until the operation completes (or ctx is done) and returns
 // its error.
+//
+// Waiting with a context that is never done (context.Background) for a
+// small operation (a few KiB), as the C API does for every call, runs
+// the queued operations up to it in the caller's goroutine when the
+// stream is idle, instead of handing them to the stream's goroutine and
+// waiting to be woken: the same work, without the two hand-offs.
 func (r *Request) Wait(ctx context.Context) error {
+	if r.inline.Load() && !r.isDone() {
+		if ctx.Done() == nil {
+			r.c.run(r)
+		} else {
+			r.c.wake() // it was queued without a kick
+		}
+	}
 	select {
 	case <-r.done:
 		return r.err
@@ -244,6 +274,15 @@ func (r *Request) Wait(ctx context.Context) error {
 
 // Done is closed when the operation has completed.
 func (r *Request) Done() <-chan struct{} { return r.done }
+
+func (r *Request) isDone() bool {
+	select {
+	case <-r.done:
+		return true
+	default:
+		return false
+	}
+}
 
 // Err returns the operation's error once it has completed, nil before
 // (ncclCommGetAsyncError, per operation).
@@ -269,6 +308,23 @@ type task struct {
 	// flush: after the steps, wait until the transport has delivered
 	// everything (transport.Flusher): Destroy's last task.
 	flush bool
+	// inline: a waiter may run it (small, set when it is queued).
+	inline bool
+}
+
+// small reports whether a waiter may run t itself: no flush, and no more
+// than inlineBytes in its buffers.
+func (t *task) small() bool {
+	if t.flush {
+		return false
+	}
+	n := 0
+	for _, s := range t.steps {
+		for _, b := range s.bufs {
+			n += len(b)
+		}
+	}
+	return n <= inlineBytes
 }
 
 // step is one schedule with its buffers and what to do after it.
@@ -284,7 +340,7 @@ type step struct {
 // newRequest makes an operation's request; it gets its sequence number
 // when it goes to the stream (number).
 func (c *Comm) newRequest(op string) *Request {
-	return &Request{op: op, done: make(chan struct{})}
+	return &Request{op: op, done: make(chan struct{}), c: c}
 }
 
 // number gives r the next sequence number.
@@ -311,56 +367,6 @@ func (c *Comm) submit(t *task) *Request {
 	c.number(t.req)
 	c.enqueue(t)
 	return t.req
-}
-
-func (c *Comm) enqueue(t *task) {
-	if err := context.Cause(c.ctx); err != nil {
-		t.req.err = &OpError{Op: t.req.op, Seq: t.req.seq, Rank: c.rank, Peer: -1, Err: err}
-		close(t.req.done)
-		return
-	}
-	select {
-	case c.tasks <- t:
-		// The stream exits only after the context is cancelled, draining
-		// the queue. If it was cancelled by now, the task may have landed
-		// after that drain: wait for the stream to end and fail what is
-		// left, so no request is lost.
-		if c.ctx.Err() != nil {
-			<-c.done
-			c.failQueued()
-		}
-	case <-c.ctx.Done():
-		t.req.err = &OpError{Op: t.req.op, Seq: t.req.seq, Rank: c.rank, Peer: -1, Err: context.Cause(c.ctx)}
-		close(t.req.done)
-	}
-}
-
-// failQueued fails every task still in the queue with the context's cause.
-func (c *Comm) failQueued() {
-	for {
-		select {
-		case t := <-c.tasks:
-			t.req.err = &OpError{Op: t.req.op, Seq: t.req.seq, Rank: c.rank, Peer: -1, Err: context.Cause(c.ctx)}
-			close(t.req.done)
-		default:
-			return
-		}
-	}
-}
-
-// stream runs tasks one after the other until the communicator stops.
-func (c *Comm) stream() {
-	defer close(c.done)
-	defer c.exec.watch.stop()
-	for {
-		select {
-		case t := <-c.tasks:
-			c.execute(t)
-		case <-c.ctx.Done():
-			c.failQueued()
-			return
-		}
-	}
 }
 
 func (c *Comm) execute(t *task) {
@@ -398,6 +404,13 @@ func (c *Comm) execute(t *task) {
 			}
 			oe := &OpError{Op: t.req.op, Seq: t.req.seq, Rank: c.rank, Peer: peer, Err: err}
 			t.req.err = oe
+			if reg, ok := c.exec.t.(transport.Registrar); ok {
+				// A peer still on its way must not write into the
+				// caller's buffers once the call has returned.
+				if err := reg.DeregisterAll(); err != nil {
+					c.log.Warn("dropping the buffer registrations", zap.Error(err))
+				}
+			}
 			c.mu.Lock()
 			if c.broken == nil {
 				c.broken = oe
@@ -462,8 +475,11 @@ func (c *Comm) shutdown() error {
 	var err error
 	c.closeOnce.Do(func() {
 		// The context is cancelled: the running operation returns from
-		// its wait and the stream exits; then the connections close.
+		// its wait and the stream exits; then the connections close. A
+		// waiter running an operation itself leaves it first, and runMu
+		// stays held: nothing runs on closed connections.
 		<-c.done
+		c.runMu.Lock()
 		for _, f := range c.closers {
 			err = errors.Join(err, f())
 		}

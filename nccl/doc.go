@@ -12,7 +12,8 @@
 //	nccl/reduce     element types, ops and the reduce kernels
 //	nccl/sched      schedules as data: per rank, phases of send/recv/reduce steps
 //	nccl/transport  the transport interface (isend/irecv/test) and an in-memory fabric
-//	nccl/transport/ib  RC QPs, RDMA WRITE WITH IMM into registered slots, credits
+//	nccl/transport/ib  RC QPs, RDMA WRITE WITH IMM into registered slots or straight into
+//	                the receive's buffer (CTS), credits in the immediates
 //	nccl/bootstrap  the TCP rendezvous that exchanges connection details
 //	nccl            Comm: argument checks, algorithm choice, the stream that runs
 //	                schedules over the transport, timeouts, errors, logging
@@ -20,7 +21,11 @@
 // Streams. Each Comm runs its operations one after the other on its own
 // goroutine, as a CUDA stream runs NCCL kernels: every call returns a
 // *Request at once; Wait on it (or on a later one) to know the result.
-// Every rank must issue the same collectives in the same order.
+// Every rank must issue the same collectives in the same order. A small
+// operation (a few KiB) waited for with a context that is never done, as
+// the C API waits for each call, runs in the waiting goroutine instead,
+// when the stream is idle: no hand-off to the stream's goroutine and back
+// (stream.go).
 //
 // Failures. An operation fails, never hangs: if a peer's connection
 // breaks, or no transfer of the operation completes for Options.Timeout,

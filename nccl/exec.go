@@ -74,6 +74,7 @@ func (e *executor) run(ctx context.Context, plan *sched.Plan, bufs [][]byte, esz
 		e.combineFn = e.combine
 	}
 	fw, canForward := e.t.(transport.Forwarder)
+	_, canPlace := e.t.(transport.Registrar)
 	e.dt, e.op = dt, op
 	e.early = e.early[:0]
 	for k, ph := range plan.Phases {
@@ -112,6 +113,10 @@ func (e *executor) run(ctx context.Context, plan *sched.Plan, bufs [][]byte, esz
 				}
 				req, err = e.t.Isend(s.Peer, e.srcs[i])
 			case sched.Recv:
+				if i < len(e.ahead) && e.ahead[i] != nil {
+					req = e.ahead[i] // posted last phase, early
+					break
+				}
 				req, err = e.t.Irecv(s.Peer, e.dsts[i])
 			case sched.RecvReduce:
 				if e.streamed[i] {
@@ -132,8 +137,17 @@ func (e *executor) run(ctx context.Context, plan *sched.Plan, bufs [][]byte, esz
 			}
 			e.stepReqs[i] = req
 		}
-		if canForward && k+1 < len(plan.Phases) {
-			e.forward(fw, ph, plan.Phases[k+1], bytesOf)
+		if k+1 < len(plan.Phases) {
+			next := plan.Phases[k+1]
+			e.early = append(e.early[:0], make([]transport.Request, len(next))...)
+			if canForward {
+				e.forward(fw, ph, next, bytesOf)
+			}
+			if canPlace {
+				if peer, err := e.prepost(ph, next, bytesOf); err != nil {
+					return peer, err
+				}
+			}
 		}
 		if peer, err := e.wait(ctx); err != nil {
 			return peer, err
@@ -222,7 +236,6 @@ func (e *executor) plan(ph []sched.Step, canStream bool) {
 // schedule's order). Any other send, or one the transport will not
 // forward, is posted with the next phase as before.
 func (e *executor) forward(fw transport.Forwarder, ph, next []sched.Step, bytesOf func(sched.Region) ([]byte, error)) {
-	e.early = append(e.early[:0], make([]transport.Request, len(next))...)
 	for j, s := range next {
 		if s.Kind != sched.Send || sendsTo(next[:j], s.Peer) {
 			continue
@@ -270,6 +283,69 @@ func (e *executor) forwardedBy(ph, next []sched.Step, src []byte, bytesOf func(s
 		}
 	}
 	return from
+}
+
+// prepost posts, during phase ph, the receives of the next phase whose
+// bytes nothing else touches meanwhile, so that a transport that writes
+// into the receive's buffer (transport.Registrar, with its CTS) hears of
+// it before the sender starts the message: posted with their own phase,
+// the sender would already have sent much of it through its FIFO. A
+// receive qualifies if no step of ph reads or writes its bytes, no other
+// step of the next phase does, and it is the next phase's first receive
+// from its peer (so the transport matches messages in the schedule's
+// order). Any other receive is posted with the next phase as before.
+func (e *executor) prepost(ph, next []sched.Step, bytesOf func(sched.Region) ([]byte, error)) (peer int, err error) {
+	for j, s := range next {
+		if s.Kind != sched.Recv || receivesFrom(next[:j], s.Peer) {
+			continue
+		}
+		dst, err := bytesOf(s.Dst)
+		if err != nil || len(dst) == 0 || !e.untouched(dst, ph, next, j, bytesOf) {
+			continue // an error is reported when the next phase is posted
+		}
+		req, err := e.t.Irecv(s.Peer, dst)
+		if err != nil {
+			return s.Peer, err
+		}
+		e.early[j] = req
+	}
+	return -1, nil
+}
+
+// untouched reports whether no step of ph (whose regions are e.srcs and
+// e.dsts) and no step of next but step j reads or writes b.
+func (e *executor) untouched(b []byte, ph, next []sched.Step, j int, bytesOf func(sched.Region) ([]byte, error)) bool {
+	for i := range ph {
+		if overlap(b, e.srcs[i]) || overlap(b, e.dsts[i]) {
+			return false
+		}
+	}
+	for i, t := range next {
+		if i == j {
+			continue
+		}
+		if t.Kind != sched.Recv {
+			if src, err := bytesOf(t.Src); err != nil || overlap(b, src) {
+				return false
+			}
+		}
+		if t.Kind != sched.Send {
+			if dst, err := bytesOf(t.Dst); err != nil || overlap(b, dst) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// receivesFrom reports whether steps hold a receive from peer.
+func receivesFrom(steps []sched.Step, peer int) bool {
+	for _, s := range steps {
+		if (s.Kind == sched.Recv || s.Kind == sched.RecvReduce) && s.Peer == peer {
+			return true
+		}
+	}
+	return false
 }
 
 // sendsTo reports whether steps hold a send to peer.

@@ -14,8 +14,8 @@ import (
 )
 
 // initComms runs CommInitRank for n ranks over loopback UDP, RNICs at
-// 127.61.<net>.(20+rank), with opts(r) for rank r.
-func initComms(t *testing.T, n, net int, opts func(r int) Options) []*Comm {
+// 127.61.<net>.(20+rank) unless opts(r), rank r's options, names another.
+func initComms(t testing.TB, n, net int, opts func(r int) Options) []*Comm {
 	t.Helper()
 	id, err := GetUniqueID(Options{})
 	if err != nil {

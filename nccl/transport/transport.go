@@ -66,12 +66,19 @@ type Forwarder interface {
 // ncclCommRegister: no copy into a staging slot.
 type Registrar interface {
 	// Register registers buf, so that Isends of data inside it leave
-	// from it directly. It is cheap for a buffer already registered.
-	// The transport keeps a few registrations and drops the oldest idle
-	// one for a new one; a send from memory it does not hold registered
-	// is copied to staging as before. Register never fails a send: an
+	// from it directly and the peers may write receives into it
+	// directly. It is cheap for a buffer already registered. The
+	// transport keeps a few registrations and drops the oldest idle one
+	// for a new one; a send from memory it does not hold registered is
+	// copied to staging as before, a receive into it lands in the
+	// transport's own buffers first. Register never fails a transfer: an
 	// error only says that buf stays unregistered.
 	Register(buf []byte) error
+	// DeregisterAll drops every registration: from then on a peer's
+	// write into one of those buffers fails instead of landing. The
+	// owner calls it when an operation fails, so that a late peer cannot
+	// write into buffers the caller has taken back.
+	DeregisterAll() error
 }
 
 // Flusher is a Transport whose sends may complete before the peer has

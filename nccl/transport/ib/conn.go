@@ -24,20 +24,41 @@ type conn struct {
 	frees          []func() error // Config.SlotMemory's, run by Close
 	remoteAddr     uint64
 	remoteKey      uint32
+	// The CTS ring the peer writes into (Slots entries), the one entry
+	// this side stages its own CTS in (posted inline), and the peer's
+	// ring.
+	ctsMR, ctsOut *mr.MR
+	ctsRemoteAddr uint64
+	ctsRemoteKey  uint32
 
 	// Sender side.
-	credits   int
-	sendSlot  int    // next slot index to write
-	slotBusy  []bool // staging slot's WRITE not yet completed
-	sq        int    // send WRs outstanding
-	sqDepth   int
-	sends     []*sendReq // oldest first; done ones dropped from the front
-	creditOwe int        // slots consumed, credits not yet returned
+	credits  int    // fragments we may write: one per fragment, slot or direct
+	sendSlot int    // next slot index to write
+	slotBusy []bool // staging slot's WRITE not yet completed
+	sq       int    // send WRs outstanding
+	sqDepth  int
+	sends    []*sendReq // oldest first; done ones dropped from the front
+	sendSeq  uint32     // number of the next send posted
+	ctsIn    []cts      // the peer's CTS entries read and not yet used, in order
+	ctsNext  int        // the ring entry the peer's next CTS lands in
+	ctsSeen  uint32     // one past the number of the last CTS read
+	ctsOwe   int        // ring entries freed, not yet returned to the peer
 
 	// Receiver side.
-	arrived  []int // lengths of fragments arrived and not consumed, oldest first
-	recvSlot int   // next slot to consume
-	recvs    []*recvReq
+	creditOwe  int       // fragments consumed, credits not yet returned
+	arrived    []arrival // fragments arrived and not consumed, oldest first
+	recvSlot   int       // next slot to consume
+	recvs      []*recvReq
+	recvSeq    uint32 // number of the next receive posted
+	ctsCredits int    // entries of the peer's CTS ring we may write
+	ctsSlot    int    // the peer's ring entry we write next
+}
+
+// arrival is a fragment that has arrived: n bytes, in the next slot or,
+// direct, already in the receive's buffer.
+type arrival struct {
+	n      int
+	direct bool
 }
 
 // sendReq is a posted send. It is done, for its caller, once data may be
@@ -49,6 +70,7 @@ type conn struct {
 type sendReq struct {
 	c                    *conn
 	data                 []byte
+	seq                  uint32 // its number on the connection, as the peer's receive has
 	frags, posted, acked int
 	done                 bool
 	err                  error
@@ -56,6 +78,12 @@ type sendReq struct {
 	// after, if set, is the receive into data whose fragments this send
 	// forwards: fragment i leaves once after has fragment i (IsendAfter).
 	after *recvReq
+	// ctsTaken: the peer's CTS for it has been read and freed; direct:
+	// it said where, and the fragments not yet posted go straight to
+	// dstAddr (rkey dstKey) plus their offset.
+	ctsTaken, direct bool
+	dstAddr          uint64
+	dstKey           uint32
 }
 
 // finish marks the send done, or failed with err, and lets go of its
@@ -74,6 +102,7 @@ func (r *sendReq) Peer() int           { return r.c.peer }
 type recvReq struct {
 	c          *conn
 	buf        []byte
+	seq        uint32 // its number on the connection, as the peer's send has
 	frags, got int
 	off        int
 	done       bool
@@ -87,10 +116,26 @@ type recvReq struct {
 	// then are the connections of sends that forward this receive's
 	// fragments (IsendAfter), to pump when one lands.
 	then []*conn
+
+	// ctsDecided: a CTS was posted for it or it needs none; reg, if set,
+	// is buf's registration, which the CTS named and the receive holds
+	// until it ends.
+	ctsDecided bool
+	reg        *userReg
 }
 
 func (r *recvReq) Test() (bool, error) { return r.done || r.err != nil, r.err }
 func (r *recvReq) Peer() int           { return r.c.peer }
+
+// end marks the receive done, or failed with err, and lets go of its
+// registration.
+func (r *recvReq) end(err error) {
+	r.done, r.err = err == nil, err
+	if r.reg != nil {
+		r.reg.busy--
+		r.reg = nil
+	}
+}
 
 // complete handles one work completion.
 func (t *Transport) complete(wc *qp.WC) {
@@ -110,23 +155,12 @@ func (t *Transport) complete(wc *qp.WC) {
 				return
 			}
 		}
-		if wc.Imm&immCredit != 0 {
-			k := int(wc.Imm &^ immCredit)
-			if c.credits+k > t.cfg.Slots {
-				c.fail(fmt.Errorf("%w: %d credits returned, %d held of %d", ErrProtocol, k, c.credits, t.cfg.Slots))
-				return
-			}
-			c.credits += k
-			return
-		}
-		if int(wc.Imm) > t.cfg.SlotSize || wc.ByteLen != wc.Imm || len(c.arrived) >= t.cfg.Slots {
-			c.fail(fmt.Errorf("%w: fragment of %d bytes (imm %d), %d slots full", ErrProtocol, wc.ByteLen, wc.Imm, len(c.arrived)))
-			return
-		}
-		c.arrived = append(c.arrived, int(wc.Imm))
-	case wrData:
+		c.received(wc.Imm, wc.ByteLen)
+	case wrData, wrDirect:
 		c.sq--
-		c.slotBusy[wc.WRID&0xFFFF] = false
+		if wc.WRID&(0xFF<<56) == wrData {
+			c.slotBusy[wc.WRID&0xFFFF] = false
+		}
 		for _, r := range c.sends {
 			if r.acked < r.posted {
 				r.acked++
@@ -141,24 +175,56 @@ func (t *Transport) complete(wc *qp.WC) {
 			done++
 		}
 		c.sends = dropFront(c.sends, done)
-	case wrCredit:
+	case wrCredit, wrCTS:
 		c.sq--
 	}
 }
 
-// returnCredits gives the peer back the slots consumed so far.
+// received takes the credits a WRITE WITH IMM of the peer returns, then
+// what it carries: a fragment, or a CTS.
+func (c *conn) received(imm, n uint32) {
+	if c.err != nil {
+		return
+	}
+	t := c.t
+	k, kc := int(imm&immFragMask), int(imm>>immCTSShift&immCTSMask)
+	if c.credits+k > t.cfg.Slots || c.ctsCredits+kc > t.cfg.Slots {
+		c.fail(fmt.Errorf("%w: %d fragment and %d CTS credits returned, %d and %d held of %d",
+			ErrProtocol, k, kc, c.credits, c.ctsCredits, t.cfg.Slots))
+		return
+	}
+	c.credits += k
+	c.ctsCredits += kc
+	switch imm & immKind {
+	case immSlot, immDirect:
+		if int(n) > t.cfg.SlotSize || len(c.arrived) >= t.cfg.Slots {
+			c.fail(fmt.Errorf("%w: %s of %d bytes, %d fragments held", ErrProtocol, immString(imm), n, len(c.arrived)))
+			return
+		}
+		c.arrived = append(c.arrived, arrival{n: int(n), direct: imm&immKind == immDirect})
+	case immCTS:
+		c.readCTS(n)
+	case immCredit:
+		if n != 0 {
+			c.fail(fmt.Errorf("%w: a credit return of %d bytes", ErrProtocol, n))
+		}
+	}
+}
+
+// returnCredits posts a WRITE that only returns the credits c owes, if
+// it owes any: the fragments it consumed and the CTS ring entries it
+// freed.
 func (c *conn) returnCredits() {
-	if c.err != nil || c.creditOwe == 0 || c.sq >= c.sqDepth {
+	if c.err != nil || (c.creditOwe == 0 && c.ctsOwe == 0) || c.sq >= c.sqDepth {
 		return
 	}
 	err := c.qp.PostSend(&qp.SendWR{WRID: wrCredit, Opcode: qp.WRRDMAWriteWithImm, Flags: qp.SendSignaled,
-		Imm: immCredit | uint32(c.creditOwe), RemoteAddr: c.remoteAddr, RKey: c.remoteKey})
+		Imm: c.imm(immCredit), RemoteAddr: c.remoteAddr, RKey: c.remoteKey})
 	if err != nil {
 		c.fail(err)
 		return
 	}
 	c.sq++
-	c.creditOwe = 0
 }
 
 // dropFront removes the first k elements of a connection's queue by
@@ -180,8 +246,12 @@ func kindOf(wrid uint64) string {
 		return "receive"
 	case wrData:
 		return "data WRITE"
+	case wrDirect:
+		return "direct data WRITE"
 	case wrCredit:
 		return "credit WRITE"
+	case wrCTS:
+		return "CTS WRITE"
 	}
 	return "unknown WR"
 }
@@ -197,51 +267,91 @@ func (c *conn) fail(err error) {
 		r.finish()
 	}
 	for _, r := range c.recvs {
-		r.err = c.err
+		r.end(c.err)
 	}
 	c.sends, c.recvs = nil, nil
 }
 
-// pump consumes arrived fragments into posted receives, returns credits,
-// and writes the next fragments of posted sends while credits last.
+// pump consumes arrived fragments into posted receives, tells the peer
+// where the receives want their data (CTS), writes the next fragments of
+// posted sends while credits last, and returns the credits still owed
+// once half the slots (or half the CTS ring) are owed.
 func (c *conn) pump() {
 	if c.err != nil {
 		return
 	}
+	c.consume()
+	if c.err != nil {
+		return
+	}
+	c.postCTS()
+	c.write()
+	// Credits ride on the next WRITE to the peer (a fragment, a CTS);
+	// they get a WRITE of their own only when half the slots or half the
+	// CTS ring are owed, which the peer may be waiting for: every
+	// fragment in flight either way is then consumed or on its way, so
+	// the peer never waits for credits a quiet connection keeps.
+	half := max(1, c.t.cfg.Slots/2)
+	if c.creditOwe >= half || c.ctsOwe >= half {
+		c.returnCredits()
+	}
+}
+
+// consume hands arrived fragments to the posted receives, in order: a
+// slot's bytes are copied (or combined) into the receive's buffer, a
+// direct fragment's are there already (an IrecvReduce combines them in
+// place).
+func (c *conn) consume() {
 	t := c.t
 	slot := t.cfg.SlotSize
 	for len(c.recvs) > 0 && len(c.arrived) > 0 {
 		r := c.recvs[0]
-		n := c.arrived[0]
+		a := c.arrived[0]
+		n := a.n
 		if want := min(slot, len(r.buf)-r.off); n != want {
 			c.fail(fmt.Errorf("%w: fragment %d of a %d-byte receive holds %d bytes, want %d",
 				transport.ErrLength, r.got, len(r.buf), n, want))
 			return
 		}
-		in := c.recvMR.Bytes()[c.recvSlot*slot:][:n]
-		if r.combine == nil {
-			copy(r.buf[r.off:r.off+n], in)
-		} else if err := r.combine(r.buf[r.off:r.off+n], in, r.src[r.off:r.off+n]); err != nil {
-			c.fail(fmt.Errorf("combining fragment %d of a %d-byte receive: %w", r.got, len(r.buf), err))
+		dst := r.buf[r.off : r.off+n]
+		var in []byte
+		switch {
+		case !a.direct:
+			in = c.recvMR.Bytes()[c.recvSlot*slot:][:n]
+			c.recvSlot = (c.recvSlot + 1) % t.cfg.Slots
+		case r.reg != nil:
+			in = dst // the peer wrote it in place
+		default:
+			c.fail(fmt.Errorf("%w: fragment %d of a %d-byte receive written straight into a buffer no CTS named",
+				ErrProtocol, r.got, len(r.buf)))
 			return
+		}
+		if r.combine != nil {
+			if err := r.combine(dst, in, r.src[r.off:r.off+n]); err != nil {
+				c.fail(fmt.Errorf("combining fragment %d of a %d-byte receive: %w", r.got, len(r.buf), err))
+				return
+			}
+		} else if !a.direct {
+			copy(dst, in)
 		}
 		r.off += n
 		r.got++
 		t.forward = append(t.forward, r.then...)
 		c.arrived = dropFront(c.arrived, 1)
-		c.recvSlot = (c.recvSlot + 1) % t.cfg.Slots
 		c.creditOwe++
 		if r.got == r.frags {
-			r.done = true
+			r.end(nil)
 			c.recvs = dropFront(c.recvs, 1)
 		}
 	}
-	// Credits go back at once when half the slots are owed; fewer wait
-	// for the transport's next idle moment (returnCredits), so that the
-	// receive that consumed them completes before that system call.
-	if c.creditOwe >= max(1, t.cfg.Slots/2) {
-		c.returnCredits()
-	}
+}
+
+// write posts the next fragments of the posted sends, in order, while
+// credits and send WRs last: into the peer's next slot, or, once the
+// peer's CTS for the message is in, straight into its buffer.
+func (c *conn) write() {
+	t := c.t
+	slot := t.cfg.SlotSize
 	for _, r := range c.sends {
 		for r.posted < r.frags {
 			if a := r.after; a != nil && a.got <= r.posted {
@@ -253,34 +363,46 @@ func (c *conn) pump() {
 				c.fail(fmt.Errorf("forwarding a message from peer %d: %w", a.c.peer, a.err))
 				return
 			}
+			if !r.ctsTaken {
+				c.takeCTS(r)
+			}
 			s := c.sendSlot
 			// Keep one send WR for credits, so credits always flow.
-			if c.credits == 0 || c.slotBusy[s] || c.sq >= c.sqDepth-1 {
+			if c.credits == 0 || c.sq >= c.sqDepth-1 || (!r.direct && c.slotBusy[s]) {
 				return
 			}
 			off := r.posted * slot
 			n := min(slot, len(r.data)-off)
-			wr := qp.SendWR{WRID: wrData | uint64(s), Opcode: qp.WRRDMAWriteWithImm, Flags: qp.SendSignaled,
-				Imm: uint32(n), RemoteAddr: c.remoteAddr + uint64(s*slot), RKey: c.remoteKey}
+			var wr qp.SendWR
+			switch {
+			case r.direct: // straight from the caller's buffer into the peer's
+				wr = qp.SendWR{WRID: wrDirect, Opcode: qp.WRRDMAWriteWithImm, Flags: qp.SendSignaled,
+					Imm: c.imm(immDirect), RemoteAddr: r.dstAddr + uint64(off), RKey: r.dstKey}
+			default:
+				wr = qp.SendWR{WRID: wrData | uint64(s), Opcode: qp.WRRDMAWriteWithImm, Flags: qp.SendSignaled,
+					Imm: c.imm(immSlot), RemoteAddr: c.remoteAddr + uint64(s*slot), RKey: c.remoteKey}
+			}
 			switch {
 			case n == 0:
 			case r.reg != nil: // straight from the caller's buffer
 				at := uintptr(unsafe.Pointer(unsafe.SliceData(r.data))) - r.reg.base + uintptr(off)
-				c.t.sge[0] = qp.SGE{Addr: r.reg.mr.Addr() + uint64(at), Length: uint32(n), LKey: r.reg.mr.LKey()}
-				wr.SGL = c.t.sge[:]
+				t.sge[0] = qp.SGE{Addr: r.reg.mr.Addr() + uint64(at), Length: uint32(n), LKey: r.reg.mr.LKey()}
+				wr.SGL = t.sge[:]
 			default:
 				copy(c.sendMR.Bytes()[s*slot:s*slot+n], r.data[off:off+n])
-				c.t.sge[0] = qp.SGE{Addr: c.sendMR.Addr() + uint64(s*slot), Length: uint32(n), LKey: c.sendMR.LKey()}
-				wr.SGL = c.t.sge[:]
+				t.sge[0] = qp.SGE{Addr: c.sendMR.Addr() + uint64(s*slot), Length: uint32(n), LKey: c.sendMR.LKey()}
+				wr.SGL = t.sge[:]
 			}
 			if err := c.qp.PostSend(&wr); err != nil {
 				c.fail(err)
 				return
 			}
 			c.credits--
-			c.slotBusy[s] = true
-			c.sendSlot = (s + 1) % t.cfg.Slots
 			c.sq++
+			if !r.direct {
+				c.slotBusy[s] = true
+				c.sendSlot = (s + 1) % t.cfg.Slots
+			}
 			r.posted++
 			if r.posted == r.frags && r.reg == nil {
 				r.done = true // all of it is in the staging slots

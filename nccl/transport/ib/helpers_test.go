@@ -59,6 +59,27 @@ func fabricOn(t testing.TB, net simlink.Config, n int, cfg Config) ([]*Transport
 	return ts, devs
 }
 
+// adder is an IrecvReduce combine that adds bytes and counts its calls.
+type adder struct{ calls int }
+
+func (a *adder) combine(dst, in, src []byte) error {
+	a.calls++
+	for i := range dst {
+		dst[i] = in[i] + src[i]
+	}
+	return nil
+}
+
+// checkAdded fails t unless every out[i] is x[i]+y[i].
+func checkAdded(t testing.TB, what string, out, x, y []byte) {
+	t.Helper()
+	for i := range out {
+		if out[i] != x[i]+y[i] {
+			t.Fatalf("%s, byte %d: %d, want %d+%d", what, i, out[i], x[i], y[i])
+		}
+	}
+}
+
 // waitAll drives each request's transport until all complete or the
 // (virtual) minute runs out.
 func waitAll(t testing.TB, reqs map[transport.Request]*Transport) error {

@@ -11,17 +11,19 @@ import (
 // that cannot be used.
 var ErrInfo = errors.New("ib: bad peer connection info")
 
-const infoMagic = 0x4752_4942 // "GRIB"
+const infoMagic = 0x4752_4943 // "GRIC": entries with the CTS ring
 
-// peerEntry is what rank r tells rank p about the QP and slots it set up
-// for p.
+// peerEntry is what rank r tells rank p about the QP, slots and CTS ring
+// it set up for p.
 type peerEntry struct {
 	QPN, PSN uint32
 	Addr     uint64 // the slots' address in r's MR
 	RKey     uint32
+	CTSAddr  uint64 // the CTS ring's address in its MR
+	CTSRKey  uint32
 }
 
-const entryLen = 4 + 4 + 8 + 4
+const entryLen = 4 + 4 + 8 + 4 + 8 + 4
 
 // info is one rank's connection details: header then one entry per rank.
 type info struct {
@@ -51,6 +53,8 @@ func (in *info) marshal() []byte {
 		be.PutUint32(b[o+4:], e.PSN)
 		be.PutUint64(b[o+8:], e.Addr)
 		be.PutUint32(b[o+16:], e.RKey)
+		be.PutUint64(b[o+20:], e.CTSAddr)
+		be.PutUint32(b[o+28:], e.CTSRKey)
 	}
 	return b
 }
@@ -69,7 +73,7 @@ func parseInfo(b []byte) (*info, error) {
 	for i := range in.Size {
 		o := headerLen + i*entryLen
 		in.Entries = append(in.Entries, peerEntry{QPN: be.Uint32(b[o:]), PSN: be.Uint32(b[o+4:]),
-			Addr: be.Uint64(b[o+8:]), RKey: be.Uint32(b[o+16:])})
+			Addr: be.Uint64(b[o+8:]), RKey: be.Uint32(b[o+16:]), CTSAddr: be.Uint64(b[o+20:]), CTSRKey: be.Uint32(b[o+28:])})
 	}
 	return in, nil
 }

@@ -71,15 +71,13 @@ var (
 	ErrProtocol = errors.New("ib: protocol violation by peer")
 )
 
-// Immediate data: bit 31 set means a credit return of the low bits' count;
-// clear, a data fragment of the low bits' length.
-const immCredit = 1 << 31
-
 // wr_id: kind in the top byte, slot in the low bits.
 const (
-	wrData   = 1 << 56
+	wrData   = 1 << 56 // a fragment into a slot
 	wrCredit = 2 << 56
 	wrRecv   = 3 << 56
+	wrDirect = 4 << 56 // a fragment straight into the receive's buffer
+	wrCTS    = 5 << 56
 )
 
 // Transport is one rank's ib transport. Like every transport.Transport it
@@ -104,23 +102,31 @@ type Transport struct {
 	forward []*conn
 }
 
-// userReg is a caller's buffer registered for zero-copy sends (Register).
+// userReg is a caller's buffer registered for zero-copy sends and
+// direct receives (Register).
 type userReg struct {
 	mr   *mr.MR
 	base uintptr // address of the buffer's first byte
 	n    int
-	busy int // sends posted from it and not yet done
+	busy int // sends posted from it and receives a CTS named it for, not yet done
 }
 
 // maxUserRegs bounds the registrations Register keeps.
 const maxUserRegs = 16
 
-// Register registers buf for sends straight from it
-// (transport.Registrar). A registration holds buf, so the garbage
-// collector keeps it, until it is dropped for a newer one (the least
-// recently used of those no send is using) or the transport closes.
+// Register registers buf for sends straight from it and receives
+// written straight into it by the peer (transport.Registrar). A
+// registration holds buf, so the garbage collector keeps it, until it is
+// dropped for a newer one (the least recently used of those no request is
+// using) or the transport closes. A buffer of one fragment or less is not
+// registered: its sends are staged and its receives take a slot anyway.
+//
+// The peers of the connections may write into a registered buffer
+// whenever a CTS has named it, for as long as it stays registered: the
+// rkey goes to ranks of the same job only, as NCCL's registered buffers'
+// do.
 func (t *Transport) Register(buf []byte) error {
-	if len(buf) == 0 || t.shut {
+	if len(buf) <= t.cfg.SlotSize || t.shut {
 		return nil
 	}
 	base := uintptr(unsafe.Pointer(unsafe.SliceData(buf)))
@@ -142,12 +148,26 @@ func (t *Transport) Register(buf []byte) error {
 			return err
 		}
 	}
-	m, err := t.pd.RegMR(buf, 0) // the NIC only reads it, locally
+	m, err := t.pd.RegMR(buf, mr.AccessLocalWrite|mr.AccessRemoteWrite)
 	if err != nil {
 		return err
 	}
 	t.regs = append(t.regs, &userReg{mr: m, base: base, n: len(buf)})
 	return nil
+}
+
+// DeregisterAll drops every registration (transport.Registrar): a peer's
+// WRITE into one of those buffers fails from then on (remote access
+// error) instead of landing. Requests still pending from them keep
+// running on the bytes they were given.
+func (t *Transport) DeregisterAll() error {
+	var errs []error
+	for _, r := range t.regs {
+		errs = append(errs, r.mr.Dereg())
+	}
+	clear(t.regs)
+	t.regs = t.regs[:0]
+	return errors.Join(errs...)
 }
 
 // registered returns the registration that holds all of data, or nil.
@@ -205,14 +225,20 @@ func New(cfg Config) (*Transport, error) {
 		return nil, fmt.Errorf("%w: no device", ErrConfig)
 	case cfg.Size < 1 || cfg.Rank < 0 || cfg.Rank >= cfg.Size:
 		return nil, fmt.Errorf("%w: rank %d of %d", ErrConfig, cfg.Rank, cfg.Size)
-	case cfg.Slots < 1 || cfg.Slots > 1024 || cfg.SlotSize < 1 || cfg.SlotSize >= immCredit:
+	case cfg.Slots < 1 || cfg.Slots > 1024 || cfg.SlotSize < 1 || cfg.SlotSize >= 1<<31:
 		return nil, fmt.Errorf("%w: %d slots of %d bytes", ErrConfig, cfg.Slots, cfg.SlotSize)
 	case qp.MTUFromBytes(cfg.MTU) == 0:
 		return nil, fmt.Errorf("%w: MTU %d", ErrConfig, cfg.MTU)
 	}
 	t := &Transport{cfg: cfg, dev: cfg.Device, conns: make([]*conn, cfg.Size), byQPN: map[uint32]*conn{},
 		wcs: make([]qp.WC, 64)}
-	sqDepth, rqDepth := 2*cfg.Slots+4, 3*cfg.Slots+8
+	// Send WRs: a fragment per credit, a CTS per ring entry, credit
+	// returns. Receive WRs: one for each WRITE of the peer's whose
+	// completion this side has not yet polled: a fragment per credit, a
+	// CTS per ring entry, and the credit returns, each of which carries a
+	// credit of one kind or the other.
+	sqDepth := 3*cfg.Slots + 4
+	rqDepth := 4*cfg.Slots + 8
 	var err error
 	if t.pd, err = t.dev.AllocPD(); err != nil {
 		return nil, err
@@ -225,7 +251,7 @@ func New(cfg Config) (*Transport, error) {
 		if p == cfg.Rank {
 			continue
 		}
-		c := &conn{t: t, peer: p, credits: cfg.Slots, slotBusy: make([]bool, cfg.Slots), sqDepth: sqDepth}
+		c := &conn{t: t, peer: p, credits: cfg.Slots, ctsCredits: cfg.Slots, slotBusy: make([]bool, cfg.Slots), sqDepth: sqDepth}
 		t.conns[p] = c
 		if err := c.setup(rqDepth); err != nil {
 			t.Close()
@@ -240,7 +266,8 @@ func (c *conn) setup(rqDepth int) error {
 	t := c.t
 	var err error
 	c.qp, err = t.dev.CreateQP(t.pd, &qp.InitAttr{Type: qp.RC, SendCQ: t.cq, RecvCQ: t.cq,
-		Cap: qp.Cap{MaxSendWR: uint32(c.sqDepth), MaxRecvWR: uint32(rqDepth), MaxSendSGE: 1, MaxRecvSGE: 1}})
+		Cap: qp.Cap{MaxSendWR: uint32(c.sqDepth), MaxRecvWR: uint32(rqDepth), MaxSendSGE: 1, MaxRecvSGE: 1,
+			MaxInlineData: ctsLen}})
 	if err != nil {
 		return err
 	}
@@ -249,6 +276,13 @@ func (c *conn) setup(rqDepth int) error {
 	}
 	if c.sendMR, err = c.slots(mr.AccessLocalWrite); err != nil {
 		return fmt.Errorf("send slots: %w", err)
+	}
+	// The CTS ring is read by this host's code: host memory always.
+	if c.ctsMR, err = t.pd.RegMR(make([]byte, t.cfg.Slots*ctsLen), mr.AccessLocalWrite|mr.AccessRemoteWrite); err != nil {
+		return fmt.Errorf("CTS ring: %w", err)
+	}
+	if c.ctsOut, err = t.pd.RegMR(make([]byte, ctsLen), 0); err != nil {
+		return fmt.Errorf("CTS staging: %w", err)
 	}
 	var b [4]byte
 	rand.Read(b[:]) // a random start PSN, as verbs applications should
@@ -304,7 +338,8 @@ func (t *Transport) LocalInfo() []byte {
 		Slots: t.cfg.Slots, SlotLen: t.cfg.SlotSize, Entries: make([]peerEntry, t.cfg.Size)}
 	for p, c := range t.conns {
 		if c != nil {
-			in.Entries[p] = peerEntry{QPN: c.qp.QPN(), PSN: c.psn, Addr: c.recvMR.Addr(), RKey: c.recvMR.RKey()}
+			in.Entries[p] = peerEntry{QPN: c.qp.QPN(), PSN: c.psn, Addr: c.recvMR.Addr(), RKey: c.recvMR.RKey(),
+				CTSAddr: c.ctsMR.Addr(), CTSRKey: c.ctsMR.RKey()}
 		}
 	}
 	return in.marshal()
@@ -333,6 +368,7 @@ func (t *Transport) Connect(infos [][]byte) error {
 		}
 		e := in.Entries[t.cfg.Rank]
 		c.remoteAddr, c.remoteKey = e.Addr, e.RKey
+		c.ctsRemoteAddr, c.ctsRemoteKey = e.CTSAddr, e.CTSRKey
 		rtr := qp.Attr{State: qp.StateRTR, AH: qp.AH{GID: in.GID, Port: in.Port}, PathMTU: mtu,
 			DestQPN: e.QPN, RQPSN: wire.PSN(e.PSN), MaxDestRdAtomic: 1, MinRNRTimer: 1}
 		if err := c.qp.Modify(&rtr, qp.AttrState|qp.AttrAV|qp.AttrPathMTU|qp.AttrDestQPN|qp.AttrRQPSN|
@@ -378,7 +414,8 @@ func (t *Transport) isend(peer int, data []byte, after *recvReq) (*sendReq, erro
 	if err != nil {
 		return nil, err
 	}
-	r := &sendReq{c: c, data: data, frags: t.fragments(len(data)), err: c.err, after: after}
+	r := &sendReq{c: c, data: data, seq: c.sendSeq, frags: t.fragments(len(data)), err: c.err, after: after}
+	c.sendSeq++
 	if c.err == nil {
 		// A message of one fragment is copied to staging even from a
 		// registered buffer: the copy is cheap, and the send is done once
@@ -423,7 +460,8 @@ func (t *Transport) Irecv(peer int, buf []byte) (transport.Request, error) {
 // then reports) and consumes what has already arrived for it.
 func (t *Transport) postRecv(r *recvReq) *recvReq {
 	c := r.c
-	r.frags, r.err = t.fragments(len(r.buf)), c.err
+	r.frags, r.err, r.seq = t.fragments(len(r.buf)), c.err, c.recvSeq
+	c.recvSeq++
 	if c.err == nil {
 		c.recvs = append(c.recvs, r)
 		t.pump(c)
@@ -454,13 +492,11 @@ func (t *Transport) Progress() error {
 	if t.shut {
 		return transport.ErrClosed
 	}
-	completed := 0
 	for {
 		n := t.cq.Poll(t.wcs)
 		for i := range n {
 			t.complete(&t.wcs[i])
 		}
-		completed += n
 		if n < len(t.wcs) {
 			break
 		}
@@ -471,9 +507,6 @@ func (t *Transport) Progress() error {
 	for _, c := range t.conns {
 		if c != nil {
 			t.pump(c)
-			if completed == 0 {
-				c.returnCredits() // an idle moment: nothing new to look at
-			}
 		}
 	}
 	return nil
@@ -547,16 +580,10 @@ func (c *conn) delivered(slots int) bool {
 	return true
 }
 
-// Wait blocks until the CQ has a completion or ctx is done. Credits owed
-// go back first: waiting is an idle moment.
+// Wait blocks until the CQ has a completion or ctx is done.
 func (t *Transport) Wait(ctx context.Context) error {
 	if t.shut {
 		return transport.ErrClosed
-	}
-	for _, c := range t.conns {
-		if c != nil {
-			c.returnCredits()
-		}
 	}
 	return t.cq.Wait(ctx)
 }
@@ -577,7 +604,7 @@ func (t *Transport) Close() error {
 		if c.qp != nil {
 			errs = append(errs, c.qp.Destroy())
 		}
-		for _, m := range []*mr.MR{c.recvMR, c.sendMR} {
+		for _, m := range []*mr.MR{c.recvMR, c.sendMR, c.ctsMR, c.ctsOut} {
 			if m != nil {
 				errs = append(errs, m.Dereg())
 			}
@@ -586,10 +613,7 @@ func (t *Transport) Close() error {
 			errs = append(errs, free())
 		}
 	}
-	for _, r := range t.regs {
-		errs = append(errs, r.mr.Dereg())
-	}
-	t.regs = nil
+	errs = append(errs, t.DeregisterAll())
 	if t.pd != nil {
 		errs = append(errs, t.pd.Dealloc())
 	}

@@ -52,17 +52,23 @@ func TestStreamThroughSlots(t *testing.T) {
 				t.Fatalf("message %d (%d bytes) corrupted", i, sizes[i])
 			}
 		}
-		// Every credit comes back once the receiver has nothing else to
-		// do (a Progress that completes nothing returns what is owed):
-		// the sender holds all slots again.
-		for range 4 {
-			synctest.Wait()
-			ts[1].Progress()
-			synctest.Wait()
-			ts[0].Progress()
+		// Credits still owed go back when the ranks flush: each sender
+		// holds all its slots again, nothing outstanding.
+		errs := make(chan error, 2)
+		for _, tr := range ts {
+			go func() { errs <- tr.Flush(t.Context()) }()
 		}
-		if c := ts[0].conns[1]; c.credits != 4 || c.sq != 0 {
-			t.Errorf("after the burst: %d credits, %d send WRs outstanding", c.credits, c.sq)
+		for range ts {
+			if err := <-errs; err != nil {
+				t.Fatalf("Flush: %v", err)
+			}
+		}
+		synctest.Wait()
+		for r, tr := range ts {
+			tr.Progress()
+			if c := tr.conns[1-r]; c.credits != 4 || c.sq != 0 {
+				t.Errorf("rank %d after the burst: %d credits, %d send WRs outstanding", r, c.credits, c.sq)
+			}
 		}
 	})
 }
@@ -139,42 +145,31 @@ func TestRegisteredSendAndReduce(t *testing.T) {
 			local[i] = byte(i)
 		}
 		out := make([]byte, len(msg))
-		calls := 0
-		add := func(dst, in, src []byte) error {
-			calls++
-			for i := range dst {
-				dst[i] = in[i] + src[i]
-			}
-			return nil
-		}
+		var add adder
 		s, err := ts[0].Isend(1, msg)
 		if err != nil {
 			t.Fatal(err)
 		}
-		r, err := ts[1].IrecvReduce(0, out, local, 4, add)
+		r, err := ts[1].IrecvReduce(0, out, local, 4, add.combine)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if err := waitAll(t, map[transport.Request]*Transport{s: ts[0], r: ts[1]}); err != nil {
 			t.Fatal(err)
 		}
-		for i := range out {
-			if out[i] != msg[i]+local[i] {
-				t.Fatalf("byte %d: %d, want %d+%d", i, out[i], msg[i], local[i])
-			}
-		}
-		if calls != 8 {
-			t.Errorf("combine ran %d times, want once per fragment (8)", calls)
+		checkAdded(t, "registered send", out, msg, local)
+		if add.calls != 8 {
+			t.Errorf("combine ran %d times, want once per fragment (8)", add.calls)
 		}
 		if staged := ts[0].conns[1].sendMR.Bytes(); !bytes.Equal(staged, make([]byte, len(staged))) {
 			t.Error("the registered send was copied through the staging slots")
 		}
-		if _, err := ts[1].IrecvReduce(0, out[:10], local[:10], 3, add); !errors.Is(err, errors.ErrUnsupported) {
+		if _, err := ts[1].IrecvReduce(0, out[:10], local[:10], 3, add.combine); !errors.Is(err, errors.ErrUnsupported) {
 			t.Errorf("IrecvReduce with 3-byte elements in 1024-byte slots: %v, want ErrUnsupported", err)
 		}
 
 		for i := range maxUserRegs + 4 {
-			if err := ts[0].Register(make([]byte, 64+i)); err != nil {
+			if err := ts[0].Register(make([]byte, 2000+i)); err != nil {
 				t.Fatalf("registration %d: %v", i, err)
 			}
 		}
@@ -343,8 +338,8 @@ func TestForwardAfterReceive(t *testing.T) {
 				ts[1].Progress()
 				ts[2].Progress()
 			}
-			if c := ts[1].conns[2]; c.sq != 0 || c.credits != 4 {
-				t.Fatalf("reduce %v: rank 1 wrote to rank 2 before anything arrived (%d WRs, %d credits)", reduce, c.sq, c.credits)
+			if posted := s1.(*sendReq).posted; posted != 0 {
+				t.Fatalf("reduce %v: rank 1 wrote %d fragments to rank 2 before anything arrived", reduce, posted)
 			}
 			s0, _ := ts[0].Isend(1, msg)
 			if err := waitAll(t, map[transport.Request]*Transport{s0: ts[0], r1: ts[1], s1: ts[1], r2: ts[2]}); err != nil {
