@@ -245,9 +245,11 @@ func TestMWBindErrors(t *testing.T) {
 		}
 		// rxe takes only the new rkey's low byte (rxe_do_bind_mw): an
 		// rkey of another index binds the window under its own index.
-		b.postSend(t, qp.SendWR{WRID: 9, Opcode: qp.WRBindMW, Flags: qp.SendSignaled, Bind: &qp.MWBind{
-			MW: w1, RKey: mr.IncKey(w1.RKey()) + 0x100, MR: b.mr, Addr: b.mr.Addr(), Length: 8, Access: mr.AccessRemoteWrite}})
+		// The wanted rkey is read before the post: the bind may run
+		// inline, before PostSend returns.
 		want1 := mr.IncKey(w1.RKey())
+		b.postSend(t, qp.SendWR{WRID: 9, Opcode: qp.WRBindMW, Flags: qp.SendSignaled, Bind: &qp.MWBind{
+			MW: w1, RKey: want1 + 0x100, MR: b.mr, Addr: b.mr.Addr(), Length: 8, Access: mr.AccessRemoteWrite}})
 		b.expect(t, 9, qp.WCSuccess)
 		if bd, ok := w1.Binding(); !ok || bd.RKey != want1 || w1.RKey() != want1 {
 			t.Errorf("type-1 bind with an rkey of another index: binding %+v (bound %v), rkey %#x; want rkey %#x", bd, ok, w1.RKey(), want1)
