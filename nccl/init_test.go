@@ -1,6 +1,8 @@
 package nccl
 
 import (
+	"github.com/goroce/goroce/bench/testenv"
+
 	"errors"
 	"net"
 	"os"
@@ -17,7 +19,7 @@ import (
 // serves a communicator that works.
 func TestCommInitRankUndoesItsSteps(t *testing.T) {
 	if testing.Short() {
-		t.Skip("real sockets")
+		testenv.SkipPartial(t, "short", "real sockets")
 	}
 	const addr = "127.143.2.10"
 	capture := filepath.Join(t.TempDir(), "init")

@@ -1,6 +1,8 @@
 package nccl
 
 import (
+	"github.com/goroce/goroce/bench/testenv"
+
 	"errors"
 	"fmt"
 	"go/ast"
@@ -245,7 +247,7 @@ func envReads(t *testing.T, path string) []string {
 // none of them. OptionsFromEnv, given the same environment, refuses it.
 func TestPoisonedEnvironmentIsNotRead(t *testing.T) {
 	if testing.Short() {
-		t.Skip("real sockets")
+		testenv.SkipPartial(t, "short", "real sockets")
 	}
 	poison := map[string]string{}
 	for _, c := range badSettings {
