@@ -1,8 +1,6 @@
 package nccl
 
 import (
-	"github.com/goroce/goroce/bench/testenv"
-
 	"errors"
 	"net"
 	"os"
@@ -10,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/goroce/goroce/bench/testenv"
 	"github.com/goroce/goroce/nccl/transport/ib"
 )
 

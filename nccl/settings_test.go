@@ -1,8 +1,6 @@
 package nccl
 
 import (
-	"github.com/goroce/goroce/bench/testenv"
-
 	"errors"
 	"fmt"
 	"go/ast"
@@ -19,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/goroce/goroce/bench/testenv"
 	"github.com/goroce/goroce/mr/gpu"
 	"github.com/goroce/goroce/rnic"
 )
