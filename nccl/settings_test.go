@@ -57,6 +57,9 @@ var settingCases = []struct {
 	{map[string]string{"NCCL_DEBUG_FILE": "/tmp/nccl.%p"}, Options{DebugFile: "/tmp/nccl.%p"}},
 	{map[string]string{"NCCL_IB_TIMEOUT": "18"}, Options{IBTimeout: 18}},
 	{map[string]string{"NCCL_IB_TIMEOUT": "16", "NCCL_IB_RETRY_CNT": "3"}, Options{IBTimeout: 16, IBRetryCnt: 3}},
+	// The ends of their ranges.
+	{map[string]string{"NCCL_IB_TIMEOUT": "31", "NCCL_IB_RETRY_CNT": "1"}, Options{IBTimeout: 31, IBRetryCnt: 1}},
+	{map[string]string{"NCCL_IB_TIMEOUT": "1", "NCCL_IB_RETRY_CNT": "7"}, Options{IBTimeout: 1, IBRetryCnt: 7}},
 	{map[string]string{"NCCL_NET_GDR_LEVEL": "phb"}, Options{GDRLevel: "phb"}},
 	{map[string]string{"RANK": "3", "WORLD_SIZE": "4", "LOCAL_RANK": "1", "MASTER_ADDR": "127.0.0.5", "MASTER_PORT": "1234"},
 		Options{Launch: Env{Rank: 3, Size: 4, LocalRank: 1, Root: "127.0.0.5:1234", Launcher: "torchrun"}}},

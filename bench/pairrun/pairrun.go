@@ -1,16 +1,19 @@
 // Package pairrun holds what bench/cmd/verbscompare and
 // bench/cmd/ucxcompare share to run a program's server and client
 // side by side on one machine and to report rounds of figures: goroce and
-// its preloadable libibverbs built from the source, pinning to a CPU, a
-// free side-channel port, a server-then-client run, medians and the load
-// average. It sits in bench/, below the commands; of goroce it takes the
-// build (cmd/goroce-verbs/build) and bench/testenv.
+// its preloadable libibverbs built from the source, the devices' loopback
+// addresses, pinning to a CPU, a free side-channel port, a
+// server-then-client run, the rounds' figures and their ratios, medians
+// and the load average. It sits in bench/, below the commands; of goroce
+// it takes the build (cmd/goroce-verbs/build) and bench/testenv.
 package pairrun
 
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -26,8 +29,12 @@ import (
 
 // BuildGoroce builds goroce and the verbs libraries from the source in src
 // into the build cache (build.Cached), where goroce exec finds the
-// libraries, and returns goroce's path. logf says what is built.
-func BuildGoroce(ctx context.Context, src string, logf func(format string, args ...any)) (string, error) {
+// libraries, and returns goroce's path. It says what it builds on stderr,
+// each line prefixed with prog, the command's name.
+func BuildGoroce(ctx context.Context, src string, stderr io.Writer, prog string) (string, error) {
+	logf := func(format string, args ...any) {
+		fmt.Fprintf(stderr, "%s: "+format+"\n", append([]any{prog}, args...)...)
+	}
 	if _, err := build.Cached(ctx, src, build.Verbs, logf); err != nil {
 		return "", err
 	}
@@ -36,6 +43,33 @@ func BuildGoroce(ctx context.Context, src string, logf func(format string, args 
 		return "", err
 	}
 	return filepath.Join(dir, build.GoroceBin), nil
+}
+
+// LoopbackPair checks the server's and the client's device addresses:
+// two distinct IPv4 loopback addresses (IPv6 has one, ::1), since each
+// device binds UDP port 4791 at its own.
+func LoopbackPair(server, client string) ([2]netip.Addr, error) {
+	var a [2]netip.Addr
+	for i, s := range []string{server, client} {
+		ip, err := Loopback(s)
+		if err != nil {
+			return a, err
+		}
+		a[i] = ip
+	}
+	if a[0] == a[1] {
+		return a, fmt.Errorf("-server and -client are both %v: each device needs its own address", a[0])
+	}
+	return a, nil
+}
+
+// Loopback reads s as an IPv4 loopback address, 127.x.y.z.
+func Loopback(s string) (netip.Addr, error) {
+	ip, err := netip.ParseAddr(s)
+	if err != nil || !ip.Is4() || !ip.IsLoopback() {
+		return netip.Addr{}, fmt.Errorf("%q is not an IPv4 loopback address (127.x.y.z)", s)
+	}
+	return ip, nil
 }
 
 // Pinned is the command bin args on CPU cpu alone, where the machine has
@@ -120,6 +154,21 @@ func LoadAverage() string {
 		return "unknown"
 	}
 	return strings.Join(f[:3], " ")
+}
+
+// Sides holds one pair's figures, one per round on each side: round r's
+// are A[r-1] and B[r-1].
+type Sides struct {
+	A, B []float64
+}
+
+// Ratios returns each round's ratio, A over B.
+func (s Sides) Ratios() []float64 {
+	v := make([]float64, len(s.A))
+	for i := range v {
+		v[i] = s.A[i] / s.B[i]
+	}
+	return v
 }
 
 // Median returns the median of v, the lower middle one for an even count.

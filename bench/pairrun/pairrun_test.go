@@ -23,3 +23,27 @@ func TestMedian(t *testing.T) {
 		t.Errorf("Spread = %q", got)
 	}
 }
+
+// TestLoopbackPair: -server and -client must be two distinct IPv4
+// loopback addresses (each device binds UDP port 4791 at its own).
+func TestLoopbackPair(t *testing.T) {
+	for _, c := range []struct {
+		server, client string
+		ok             bool
+	}{
+		{"127.0.0.1", "127.0.0.2", true},
+		{"127.0.9.1", "127.0.9.2", true},
+		{"127.0.0.1", "127.0.0.1", false}, // one address for both devices
+		{"10.0.0.1", "127.0.0.2", false},  // not loopback
+		{"::1", "127.0.0.2", false},       // IPv6 has one loopback address: not two devices
+		{"127.0.0.1", "localhost", false},
+	} {
+		a, err := LoopbackPair(c.server, c.client)
+		if (err == nil) != c.ok {
+			t.Errorf("LoopbackPair(%q, %q) = %v, %v; want ok %v", c.server, c.client, a, err, c.ok)
+		}
+		if err == nil && (a[0].String() != c.server || a[1].String() != c.client) {
+			t.Errorf("LoopbackPair(%q, %q) = %v", c.server, c.client, a)
+		}
+	}
+}

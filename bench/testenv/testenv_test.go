@@ -50,6 +50,7 @@ func TestSkipPartial(t *testing.T) {
 		{"", "", false, "--- SKIP: TestSkipPartial"},
 		{"1", "", true, "--- FAIL: TestSkipPartial"},
 		{"1", "race", true, "--- FAIL: TestSkipPartial"},
+		{"1", "shorter", true, "--- FAIL: TestSkipPartial"}, // a kind is a whole entry of the list
 		{"1", "short,race", false, "--- SKIP: TestSkipPartial"},
 	} {
 		cmd := exec.Command(os.Args[0], "-test.run", "^TestSkipPartial$", "-test.v")

@@ -125,18 +125,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err := fs.Parse(args); err != nil {
 		return exitUsage
 	}
-	var err error
-	for _, a := range []struct {
-		s   string
-		dst *netip.Addr
-	}{{*server, &cfg.server}, {*client, &cfg.client}, {*base, &cfg.base}} {
-		if *a.dst, err = netip.ParseAddr(a.s); err != nil || !a.dst.Is4() || !a.dst.IsLoopback() {
-			fmt.Fprintf(stderr, "ucxcompare: %q is not an IPv4 loopback address (127.x.y.z)\n", a.s)
-			return exitUsage
-		}
+	addrs, err := pairrun.LoopbackPair(*server, *client)
+	if err == nil {
+		cfg.base, err = pairrun.Loopback(*base)
 	}
-	if cfg.rounds < 1 || cfg.iters < 10 || fs.NArg() > 0 || cfg.server == cfg.client {
-		fmt.Fprintln(stderr, "ucxcompare: -rounds must be positive, -n at least 10, -server and -client differ, and there are no arguments")
+	if err != nil {
+		fmt.Fprintln(stderr, "ucxcompare:", err)
+		return exitUsage
+	}
+	cfg.server, cfg.client = addrs[0], addrs[1]
+	if cfg.rounds < 1 || cfg.iters < 10 || fs.NArg() > 0 {
+		fmt.Fprintln(stderr, "ucxcompare: -rounds must be positive, -n at least 10, and there are no arguments")
 		return exitUsage
 	}
 	fail := func(err error) int {
@@ -149,7 +148,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	if cfg.goroce == "" {
-		if cfg.goroce, err = buildGoroce(ctx, cfg.src, stderr); err != nil {
+		if cfg.goroce, err = pairrun.BuildGoroce(ctx, cfg.src, stderr, "ucxcompare"); err != nil {
 			return fail(err)
 		}
 	}
@@ -170,7 +169,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stdout, "ucxcompare: %d rounds, ucx_perftest -n %d (put_bw %d), server %s, client %s%s; MPI ranks from %s\n",
 		cfg.rounds, cfg.iters, putIters(cfg.iters), cfg.server, cfg.client, pairrun.PinNote(), cfg.base)
 	fmt.Fprintf(stdout, "load average before: %s\n\n", pairrun.LoadAverage())
-	res := make([]result, len(pairs))
+	res := make([]pairrun.Sides, len(pairs)) // A goroce, B tcp
 	for r := 1; r <= cfg.rounds; r++ {
 		for i, p := range pairs {
 			sides := []bool{true, false} // goroce first in odd rounds
@@ -189,12 +188,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 				}
 				fmt.Fprintf(stdout, "round %d  %-17s %-8s %10.3f %s\n", r, p.name, sideName(goroce), v, p.unit)
 				if goroce {
-					res[i].goroce = append(res[i].goroce, v)
+					res[i].A = append(res[i].A, v)
 				} else {
-					res[i].tcp = append(res[i].tcp, v)
+					res[i].B = append(res[i].B, v)
 				}
 			}
-			fmt.Fprintf(stdout, "round %d  %-17s ratio %.2fx\n", r, p.name, res[i].goroce[r-1]/res[i].tcp[r-1])
+			fmt.Fprintf(stdout, "round %d  %-17s ratio %.2fx\n", r, p.name, res[i].A[r-1]/res[i].B[r-1])
 		}
 	}
 	fmt.Fprintf(stdout, "\nload average after: %s\n\n", pairrun.LoadAverage())
@@ -205,19 +204,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 // putIters is put_bw's iterations: a tenth of the others', each moving
 // 64 KiB.
 func putIters(n int) int { return max(n/10, 10) }
-
-// result holds one pair's figures, one per round on each side.
-type result struct {
-	goroce, tcp []float64
-}
-
-func (r result) ratios() []float64 {
-	v := make([]float64, len(r.goroce))
-	for i := range v {
-		v[i] = r.goroce[i] / r.tcp[i]
-	}
-	return v
-}
 
 func sideName(goroce bool) string {
 	if goroce {
@@ -330,10 +316,10 @@ func measureMPI(ctx context.Context, cfg *config, progs cpucoll.Programs, p pair
 	return m.Usec, nil
 }
 
-// verdict returns the median of the rounds' ratios and, for a pair with a
-// target, whether it meets it.
-func verdict(p pair, r result) (ratio float64, met string) {
-	ratio = pairrun.Median(r.ratios())
+// verdict returns the median of the rounds' ratios, goroce (r.A) over TCP
+// (r.B), and, for a pair with a target, whether it meets it.
+func verdict(p pair, r pairrun.Sides) (ratio float64, met string) {
+	ratio = pairrun.Median(r.Ratios())
 	switch {
 	case p.target == 0:
 		return ratio, "-"
@@ -343,7 +329,7 @@ func verdict(p pair, r result) (ratio float64, met string) {
 	return ratio, "no"
 }
 
-func printTable(w io.Writer, res []result) {
+func printTable(w io.Writer, res []pairrun.Sides) {
 	fmt.Fprintf(w, "%-17s %-5s %-26s %-26s %7s %7s  %-7s %s\n", "case", "unit", "goroce min/med/max", "tcp min/med/max",
 		"ratio", "medians", "target", "met")
 	for i, p := range pairs {
@@ -357,18 +343,10 @@ func printTable(w io.Writer, res []result) {
 			}
 			target = fmt.Sprintf("%s %.1fx", op, p.target)
 		}
-		fmt.Fprintf(w, "%-17s %-5s %-26s %-26s %6.2fx %6.2fx  %-7s %s\n", p.name, p.unit, pairrun.Spread(r.goroce),
-			pairrun.Spread(r.tcp), ratio, pairrun.Median(r.goroce)/pairrun.Median(r.tcp), target, met)
+		fmt.Fprintf(w, "%-17s %-5s %-26s %-26s %6.2fx %6.2fx  %-7s %s\n", p.name, p.unit, pairrun.Spread(r.A),
+			pairrun.Spread(r.B), ratio, pairrun.Median(r.A)/pairrun.Median(r.B), target, met)
 	}
 	fmt.Fprintln(w, "\n(ratio = the median of the rounds' ratios, goroce / tcp, which the verdict takes; medians = the ratio of "+
 		"the two sides' medians; ucx_perftest: -x rc_verbs on goroce0 against -x tcp on lo; MPI: pml ucx on goroce against "+
 		"ob1 over btl tcp, 2 ranks, in place)")
-}
-
-// buildGoroce builds goroce and the verbs libraries from src
-// (pairrun.BuildGoroce), saying so on stderr, and returns goroce's path.
-func buildGoroce(ctx context.Context, src string, stderr io.Writer) (string, error) {
-	return pairrun.BuildGoroce(ctx, src, func(format string, args ...any) {
-		fmt.Fprintf(stderr, "%s: "+format+"\n", append([]any{"ucxcompare"}, args...)...)
-	})
 }

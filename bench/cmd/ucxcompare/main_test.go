@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/goroce/goroce/bench/pairrun"
 	"github.com/goroce/goroce/bench/testenv"
 )
 
@@ -60,7 +61,7 @@ func TestVerdict(t *testing.T) {
 		{bw, []float64{99, 50, 300}, []float64{100, 100, 100}, 0.99, "no"},
 		{shown, []float64{1, 2, 3}, []float64{2, 2, 2}, 1, "-"},
 	} {
-		ratio, met := verdict(c.p, result{goroce: c.goroce, tcp: c.tcp})
+		ratio, met := verdict(c.p, pairrun.Sides{A: c.goroce, B: c.tcp})
 		if ratio != c.ratio || met != c.met {
 			t.Errorf("%s %v / %v: %v %s, want %v %s", c.p.name, c.goroce, c.tcp, ratio, met, c.ratio, c.met)
 		}

@@ -137,7 +137,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "verbscompare: -rounds and -n must be positive, and there are no arguments")
 		return exitUsage
 	}
-	addrs, err := loopbackPair(*serverAddr, *clientAddr)
+	addrs, err := pairrun.LoopbackPair(*serverAddr, *clientAddr)
 	if err != nil {
 		fmt.Fprintln(stderr, "verbscompare:", err)
 		return exitUsage
@@ -161,7 +161,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	defer os.RemoveAll(dir)
 	bin := *goroce
 	if bin == "" {
-		if bin, err = buildGoroce(ctx, *src, stderr); err != nil {
+		if bin, err = pairrun.BuildGoroce(ctx, *src, stderr, "verbscompare"); err != nil {
 			return fail(err)
 		}
 	}
@@ -172,7 +172,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stdout, "verbscompare: %d rounds, -n %d, server %s, client %s%s\n",
 		*rounds, *iters, addrs[0], addrs[1], pairrun.PinNote())
 	fmt.Fprintf(stdout, "load average before: %s\n\n", pairrun.LoadAverage())
-	res := make([]result, len(pairs))
+	res := make([]pairrun.Sides, len(pairs)) // A preloaded, B native
 	for r := 1; r <= *rounds; r++ {
 		for i, p := range pairs {
 			sides := []bool{true, false} // preloaded first in odd rounds
@@ -194,32 +194,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 				}
 				fmt.Fprintf(stdout, "round %d  %-16s %-22s %10.2f %s\n", r, p.name, sideName(p, preloaded), v, p.unit)
 				if preloaded {
-					res[i].preloaded = append(res[i].preloaded, v)
+					res[i].A = append(res[i].A, v)
 				} else {
-					res[i].native = append(res[i].native, v)
+					res[i].B = append(res[i].B, v)
 				}
 			}
-			fmt.Fprintf(stdout, "round %d  %-16s ratio %.2fx\n", r, p.name, res[i].preloaded[r-1]/res[i].native[r-1])
+			fmt.Fprintf(stdout, "round %d  %-16s ratio %.2fx\n", r, p.name, res[i].A[r-1]/res[i].B[r-1])
 		}
 	}
 	fmt.Fprintf(stdout, "\nload average after: %s\n\n", pairrun.LoadAverage())
 	printTable(stdout, res, *iters)
 	return exitOK
-}
-
-// result holds one pair's figures, one per round on each side: round r's
-// are preloaded[r-1] and native[r-1].
-type result struct {
-	preloaded, native []float64
-}
-
-// ratios returns each round's ratio, preloaded over native.
-func (r result) ratios() []float64 {
-	v := make([]float64, len(r.preloaded))
-	for i := range v {
-		v[i] = r.preloaded[i] / r.native[i]
-	}
-	return v
 }
 
 // sideName says what ran on one side of a pair.
@@ -234,23 +219,6 @@ func sideName(p pair, preloaded bool) string {
 		return "preloaded " + p.tool
 	}
 	return "goroce perf " + p.test
-}
-
-// loopbackPair checks the server's and the client's addresses: two
-// distinct IPv4 loopback addresses (IPv6 has one, ::1).
-func loopbackPair(server, client string) ([2]netip.Addr, error) {
-	var a [2]netip.Addr
-	for i, s := range []string{server, client} {
-		ip, err := netip.ParseAddr(s)
-		if err != nil || !ip.Is4() || !ip.IsLoopback() {
-			return a, fmt.Errorf("%q is not an IPv4 loopback address (127.x.y.z)", s)
-		}
-		a[i] = ip
-	}
-	if a[0] == a[1] {
-		return a, fmt.Errorf("-server and -client are both %v: each device needs its own address", a[0])
-	}
-	return a, nil
 }
 
 // buildOwn builds the programs of testdata the pairs run (wrloop) from
@@ -338,17 +306,17 @@ func figure(out string, column int) (float64, error) {
 	return 0, errors.New("no #bytes header in the output")
 }
 
-// verdict returns the median of the rounds' ratios, preloaded over native,
-// and whether it meets the pair's target.
-func verdict(p pair, r result) (ratio float64, met bool) {
-	ratio = pairrun.Median(r.ratios())
+// verdict returns the median of the rounds' ratios, preloaded (r.A) over
+// native (r.B), and whether it meets the pair's target.
+func verdict(p pair, r pairrun.Sides) (ratio float64, met bool) {
+	ratio = pairrun.Median(r.Ratios())
 	if p.atLeast {
 		return ratio, ratio >= p.target
 	}
 	return ratio, ratio <= p.target
 }
 
-func printTable(w io.Writer, res []result, iters int) {
+func printTable(w io.Writer, res []pairrun.Sides, iters int) {
 	fmt.Fprintf(w, "%-16s %-6s %-28s %-28s %7s %7s  %-8s %s\n", "case", "unit",
 		"preloaded|wr_* min/med/max", "perf|post_send min/med/max", "ratio", "medians", "target", "met")
 	for i, p := range pairs {
@@ -363,16 +331,8 @@ func printTable(w io.Writer, res []result, iters int) {
 			yes = "yes"
 		}
 		fmt.Fprintf(w, "%-16s %-6s %-28s %-28s %6.2fx %6.2fx  %s %.1fx   %s\n", p.name, p.unit,
-			pairrun.Spread(r.preloaded), pairrun.Spread(r.native), ratio, pairrun.Median(r.preloaded)/pairrun.Median(r.native), op, p.target, yes)
+			pairrun.Spread(r.A), pairrun.Spread(r.B), ratio, pairrun.Median(r.A)/pairrun.Median(r.B), op, p.target, yes)
 	}
 	fmt.Fprintf(w, "\n(-n %d; ratio = the median of the rounds' ratios, preloaded / goroce perf (wrloop: ibv_wr_* / "+
 		"ibv_post_send), which the verdict takes; medians = the ratio of the two sides' medians)\n", iters)
-}
-
-// buildGoroce builds goroce and the verbs libraries from src
-// (pairrun.BuildGoroce), saying so on stderr, and returns goroce's path.
-func buildGoroce(ctx context.Context, src string, stderr io.Writer) (string, error) {
-	return pairrun.BuildGoroce(ctx, src, func(format string, args ...any) {
-		fmt.Fprintf(stderr, "%s: "+format+"\n", append([]any{"verbscompare"}, args...)...)
-	})
 }

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"regexp"
 	"testing"
+
+	"github.com/goroce/goroce/bench/pairrun"
 )
 
 // TestFigure reads the figure of each pair from what the tools print:
@@ -58,33 +60,9 @@ func TestVerdict(t *testing.T) {
 		{bw, []float64{500, 1000, 1000}, []float64{1000, 1000, 400}, 1, true}, // medians 1000/1000, ratios 0.5 1 2.5
 		{bw, []float64{500, 600, 1400}, []float64{1000, 1000, 1500}, 0.6, false},
 	} {
-		ratio, met := verdict(c.p, result{preloaded: c.pre, native: c.nat})
+		ratio, met := verdict(c.p, pairrun.Sides{A: c.pre, B: c.nat})
 		if ratio < c.ratio-1e-9 || ratio > c.ratio+1e-9 || met != c.wantMet {
 			t.Errorf("%s %v vs %v: ratio %v met %v, want %v %v", c.p.name, c.pre, c.nat, ratio, met, c.ratio, c.wantMet)
-		}
-	}
-}
-
-// TestLoopbackPair: -server and -client must be two distinct IPv4
-// loopback addresses (each device binds UDP port 4791 at its own).
-func TestLoopbackPair(t *testing.T) {
-	for _, c := range []struct {
-		server, client string
-		ok             bool
-	}{
-		{"127.0.0.1", "127.0.0.2", true},
-		{"127.0.9.1", "127.0.9.2", true},
-		{"127.0.0.1", "127.0.0.1", false}, // one address for both devices
-		{"10.0.0.1", "127.0.0.2", false},  // not loopback
-		{"::1", "127.0.0.2", false},       // IPv6 has one loopback address: not two devices
-		{"127.0.0.1", "localhost", false},
-	} {
-		a, err := loopbackPair(c.server, c.client)
-		if (err == nil) != c.ok {
-			t.Errorf("loopbackPair(%q, %q) = %v, %v; want ok %v", c.server, c.client, a, err, c.ok)
-		}
-		if err == nil && (a[0].String() != c.server || a[1].String() != c.client) {
-			t.Errorf("loopbackPair(%q, %q) = %v", c.server, c.client, a)
 		}
 	}
 }

@@ -244,6 +244,38 @@ func TestDirectAfterSlots(t *testing.T) {
 	})
 }
 
+// A send from a buffer that is not registered goes through the slots
+// even when the receive's CTS has come: its fragments are staged in the
+// sender's slots, which a WRITE into the receive's buffer would not
+// keep busy until it completes.
+func TestDirectNeedsRegisteredSend(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var w tally
+		ts, _ := fabricOn(t, w.observe(), 2, Config{Slots: 4, SlotSize: 1024})
+		const n = 10_000
+		src, dst := pattern(n, 5), make([]byte, n)
+		ts[1].Register(dst)
+		rq, err := ts[1].Irecv(0, dst)
+		if err != nil {
+			t.Fatal(err)
+		}
+		awaitCTS(t, ts, 0)
+		sq, err := ts[0].Isend(1, src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := waitAll(t, map[transport.Request]*Transport{rq: ts[1], sq: ts[0]}); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(dst, src) {
+			t.Fatal("received other bytes than sent")
+		}
+		if b, k := w.bytesTo(ts[1].conns[0].recvMR.RKey()), w.bytesTo(ts[1].registered(dst).mr.RKey()); b != n || k != 0 {
+			t.Errorf("%d bytes through the slots and %d into the buffer, want %d and 0", b, k, n)
+		}
+	})
+}
+
 // A send whose receive is shorter is not written into the receive's
 // buffer beyond its end: it goes through the slots, and the receive fails
 // with ErrLength naming the sender, as without a CTS.
