@@ -42,8 +42,8 @@ import (
 // UDP source port) and a peer that never runs again only delay a timeout,
 // by at most maxBehind.
 //
-// Safe for concurrent use: the QPs of a device update it under their own
-// locks.
+// Safe for concurrent use: the QPs of a device update it, each with its own
+// token held.
 type Path struct {
 	peer     netip.AddrPort
 	t        *Paths

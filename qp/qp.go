@@ -84,13 +84,13 @@ type QP struct {
 
 	// postMu guards the send-queue slots from posted on (PostSend fills
 	// them) and the writing of posted, which publishes a filled slot; the
-	// slots from retired to posted are the engines', under mu. posted and
-	// retired are atomic so that each side reads the other's without its
-	// lock.
+	// slots from retired to posted are the engines', the token's holder's.
+	// posted and retired are atomic so that each side reads the other's
+	// without its lock or the token.
 	postMu  sync.Mutex
 	sq      []sendWQE
 	posted  atomic.Uint64
-	retired atomic.Uint64 // written under mu
+	retired atomic.Uint64 // written with the token held
 
 	// tok runs the QP single-file: the transport engines and what they
 	// share (req, comp, resp, errPending, inFlight, detached) are its

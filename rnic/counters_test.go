@@ -29,10 +29,20 @@ func TestCounterAllocatesNothing(t *testing.T) {
 				t.Errorf("Counter(%q) = %d, want %d", c.name, got, c.want)
 			}
 		}
+		// A source's counters (the CM adds its own so) are listed after
+		// the device's, and Counter finds them, until it is removed.
+		src := b.dev.AddCounterSource(func(cs []Counter) []Counter { return append(cs, Counter{"cm_rx_msgs_req", 5}) })
+		if cs := b.dev.Counters(); cs[len(cs)-1] != (Counter{"cm_rx_msgs_req", 5}) {
+			t.Errorf("Counters ends with %+v, want the source's cm_rx_msgs_req 5", cs[len(cs)-1])
+		}
 		for _, c := range b.dev.Counters() {
 			if got := b.dev.Counter(c.Name); got != c.Value {
 				t.Errorf("Counter(%q) = %d, Counters says %d", c.Name, got, c.Value)
 			}
+		}
+		src.Remove()
+		if got := b.dev.Counter("cm_rx_msgs_req"); got != 0 {
+			t.Errorf("Counter(cm_rx_msgs_req) = %d after its source was removed, want 0", got)
 		}
 		if n := testing.AllocsPerRun(100, func() { b.dev.Counter("polled_pkts") }); n != 0 {
 			t.Errorf("Counter allocates %v times a call, want 0", n)
@@ -40,9 +50,8 @@ func TestCounterAllocatesNothing(t *testing.T) {
 	})
 }
 
-// TestNumCounters: numCounters, which sizes Counter's buffer and says
-// where the link's and the sources' counters begin in Counters, is the
-// number of counters the device lists of its own.
+// TestNumCounters: numCounters, which sizes Counter's buffer, is the number
+// of counters the device lists of its own.
 func TestNumCounters(t *testing.T) {
 	if n := len(new(Device).appendCounters(nil)); n != numCounters {
 		t.Fatalf("the device lists %d counters of its own; numCounters = %d", n, numCounters)

@@ -783,7 +783,12 @@ func (q *QP) Destroy() error {
 // ..., and its drops, cm_rx_drop_bad_mad ...). /metrics, goroce stat and
 // the live view list them all.
 func (d *Device) Counters() []Counter {
-	cs := d.appendCounters(make([]Counter, 0, numCounters+16))
+	return d.appendOthers(d.appendCounters(make([]Counter, 0, numCounters+16)))
+}
+
+// appendOthers appends the counters Counters lists after the device's
+// own: its link's, then its sources'.
+func (d *Device) appendOthers(cs []Counter) []Counter {
 	if lc, ok := d.link.(link.Counted); ok {
 		for _, c := range lc.AppendCounters(nil) {
 			cs = append(cs, Counter(c))
@@ -885,7 +890,7 @@ func (d *Device) Counter(name string) uint64 {
 			return c.Value
 		}
 	}
-	for _, c := range d.Counters()[numCounters:] {
+	for _, c := range d.appendOthers(nil) {
 		if c.Name == name {
 			return c.Value
 		}

@@ -56,17 +56,22 @@ func TestPeerBacklog(t *testing.T) {
 }
 
 // TestParseUDPTable decodes lines of /proc/net/udp and udp6 as the kernel
-// writes them on a little-endian host: 127.0.0.1:4791 with 0x300 bytes
-// queued, the IPv6 wildcard at 4791, ::1 at 5000.
+// writes them on a little-endian host: two sockets at 127.0.0.1:4791
+// (SO_REUSEPORT) with 0x300 and 0x100 bytes queued, which count
+// together, the IPv6 wildcard at 4791, ::1 at 5000. PeerBacklog then
+// answers from that view: by address, an IPv4-mapped peer as its IPv4
+// address, a peer with no socket of its own by the wildcard at its port,
+// and no socket at all as not found.
 func TestParseUDPTable(t *testing.T) {
 	rx := map[netip.AddrPort]int{}
 	parseUDPTable([]byte("  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode ref pointer drops\n"+
-		" 6810: 0100007F:12B7 00000000:0000 07 00000000:00000300 00:00000000 00000000     0        0 571446 2 0000000031a027a5 0\n"), rx)
+		" 6810: 0100007F:12B7 00000000:0000 07 00000000:00000300 00:00000000 00000000     0        0 571446 2 0000000031a027a5 0\n"+
+		" 6810: 0100007F:12B7 00000000:0000 07 00000000:00000100 00:00000000 00000000     0        0 571447 2 0000000031a027a6 0\n"), rx)
 	parseUDPTable([]byte("  sl  local_address                         remote_address                        st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode ref pointer drops\n"+
 		"  123: 00000000000000000000000000000000:12B7 00000000000000000000000000000000:0000 07 00000000:00000010 00:00000000 00000000     0        0 1 2 0000000000000000 0\n"+
 		"  124: 00000000000000000000000001000000:1388 00000000000000000000000000000000:0000 07 00000000:00000000 00:00000000 00000000     0        0 1 2 0000000000000000 0\n"), rx)
 	want := map[netip.AddrPort]int{
-		netip.MustParseAddrPort("127.0.0.1:4791"): 0x300,
+		netip.MustParseAddrPort("127.0.0.1:4791"): 0x400,
 		netip.MustParseAddrPort("[::]:4791"):      0x10,
 		netip.MustParseAddrPort("[::1]:5000"):     0,
 	}
@@ -76,6 +81,24 @@ func TestParseUDPTable(t *testing.T) {
 	for a, n := range want {
 		if got, ok := rx[a]; !ok || got != n {
 			t.Errorf("%v: %d, %v; want %d", a, got, ok, n)
+		}
+	}
+	now := time.Now()
+	b := backlogs{rx: rx, at: now, now: func() time.Time { return now }}
+	for _, c := range []struct {
+		peer string
+		n    int
+		ok   bool
+	}{
+		{"127.0.0.1:4791", 0x400, true},
+		{"[::ffff:127.0.0.1]:4791", 0x400, true},
+		{"[::1]:5000", 0, true},
+		{"[::2]:4791", 0x10, true},   // the IPv6 wildcard's
+		{"127.0.0.2:4791", 0, false}, // no IPv4 wildcard
+		{"[::2]:5000", 0, false},
+	} {
+		if n, ok := b.peer(netip.MustParseAddrPort(c.peer)); n != c.n || ok != c.ok {
+			t.Errorf("PeerBacklog(%s) = %d, %v; want %d, %v", c.peer, n, ok, c.n, c.ok)
 		}
 	}
 }
