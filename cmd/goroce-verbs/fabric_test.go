@@ -247,7 +247,7 @@ func TestLibfabric(t *testing.T) {
 		t.Run(c.ep+" "+c.a, func(t *testing.T) {
 			pair := fiPair{wrap: [2][]string{wrap(ns[0]), wrap(ns[1])}, addr: [2]string{c.a, c.b}}
 			stderr := pair.pingpong(t, c.ep, "10.141.0.1", fiSizes)
-			if !strings.Contains(stderr, "goroce-verbs: rdma_listen: listening on "+c.listen) {
+			if !strings.Contains(stderr, listenLine+c.listen) {
 				t.Errorf("the server's passive endpoint did not listen on goroce0's address %s:\n%s", c.a, stderr)
 			}
 		})
@@ -296,25 +296,7 @@ echo ready; exec cat`)
 	wrap := []string{nsenter, "--preserve-credentials", "-U", "-n", "-t", strconv.Itoa(holder.Process.Pid)}
 	pair := fiPair{wrap: [2][]string{wrap, wrap}, addr: [2]string{"10.141.9.1", "10.141.9.2"}}
 	stderrOut := pair.pingpong(t, "msg", "10.141.9.1", fiSizes)
-	if !strings.Contains(stderrOut, "goroce-verbs: rdma_listen: listening on 10.141.9.1:") {
+	if !strings.Contains(stderrOut, listenLine+"10.141.9.1:") {
 		t.Errorf("the server's passive endpoint did not listen on goroce0's address:\n%s", stderrOut)
 	}
-}
-
-// lineWatch keeps what a program writes and closes seen once line has
-// come.
-type lineWatch struct {
-	buf  *bytes.Buffer
-	line string
-	seen chan struct{}
-	done bool
-}
-
-func (w *lineWatch) Write(b []byte) (int, error) {
-	w.buf.Write(b)
-	if !w.done && strings.Contains(w.buf.String(), w.line) {
-		w.done = true
-		close(w.seen)
-	}
-	return len(b), nil
 }
