@@ -3,6 +3,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"fmt"
@@ -103,8 +104,9 @@ var fiSizes = []string{"64", "256", "1k", "4k", "64k", "1m"}
 // puts each into its network namespace (none on the host's loopback), and
 // goroce0's address for each.
 type fiPair struct {
-	wrap [2][]string
-	addr [2]string
+	wrap     [2][]string
+	addr     [2]string
+	listenIn func(pid, port int) bool // the server's control socket listens
 }
 
 // pingpong runs fi_pingpong -p verbs -e ep -c (the receiver checks every
@@ -128,7 +130,17 @@ func (f fiPair) pingpong(t *testing.T, ep, ctrl string, sizes []string) string {
 		return start(ctx, t, "", "", nil, argv[0], argv[1:]...)
 	}
 	s := run(0, "-B", strconv.Itoa(port))
-	waitListening(t, s, port)
+	for i := 0; !f.listenIn(s.cmd.Process.Pid, port); i++ {
+		select {
+		case err := <-s.done:
+			t.Fatalf("fi_pingpong's server exited before listening: %v\n%s%s", err, &s.stdout, &s.stderr)
+		case <-time.After(20 * time.Millisecond):
+		}
+		if i == 3000 {
+			s.cmd.Process.Kill()
+			t.Fatalf("fi_pingpong's server never listened on port %d", port)
+		}
+	}
 	c := run(1, "-P", strconv.Itoa(port), ctrl)
 	cerr := <-c.done
 	if err := pairErr(c, cerr, s, s.waitAfterClient()); err != nil {
@@ -140,6 +152,21 @@ func (f fiPair) pingpong(t *testing.T, ep, ctrl string, sizes []string) string {
 		}
 	}
 	return s.stderr.String()
+}
+
+// listeningIn reports whether a socket of process pid's network namespace
+// listens on TCP port (/proc/PID/net/tcp and tcp6; st 0A is LISTEN).
+func listeningIn(pid, port int) bool {
+	suffix := fmt.Sprintf(":%04X", port)
+	for _, f := range []string{"tcp", "tcp6"} {
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/net/%s", pid, f))
+		for sc := bufio.NewScanner(bytes.NewReader(b)); sc.Scan(); {
+			if fs := strings.Fields(sc.Text()); len(fs) > 3 && strings.HasSuffix(fs[1], suffix) && fs[3] == "0A" {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // fiInfoDomains parses fi_info's blocks into "provider domain type
@@ -184,7 +211,7 @@ func TestLibfabricLoopback(t *testing.T) {
 	defer cancel()
 	out := start(ctx, t, "", "", nil, built.bin, "exec", "--addr", sa, "--", info, "-p", "verbs").wait(t)
 	expectDomains(t, out, "verbs goroce0-dgram FI_EP_DGRAM FI_PROTO_IB_UD", "verbs;ofi_rxd goroce0-dgram FI_EP_RDM FI_PROTO_RXD")
-	pair := fiPair{addr: [2]string{sa, ca}}
+	pair := fiPair{addr: [2]string{sa, ca}, listenIn: listeningIn}
 	t.Run("dgram", func(t *testing.T) { pair.pingpong(t, "dgram", sa, fiSizes[:4]) })
 	t.Run("rdm", func(t *testing.T) { pair.pingpong(t, "rdm", sa, fiSizes) })
 }
@@ -245,9 +272,9 @@ func TestLibfabric(t *testing.T) {
 		{"rdm", "10.141.0.1", "10.141.0.2", "10.141.0.1:"},
 	} {
 		t.Run(c.ep+" "+c.a, func(t *testing.T) {
-			pair := fiPair{wrap: [2][]string{wrap(ns[0]), wrap(ns[1])}, addr: [2]string{c.a, c.b}}
+			pair := fiPair{wrap: [2][]string{wrap(ns[0]), wrap(ns[1])}, addr: [2]string{c.a, c.b}, listenIn: listeningIn}
 			stderr := pair.pingpong(t, c.ep, "10.141.0.1", fiSizes)
-			if !strings.Contains(stderr, listenLine+c.listen) {
+			if !strings.Contains(stderr, "goroce-verbs: rdma_listen: listening on "+c.listen) {
 				t.Errorf("the server's passive endpoint did not listen on goroce0's address %s:\n%s", c.a, stderr)
 			}
 		})
@@ -294,9 +321,27 @@ echo ready; exec cat`)
 		t.Fatalf("unshare -rn never set up its veth pair: %s", &stderr)
 	}
 	wrap := []string{nsenter, "--preserve-credentials", "-U", "-n", "-t", strconv.Itoa(holder.Process.Pid)}
-	pair := fiPair{wrap: [2][]string{wrap, wrap}, addr: [2]string{"10.141.9.1", "10.141.9.2"}}
+	pair := fiPair{wrap: [2][]string{wrap, wrap}, addr: [2]string{"10.141.9.1", "10.141.9.2"}, listenIn: listeningIn}
 	stderrOut := pair.pingpong(t, "msg", "10.141.9.1", fiSizes)
-	if !strings.Contains(stderrOut, listenLine+"10.141.9.1:") {
+	if !strings.Contains(stderrOut, "goroce-verbs: rdma_listen: listening on 10.141.9.1:") {
 		t.Errorf("the server's passive endpoint did not listen on goroce0's address:\n%s", stderrOut)
 	}
+}
+
+// lineWatch keeps what a program writes and closes seen once line has
+// come.
+type lineWatch struct {
+	buf  *bytes.Buffer
+	line string
+	seen chan struct{}
+	done bool
+}
+
+func (w *lineWatch) Write(b []byte) (int, error) {
+	w.buf.Write(b)
+	if !w.done && strings.Contains(w.buf.String(), w.line) {
+		w.done = true
+		close(w.seen)
+	}
+	return len(b), nil
 }

@@ -28,27 +28,23 @@ func cmLibs(t *testing.T) string {
 	return libs(t)
 }
 
-// listenLine is the core's line (GOROCE_DEBUG=1) as a passive rdma_cm ID
-// listens, followed by its address: the moment its client can connect. An
-// rdma_cm server listens on no socket a test could probe.
-const listenLine = "goroce-verbs: rdma_listen: listening on "
-
-// lineWatch is a program's stdout or stderr: it keeps what the program
-// writes in buf and closes seen once buf holds line.
-type lineWatch struct {
-	mu   sync.Mutex
-	buf  *bytes.Buffer
-	line string
-	seen chan struct{}
-	once sync.Once
+// listenWatch is a server's stderr: it keeps what the program writes and
+// closes listening at the core's "rdma_listen: listening on" line
+// (GOROCE_DEBUG=1), the moment its client can connect. An rdma_cm server
+// listens on no socket a test could probe.
+type listenWatch struct {
+	mu        sync.Mutex
+	buf       *bytes.Buffer
+	listening chan struct{}
+	once      sync.Once
 }
 
-func (w *lineWatch) Write(b []byte) (int, error) {
+func (w *listenWatch) Write(b []byte) (int, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.buf.Write(b)
-	if strings.Contains(w.buf.String(), w.line) {
-		w.once.Do(func() { close(w.seen) })
+	if strings.Contains(w.buf.String(), "goroce-verbs: rdma_listen: listening on ") {
+		w.once.Do(func() { close(w.listening) })
 	}
 	return len(b), nil
 }
@@ -73,14 +69,14 @@ func tryCMPair(t *testing.T, lib, sa, ca string, server, client []string) (sout,
 	defer cancel()
 	s := &proc{cmd: exec.CommandContext(ctx, server[0], server[1:]...), done: make(chan error, 1)}
 	s.cmd.Env = append(os.Environ(), "LD_PRELOAD="+lib, "GOROCE_ADDR="+sa, "GOROCE_DEBUG=1")
-	w := &lineWatch{buf: &s.stderr, line: listenLine, seen: make(chan struct{})}
+	w := &listenWatch{buf: &s.stderr, listening: make(chan struct{})}
 	s.cmd.Stdout, s.cmd.Stderr = &s.stdout, w
 	if err := s.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	go func() { s.done <- s.cmd.Wait() }()
 	select {
-	case <-w.seen:
+	case <-w.listening:
 	case err := <-s.done:
 		t.Fatalf("%s exited before listening: %v\n%s%s", server[0], err, &s.stdout, &s.stderr)
 	case <-ctx.Done():

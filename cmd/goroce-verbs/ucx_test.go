@@ -93,7 +93,14 @@ func (p ucxPair) run(t *testing.T) ucxResult {
 	c.begin(t)
 	defer syscall.Kill(-c.cmd.Process.Pid, syscall.SIGKILL) // whatever it left behind
 	cerr := <-c.done
-	if err := pairErr(c, cerr, s, s.waitAfterClient()); err != nil {
+	var serr error
+	select {
+	case serr = <-s.done:
+	case <-time.After(20 * time.Second):
+		s.cmd.Process.Kill() // the client is gone: the server would wait for it forever
+		serr = <-s.done
+	}
+	if err := pairErr(c, cerr, s, serr); err != nil {
 		t.Fatal(err)
 	}
 	r := ucxResult{out: fmt.Sprintf("client:\n%s%s\nserver:\n%s%s", &c.stdout, &c.stderr, &s.stdout, &s.stderr)}

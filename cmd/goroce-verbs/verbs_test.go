@@ -115,11 +115,11 @@ func waitListening(t *testing.T, p *proc, port int) {
 		}
 		select {
 		case err := <-p.done:
-			t.Fatalf("%s exited before listening: %v\n%s%s", strings.Join(p.cmd.Args, " "), err, &p.stdout, &p.stderr)
+			t.Fatalf("%s exited before listening: %v\n%s%s", p.cmd.Args[0], err, &p.stdout, &p.stderr)
 		case <-tick.C:
 		}
 	}
-	t.Fatalf("%s never listened on port %d", strings.Join(p.cmd.Args, " "), port)
+	t.Fatalf("%s never listened on port %d", p.cmd.Args[0], port)
 }
 
 // side is one program of a server-client pair: its argv, and with
