@@ -231,3 +231,35 @@ func TestPolledBatchAcknowledgedBeforeTheNextRead(t *testing.T) {
 		t.Errorf("y's ACKs: psn %v, want %v (one per batch of 64, each before the next read)", acks, want)
 	}
 }
+
+// Receiving reports a goroutine in the receive path of a polling device
+// while one holds it (the lock Progress takes), and nothing once it is
+// free; outside polling mode, where the receive goroutine alone reads the
+// link, it reports nothing.
+func TestReceiving(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		busy time.Duration
+		want bool
+	}{{"polling", time.Millisecond, true}, {"not polling", 0, false}} {
+		t.Run(c.name, func(t *testing.T) {
+			ips := [2]string{"127.141.2.1", "127.141.2.2"}
+			if c.busy == 0 {
+				ips = [2]string{"127.141.2.3", "127.141.2.4"}
+			}
+			x, _ := udpPair(t, ips, 4096, c.busy)
+			if x.dev.Receiving() {
+				t.Fatal("Receiving() before anyone runs the receive path")
+			}
+			x.dev.rxMu.Lock() // as a poller in Progress, or the receive goroutine
+			held := x.dev.Receiving()
+			x.dev.rxMu.Unlock()
+			if held != c.want {
+				t.Errorf("Receiving() = %v while the receive path is held, want %v", held, c.want)
+			}
+			if x.dev.Receiving() {
+				t.Error("Receiving() once the receive path is free")
+			}
+		})
+	}
+}

@@ -120,6 +120,24 @@ func (d *Device) Progress() {
 	}
 }
 
+// Receiving reports whether a goroutine is running the receive path at
+// this moment, in polling mode (Progress): the receive goroutine, or a
+// poller of another CQ. A poller whose CQ is empty while another receives
+// gets nothing from polling again until that one is done; one that holds
+// the only P the other needs (a C thread calling in from outside the Go
+// scheduler, GOMAXPROCS 1) should offer it (runtime.Gosched). Outside
+// polling mode it reports false.
+func (d *Device) Receiving() bool {
+	if d.poller == nil {
+		return false
+	}
+	if !d.rxMu.TryLock() {
+		return true
+	}
+	d.rxMu.Unlock()
+	return false
+}
+
 // progress is the receive path run by a goroutine that polls a CQ in
 // polling mode (see Progress).
 func (d *Device) progress() {

@@ -12,9 +12,11 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 	"unsafe"
 
 	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/rnic"
 )
 
 // cqEntry is a CQ with what ibv_cq adds: its C object, its completion
@@ -32,10 +34,16 @@ type cqEntry struct {
 	// the shim once goroce_destroy_cq returns).
 	ring *C.struct_goroce_cq_ring
 
-	mu    sync.Mutex // guards wcs, the poll buffer, tail and empty
-	wcs   [C.GOROCE_CQ_RING]qp.WC
-	tail  uint32 // the ring's tail as the core last wrote it
-	empty uint32 // polls in a row that found the CQ empty
+	dev *rnic.Device // whose receive path the polls run
+
+	mu   sync.Mutex // guards the fields below
+	wcs  [C.GOROCE_CQ_RING]qp.WC
+	tail uint32 // the ring's tail as the core last wrote it
+	// emptySince is when the polls began to find the CQ empty, or the
+	// last offer of the P or offerAfter since (zero: the last poll took
+	// completions). procs is GOMAXPROCS, as looked up then.
+	emptySince time.Time
+	procs      int
 }
 
 // cqRing is GOROCE_CQ_RING, the entries of a CQ's completion ring.
@@ -79,8 +87,8 @@ func goroce_create_cq(cqe C.int, channel C.uint32_t, obj C.uintptr_t, ring *C.st
 	if err != nil {
 		return errno(err)
 	}
-	e := &cqEntry{cq: cq, obj: uintptr(obj), channel: uint32(channel), done: make(chan struct{}), exited: make(chan struct{}),
-		ring: ring}
+	e := &cqEntry{cq: cq, dev: d, obj: uintptr(obj), channel: uint32(channel), done: make(chan struct{}), exited: make(chan struct{}),
+		ring: ring, procs: runtime.GOMAXPROCS(0)}
 	_, t := ringIndexes(ring)
 	e.tail = atomic.LoadUint32(t)
 	cq.SetHeld(e.held)
@@ -147,27 +155,55 @@ func goroce_req_notify_cq(h C.uint32_t, solicitedOnly C.int) C.int {
 	return errno(e.cq.ReqNotify(solicitedOnly != 0))
 }
 
-// yieldEvery is how many empty polls in a row of one CQ end with the
-// polling thread offering its P (runtime.Gosched), as goroce perf's
-// polling loop does.
+// offerAfter is how long one CQ's polls find it empty in a row before the
+// polling thread offers its P (runtime.Gosched) to the device's
+// goroutines, in a process with one P.
 //
-// The program's thread holds the process's P while it is inside a verb,
-// and takes it back at its next verb whenever the goroutine that had it
-// meanwhile is in a system call; a process confined to one CPU (taskset,
-// as verbscompare runs perftest) has one P. So the device's receive
-// goroutine, which takes packets while the program is not polling, can
-// find itself without a P inside the receive path, holding the lock the
-// program's polls need to read the link themselves: the program then
-// polls an empty CQ that nothing fills until the runtime's monitor hands
-// the P over. Offering the P lets that goroutine finish at once.
-const yieldEvery = 16
+// The program's thread holds a P while it is inside a verb, and keeps it
+// between verbs: the runtime takes a P back from a thread outside Go only
+// once it has stayed out for a while, which a thread that polls never
+// does. With one P (a process confined to one CPU: taskset, as
+// verbscompare runs perftest) the device's goroutines then run only when
+// the polling thread offers it, and two things wait for that:
+//
+//   - The device's goroutines, whatever they have to do: its worker, the
+//     QPs' timers (retransmission, RNR, DCQCN's), the receive goroutine
+//     that takes the packets when nobody polls. They get the P after
+//     offerAfter of empty polls in a row; a thread whose CQ fills sooner
+//     is not waiting for them.
+//   - A goroutine that holds the receive path (rnic.Device.Receiving):
+//     the receive goroutine, which lost the P to this thread's next verb
+//     while it was in a system call. Until it has the P back the
+//     program's polls cannot read the link, and nothing fills the CQ: an
+//     empty poll that finds the receive path held offers the P at once.
+//
+// An offer from a thread that came in from C is not the goroutine switch
+// runtime.Gosched is in goroce perf's polling loop: the thread hands its P
+// to another thread and sleeps until that one hands it back, two context
+// switches and four futex calls even when nothing else is runnable. So it
+// is made when something may wait for it, not every few polls. With more
+// Ps the device's goroutines run on the others. (The shim's poll_cq
+// offers the CPU with sched_yield every few empty polls either way.)
+const offerAfter = 100 * time.Microsecond
+
+// pollOffers counts the offers of the P (GOROCE_DEBUG prints it as
+// goroce0 closes).
+var pollOffers atomic.Uint64
+
+// offerP reports whether an empty poll offers the P: procs is
+// GOMAXPROCS, receiving whether another goroutine holds the receive path,
+// and empty how long the CQ has been empty (since its first empty poll in
+// a row, or the last offer since).
+func offerP(procs int, receiving bool, empty time.Duration) bool {
+	return procs == 1 && (receiving || empty >= offerAfter)
+}
 
 // goroce_poll_cq moves completions of the CQ into its ring, as many as
 // there are and the ring has room for, and returns how many, or a negative
 // errno. The shim calls it with the CQ's lock held, when its ibv_poll_cq
 // finds the ring empty; on a polled device (the default), an empty CQ
-// first runs the receive path. Every yieldEvery empty polls in a row, it
-// offers the CPU to the device's goroutines (see yieldEvery).
+// first runs the receive path, and the poll may then offer the CPU to the
+// device's goroutines (see offerAfter).
 //
 //export goroce_poll_cq
 func goroce_poll_cq(h C.uint32_t) C.int {
@@ -178,15 +214,25 @@ func goroce_poll_cq(h C.uint32_t) C.int {
 	cqPolls.Add(1) // the program polls: the device need not spin (spin.go)
 	e.mu.Lock()
 	total := e.fill()
-	yield := false
+	offer := false
 	if total == 0 {
-		e.empty++
-		yield = e.empty%yieldEvery == 0
+		now := time.Now()
+		if e.emptySince.IsZero() {
+			e.emptySince = now
+		}
+		empty := now.Sub(e.emptySince)
+		if empty >= offerAfter {
+			e.procs = runtime.GOMAXPROCS(0) // the program may have moved to other CPUs
+		}
+		if offer = offerP(e.procs, e.dev.Receiving(), empty); offer || empty >= offerAfter {
+			e.emptySince = now
+		}
 	} else {
-		e.empty = 0
+		e.emptySince = time.Time{}
 	}
 	e.mu.Unlock()
-	if yield {
+	if offer {
+		pollOffers.Add(1)
 		runtime.Gosched()
 	}
 	return C.int(total)

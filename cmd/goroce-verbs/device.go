@@ -228,6 +228,7 @@ func goroce_close(h C.uint32_t) C.int {
 	close(dev.done)
 	<-dev.spinExited // no Progress once the device closes
 	debugf("goroce0 on %v closes: %s", dev.d.Addr(), counterLine(dev.d))
+	debugf("goroce0's pollers offered their P %d times", pollOffers.Load())
 	err := dev.d.Close()
 	dev.closeCapture()
 	dev.stopProfile()

@@ -201,7 +201,8 @@
 //	GOROCE_PCAP=FILE   write every packet to a pcap file, as goroce --pcap does
 //	GOROCE_DEBUG=1     say on stderr why a verb failed, once per verb what is unsupported, and as
 //	                   goroce0 closes its address and its counters that are not 0 (as goroce stat shows
-//	                   a native device's): "goroce0 on 127.0.0.1:4791 closes: sent_pkts 12 ..."
+//	                   a native device's): "goroce0 on 127.0.0.1:4791 closes: sent_pkts 12 ...", and
+//	                   how often the threads polling its CQs offered their P to the runtime (cq.go)
 //	GOROCE_VERBS_CORE  the core library's path, if not beside the shim
 //	GOROCE_CPUPROFILE  write a CPU profile (runtime/pprof) of the Go side to this file, from the
 //	                   first ibv_open_device to the last ibv_close_device
