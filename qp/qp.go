@@ -117,6 +117,8 @@ type QP struct {
 	// inFlight says the QP counts in env.Share; detached, that
 	// the device destroyed it (see syncShare).
 	inFlight, detached bool
+	// turn is the QP's place among the turns of env.Share.
+	turn turnState
 }
 
 // newQP creates a QP in the RESET state (see NewEngine).
