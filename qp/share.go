@@ -32,8 +32,8 @@ import (
 //     not sent before (resends of what it has in flight need none), and
 //     gets each packet's share back as the packet is acknowledged. A QP
 //     that finds the budget spent, or others waiting, waits in line, first
-//     come first served, sending nothing new; its worker is rung
-//     (Env.Doorbell) when its turn is reserved for it out of what others
+//     come first served, sending nothing new; the device is told
+//     (Env.Granted) when its turn is reserved for it out of what others
 //     gave back. A turn's last packet asks for an ACK, and the next turn
 //     is reserved like the first: at once if nobody waits.
 //
@@ -224,8 +224,9 @@ func (q *QP) syncShare() {
 // syncTurn gives back what the QP no longer needs of its turn: each
 // acknowledged packet's share, what it reserved and has nothing left to
 // send with, everything once QPs no longer take turns, and everything and
-// its place in line when it no longer sends (on false). What comes back is reserved for the QPs in line, in
-// order, as far as it goes; their doorbells ring.
+// its place in line when it no longer sends (on false). What comes back
+// is reserved for the QPs in line, in order, as far as it goes; their
+// devices are told.
 func (q *QP) syncTurn(on bool) {
 	s, t, r := q.env.Share, &q.turn, &q.req
 	q.takeGrant(r.frontier)
@@ -251,7 +252,7 @@ func (q *QP) syncTurn(on bool) {
 }
 
 // serveQueue reserves turns for the QPs in line, in order, as far as the
-// budget goes, and rings their doorbells. Called with no lock but the
+// budget goes, and tells their devices (Env.Granted). Called with no lock but the
 // calling QP's token held.
 func (s *WindowShare) serveQueue() {
 	for {
@@ -273,7 +274,10 @@ func (s *WindowShare) serveQueue() {
 		}
 		s.mu.Unlock()
 		for _, next := range ring[:n] {
-			if next.env.Doorbell != nil {
+			switch {
+			case next.env.Granted != nil:
+				next.env.Granted(next)
+			case next.env.Doorbell != nil:
 				next.env.Doorbell(next)
 			}
 		}

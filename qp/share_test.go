@@ -61,8 +61,8 @@ func TestWindowShare(t *testing.T) {
 // a turn take turns: a QP sends new packets only out of a turn it
 // reserved from the budget, asks for an ACK with the turn's last, gets
 // each packet's share back as it is acknowledged, and what comes back is
-// reserved for the QPs in line, first come first served (their doorbells
-// ring); that a QP reserves again at once while nobody waits; and that a
+// reserved for the QPs in line, first come first served (their devices
+// are told, Env.Granted); that a QP reserves again at once while nobody waits; and that a
 // QP which stops sending leaves the line. Worked out by hand: MTU 256, a
 // budget of eight packets, turns of four, three QPs (shares of two),
 // 2048-byte SENDs (eight packets), a window of four packets while QPs
@@ -89,13 +89,13 @@ func TestWindowShareTurns(t *testing.T) {
 			t.Fatalf("Reserved() = %d packets' worth, want %d", got/rigMTU, reserved)
 		}
 	}
-	// Each post rings the QP's doorbell once (the rig's Env has no Post),
-	// and each turn reserved for it in line once more.
+	// Each post rings the QP's doorbell once (the rig's Env has no Post);
+	// each turn reserved for it in line tells its device (Env.Granted).
 	rang := func(r *rig, name string, posts, turns int) {
 		t.Helper()
-		if *r.rang != posts+turns {
-			t.Fatalf("%s rang its doorbell %d times, want %d (%d posts, %d turns reserved for it)",
-				name, *r.rang, posts+turns, posts, turns)
+		if *r.rang != posts || *r.told != turns {
+			t.Fatalf("%s rang its doorbell %d times and was told of %d turns, want %d and %d",
+				name, *r.rang, *r.told, posts, turns)
 		}
 	}
 

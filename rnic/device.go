@@ -195,6 +195,12 @@ type Device struct {
 	// lends them to goroutines that post work.
 	sendMu  sync.Mutex
 	senders sync.Pool // *sender
+	// grantMu guards grants: QPs whose turn in the budget in flight
+	// (qp.WindowShare) was reserved while they waited in line, for the
+	// next answer to send (see grant); granted says grants is not empty.
+	grantMu sync.Mutex
+	grants  []*QP
+	granted atomic.Bool
 
 	// mu guards the device's QPs and SRQs; view is republished under it.
 	mu   sync.Mutex
@@ -627,7 +633,8 @@ func (d *Device) createQP(pd *mr.PD, ia *qp.InitAttr, qpn uint32) (*QP, error) {
 	q.timer = d.clock.AfterFunc(time.Hour, q.fired)
 	q.timer.Stop()
 	q.env = qp.Env{Token: &q.task, Mem: d.mem, Counters: &d.counters, Limits: d.limits, Local: d.local.Addr().Unmap(),
-		Doorbell: func(*qp.QP) { q.w.ring(q) }, Post: func(*qp.QP) { d.post(q) }, Event: d.event, Share: &d.share, Paths: &d.paths}
+		Doorbell: func(*qp.QP) { q.w.ring(q) }, Granted: func(*qp.QP) { d.grant(q) }, Post: func(*qp.QP) { d.post(q) },
+		Event: d.event, Share: &d.share, Paths: &d.paths}
 	if d.tracer != nil {
 		q.env.Tracer = d.tracer
 	}
