@@ -108,7 +108,7 @@ func (r *requester) transmit(now time.Time, out *Outbox, budget int) int {
 			limit = min(limit, room) // per packet, as rxe checks it, not per message
 			// Packets not sent before need the QP's turn, when QPs take
 			// turns; resends up to the frontier do not.
-			fresh := q.newPackets(r.frontier, q.ownWindow())
+			fresh := q.newPackets(now, r.frontier, q.ownWindow())
 			if limit = min(limit, int(r.frontier.Diff(r.psn))+fresh); limit <= 0 {
 				break
 			}

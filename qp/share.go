@@ -3,6 +3,7 @@ package qp
 import (
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/goroce/goroce/wire"
 )
@@ -131,7 +132,7 @@ func (q *QP) shareWindow(w int) int {
 // before, from PSN frontier on, given w, its own window: any number without
 // turns; with them, what its turn has left, after reserving the next turn
 // (or waiting in line for it) if it has used up the last.
-func (q *QP) newPackets(frontier wire.PSN, w int) int {
+func (q *QP) newPackets(now time.Time, frontier wire.PSN, w int) int {
 	turn, _, turns := q.plan(w)
 	s, t := q.env.Share, &q.turn
 	if !turns {
@@ -149,6 +150,7 @@ func (q *QP) newPackets(frontier wire.PSN, w int) int {
 		return 0
 	}
 	mtu := q.attr.PathMTU.Bytes()
+	waits, reserved := 0, 0
 	s.mu.Lock()
 	if len(s.queue) == 0 && s.reserved+want*mtu <= s.Bytes {
 		s.reserved += want * mtu
@@ -157,8 +159,14 @@ func (q *QP) newPackets(frontier wire.PSN, w int) int {
 	} else if !t.queued {
 		t.queued, t.want, t.need = true, want, want*mtu
 		s.queue = append(s.queue, q)
+		waits, reserved = len(s.queue), s.reserved
 	}
 	s.mu.Unlock()
+	if waits > 0 {
+		q.env.Counters.TurnWaits.Add(1)
+		q.trace(now, "waits in line for a turn of %d packets: %d QPs waiting, %d of %d bytes in flight reserved",
+			want, waits, reserved, s.Bytes)
+	}
 	return max(int(t.end.Diff(frontier)), 0)
 }
 

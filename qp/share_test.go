@@ -104,6 +104,9 @@ func TestWindowShareTurns(t *testing.T) {
 	b.run(send, firstTurn)
 	c.run(send, out{})
 	check(1, 8)
+	if n := c.ctr.TurnWaits.Load(); n != 1 {
+		t.Fatalf("C waited in line: turn_waits = %d, want 1", n)
+	}
 	// The first ACK gives two packets' share back: A's window has room,
 	// but its turn is used up, and C, first in line, needs four: A waits
 	// behind C.

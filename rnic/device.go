@@ -844,7 +844,7 @@ func (s *CounterSource) Remove() {
 }
 
 // numCounters is how many counters of its own the device lists.
-const numCounters = 43
+const numCounters = 44
 
 // appendCounters appends the device's counters to cs.
 func (d *Device) appendCounters(cs []Counter) []Counter {
@@ -858,7 +858,7 @@ func (d *Device) appendCounters(cs []Counter) []Counter {
 		Counter{"completer_retry_err", c.CompleterRetryErr.Load()}, Counter{"send_err", c.SendErr.Load()},
 		Counter{"rdma_sends", c.RDMASends.Load()}, Counter{"rdma_recvs", c.RDMARecvs.Load()},
 		Counter{"sent_seq_err", c.SentSeqErr.Load()}, Counter{"local_ack_timeouts", c.Timeouts.Load()},
-		Counter{"ack_timeout_deferred", c.AckTimeoutDeferred.Load()},
+		Counter{"ack_timeout_deferred", c.AckTimeoutDeferred.Load()}, Counter{"turn_waits", c.TurnWaits.Load()},
 		Counter{"retransmitted_pkts", c.RetransmittedPkts.Load()}, Counter{"rem_access_err", c.RemAccessErr.Load()},
 		Counter{"rem_inv_req_err", c.RemInvReqErr.Load()}, Counter{"uc_dropped_msgs", c.UCDroppedMessages.Load()},
 		Counter{"drop_bad_source", c.DroppedBadSource.Load()}, Counter{"drop_bad_state", c.DroppedBadState.Load()},
