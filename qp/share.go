@@ -57,8 +57,50 @@ type WindowShare struct {
 
 	// mu guards the turns: a leaf, held it calls nothing outside this file.
 	mu       sync.Mutex
-	reserved int   // bytes of the budget reserved by QPs taking turns
-	queue    []*QP // waiting for a turn, in order
+	reserved int  // bytes of the budget reserved by QPs taking turns
+	queue    line // waiting for a turn, in order
+}
+
+// line is a first-in, first-out queue of QPs that reuses its array: it
+// allocates only to hold more QPs at once than it ever has.
+type line struct {
+	qs   []*QP
+	head int // qs[head:] wait, first first
+}
+
+func (l *line) len() int { return len(l.qs) - l.head }
+
+func (l *line) push(q *QP) {
+	if len(l.qs) == cap(l.qs) && l.head > 0 {
+		n := copy(l.qs, l.qs[l.head:])
+		clear(l.qs[n:])
+		l.qs, l.head = l.qs[:n], 0
+	}
+	l.qs = append(l.qs, q)
+}
+
+func (l *line) front() *QP { return l.qs[l.head] }
+
+func (l *line) pop() {
+	l.qs[l.head] = nil
+	if l.head++; l.head == len(l.qs) {
+		l.qs, l.head = l.qs[:0], 0
+	}
+}
+
+// remove takes q out of the line if it is in it.
+func (l *line) remove(q *QP) {
+	for i := l.head; i < len(l.qs); i++ {
+		if l.qs[i] == q {
+			copy(l.qs[i:], l.qs[i+1:])
+			l.qs[len(l.qs)-1] = nil
+			l.qs = l.qs[:len(l.qs)-1]
+			if l.head == len(l.qs) {
+				l.qs, l.head = l.qs[:0], 0
+			}
+			return
+		}
+	}
 }
 
 // DefaultTurnPackets is a WindowShare's turn unless Turn says otherwise:
@@ -79,7 +121,7 @@ func (s *WindowShare) Reserved() int {
 func (s *WindowShare) Waiting() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return len(s.queue)
+	return s.queue.len()
 }
 
 // turnState is a QP's place among the turns of its WindowShare. Its holder
@@ -152,14 +194,14 @@ func (q *QP) newPackets(now time.Time, frontier wire.PSN, w int) int {
 	mtu := q.attr.PathMTU.Bytes()
 	waits, reserved := 0, 0
 	s.mu.Lock()
-	if len(s.queue) == 0 && s.reserved+want*mtu <= s.Bytes {
+	if s.queue.len() == 0 && s.reserved+want*mtu <= s.Bytes {
 		s.reserved += want * mtu
 		t.held += want * mtu
 		t.end = frontier.Add(int32(want))
 	} else if !t.queued {
 		t.queued, t.want, t.need = true, want, want*mtu
-		s.queue = append(s.queue, q)
-		waits, reserved = len(s.queue), s.reserved
+		s.queue.push(q)
+		waits, reserved = s.queue.len(), s.reserved
 	}
 	s.mu.Unlock()
 	if waits > 0 {
@@ -260,28 +302,27 @@ func (q *QP) syncTurn(on bool) {
 }
 
 // serveQueue reserves turns for the QPs in line, in order, as far as the
-// budget goes, and tells their devices (Env.Granted). Called with no lock but the
-// calling QP's token held.
+// budget goes, and tells their devices (Env.Granted). Called with no lock
+// but the calling QP's token held.
 func (s *WindowShare) serveQueue() {
 	for {
-		var ring [8]*QP
+		var told [8]*QP
 		n := 0
 		s.mu.Lock()
-		for len(s.queue) > 0 && n < len(ring) {
-			next := s.queue[0]
+		for s.queue.len() > 0 && n < len(told) {
+			next := s.queue.front()
 			if s.reserved+next.turn.need > s.Bytes {
 				break
 			}
 			s.reserved += next.turn.need
-			s.queue[0] = nil
-			s.queue = s.queue[1:]
+			s.queue.pop()
 			next.turn.queued = false
 			next.turn.granted.Store(int32(next.turn.want))
-			ring[n] = next
+			told[n] = next
 			n++
 		}
 		s.mu.Unlock()
-		for _, next := range ring[:n] {
+		for _, next := range told[:n] {
 			switch {
 			case next.env.Granted != nil:
 				next.env.Granted(next)
@@ -289,7 +330,7 @@ func (s *WindowShare) serveQueue() {
 				next.env.Doorbell(next)
 			}
 		}
-		if n < len(ring) {
+		if n < len(told) {
 			return
 		}
 	}
@@ -297,15 +338,9 @@ func (s *WindowShare) serveQueue() {
 
 // leaveQueue takes q out of the line, if it is in it. Called with mu held.
 func (s *WindowShare) leaveQueue(q *QP) {
-	if !q.turn.queued {
-		return
-	}
-	q.turn.queued = false
-	for i, r := range s.queue {
-		if r == q {
-			s.queue = append(s.queue[:i], s.queue[i+1:]...)
-			return
-		}
+	if q.turn.queued {
+		q.turn.queued = false
+		s.queue.remove(q)
 	}
 }
 
