@@ -22,6 +22,7 @@ type Counters struct {
 	Timeouts            atomic.Uint64 // local ACK timeouts that fired
 	AckTimeoutDeferred  atomic.Uint64 // ACK timers re-armed because the peer was still answering older requests (see Path)
 	RetransmittedPkts   atomic.Uint64 // packets sent again by go-back-N
+	TurnWaits           atomic.Uint64 // times a QP waited in line for a turn of the budget in flight (see WindowShare)
 	SendErr             atomic.Uint64 // send_err: WRs completed with an error other than flush
 	RDMASends           atomic.Uint64 // rdma_sends: RDMA WRITE/READ requests sent
 	RDMARecvs           atomic.Uint64 // rdma_recvs: RDMA WRITE/READ requests executed as responder

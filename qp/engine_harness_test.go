@@ -72,6 +72,8 @@ type rig struct {
 	now  time.Time
 	step int // the case's step being run, for failure messages
 	tok  *testToken
+	rang *int // how many times the QP rang its doorbell (Env.Doorbell)
+	told *int // and how many times a turn was reserved for it (Env.Granted)
 }
 
 // testToken is the rig's QP token (qp.Token): the rig holds it across
@@ -139,7 +141,8 @@ func newRig(t *testing.T, o rigOpts) *rig {
 	}
 	ctr := new(qp.Counters)
 	tok := new(testToken)
-	env := &qp.Env{Token: tok, Mem: tab, Counters: ctr, Limits: qp.Limits{MaxMTU: qp.MTU4096, MaxRdAtomic: 16,
+	rang, told := new(int), new(int)
+	env := &qp.Env{Doorbell: func(*qp.QP) { *rang++ }, Granted: func(*qp.QP) { *told++ }, Token: tok, Mem: tab, Counters: ctr, Limits: qp.Limits{MaxMTU: qp.MTU4096, MaxRdAtomic: 16,
 		MaxSendWR: 64, MaxSGE: 4, MaxInline: 64, MaxMsgSize: 1 << 20, IPv4: true}, Share: o.share, Paths: o.paths,
 		Local: netip.MustParseAddr("10.0.0.1")}
 	ia := &qp.InitAttr{Type: o.typ, SendCQ: cq, RecvCQ: cq,
@@ -154,7 +157,7 @@ func newRig(t *testing.T, o rigOpts) *rig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &rig{t: t, tab: tab, eng: eng, q: eng.QP(), ctr: ctr, cq: cq, mr: m, mem: mem, out: qp.NewOutbox(64), now: rigStart, tok: tok}
+	r := &rig{t: t, tab: tab, eng: eng, q: eng.QP(), ctr: ctr, cq: cq, mr: m, mem: mem, out: qp.NewOutbox(64), now: rigStart, tok: tok, rang: rang, told: told}
 	if o.typ == qp.UD {
 		// UD: a Q_Key, and no path, peer or PSN to expect.
 		r.modify(&qp.Attr{State: qp.StateInit, QKey: rigQKey, PortNum: 1}, qp.AttrState|qp.AttrPKeyIndex|qp.AttrPort|qp.AttrQKey)

@@ -35,6 +35,12 @@ type Env struct {
 	// needs its worker to run; it must not block and must not call back
 	// into the QP.
 	Doorbell func(*QP)
+	// Granted is called when a turn of the device's budget in flight is
+	// reserved for the QP while it waited in line (see WindowShare), by
+	// the engine of the QP that gave the budget back, with that QP's token
+	// held: the device should let the QP send soon. Like Doorbell, it must
+	// not block or call back into a QP. Nil means Doorbell.
+	Granted func(*QP)
 	// Post is called by PostSend and PostRecv after queuing work, with no
 	// lock held: the device may transmit right away in the caller's
 	// goroutine (an inline doorbell). Nil means Doorbell.
@@ -117,6 +123,8 @@ type QP struct {
 	// inFlight says the QP counts in env.Share; detached, that
 	// the device destroyed it (see syncShare).
 	inFlight, detached bool
+	// turn is the QP's place among the turns of env.Share.
+	turn turnState
 }
 
 // newQP creates a QP in the RESET state (see NewEngine).

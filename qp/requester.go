@@ -60,17 +60,21 @@ const (
 	maxPktsPerAck = 64
 )
 
-// window is the QP's RC window in PSNs (Limits.MaxUnackedPSNs).
-func (q *QP) window() int {
-	w := DefaultMaxUnackedPSNs
+// window is the QP's RC window in PSNs: its own, cut to its share of the
+// device's budget (see WindowShare).
+func (q *QP) window() int { return q.shareWindow(q.ownWindow()) }
+
+// ownWindow is the QP's RC window in PSNs (Limits.MaxUnackedPSNs).
+func (q *QP) ownWindow() int {
 	if l := q.env.Limits.MaxUnackedPSNs; l > 0 {
-		w = l
+		return l
 	}
-	return q.shareWindow(w)
+	return DefaultMaxUnackedPSNs
 }
 
 func (r *requester) start(q *QP, psn wire.PSN) {
 	*r = requester{q: q, psn: psn, cur: q.retired.Load(), frontier: psn}
+	q.turn.end = psn // no turn yet: nothing new may go on one
 }
 
 // transmit adds up to budget request packets to out and returns how many.
@@ -102,6 +106,12 @@ func (r *requester) transmit(now time.Time, out *Outbox, budget int) int {
 				break // window full: wait for ACKs
 			}
 			limit = min(limit, room) // per packet, as rxe checks it, not per message
+			// Packets not sent before need the QP's turn, when QPs take
+			// turns; resends up to the frontier do not.
+			fresh := q.newPackets(now, r.frontier, q.ownWindow())
+			if limit = min(limit, int(r.frontier.Diff(r.psn))+fresh); limit <= 0 {
+				break
+			}
 		}
 		if r.off == 0 && r.isNew(w) {
 			if w.wr.Flags&SendFence != 0 && r.rdAtomic > 0 {
@@ -251,7 +261,7 @@ func (r *requester) emit(now time.Time, w *sendWQE, out *Outbox, limit int) int 
 		// and ud_pingpong).
 		if q.typ == RC {
 			r.noAck++
-			h.BTH.AckReq = last || r.noAck >= ackEvery
+			h.BTH.AckReq = last || r.noAck >= ackEvery || q.turnEnds(r.psn)
 			if h.BTH.AckReq {
 				r.noAck = 0
 			}

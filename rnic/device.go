@@ -195,6 +195,12 @@ type Device struct {
 	// lends them to goroutines that post work.
 	sendMu  sync.Mutex
 	senders sync.Pool // *sender
+	// grantMu guards grants: QPs whose turn in the budget in flight
+	// (qp.WindowShare) was reserved while they waited in line, for the
+	// next answer to send (see grant); granted says grants is not empty.
+	grantMu sync.Mutex
+	grants  []*QP
+	granted atomic.Bool
 
 	// mu guards the device's QPs and SRQs; view is republished under it.
 	mu   sync.Mutex
@@ -627,7 +633,8 @@ func (d *Device) createQP(pd *mr.PD, ia *qp.InitAttr, qpn uint32) (*QP, error) {
 	q.timer = d.clock.AfterFunc(time.Hour, q.fired)
 	q.timer.Stop()
 	q.env = qp.Env{Token: &q.task, Mem: d.mem, Counters: &d.counters, Limits: d.limits, Local: d.local.Addr().Unmap(),
-		Doorbell: func(*qp.QP) { q.w.ring(q) }, Post: func(*qp.QP) { d.post(q) }, Event: d.event, Share: &d.share, Paths: &d.paths}
+		Doorbell: func(*qp.QP) { q.w.ring(q) }, Granted: func(*qp.QP) { d.grant(q) }, Post: func(*qp.QP) { d.post(q) },
+		Event: d.event, Share: &d.share, Paths: &d.paths}
 	if d.tracer != nil {
 		q.env.Tracer = d.tracer
 	}
@@ -837,7 +844,7 @@ func (s *CounterSource) Remove() {
 }
 
 // numCounters is how many counters of its own the device lists.
-const numCounters = 43
+const numCounters = 44
 
 // appendCounters appends the device's counters to cs.
 func (d *Device) appendCounters(cs []Counter) []Counter {
@@ -851,7 +858,7 @@ func (d *Device) appendCounters(cs []Counter) []Counter {
 		Counter{"completer_retry_err", c.CompleterRetryErr.Load()}, Counter{"send_err", c.SendErr.Load()},
 		Counter{"rdma_sends", c.RDMASends.Load()}, Counter{"rdma_recvs", c.RDMARecvs.Load()},
 		Counter{"sent_seq_err", c.SentSeqErr.Load()}, Counter{"local_ack_timeouts", c.Timeouts.Load()},
-		Counter{"ack_timeout_deferred", c.AckTimeoutDeferred.Load()},
+		Counter{"ack_timeout_deferred", c.AckTimeoutDeferred.Load()}, Counter{"turn_waits", c.TurnWaits.Load()},
 		Counter{"retransmitted_pkts", c.RetransmittedPkts.Load()}, Counter{"rem_access_err", c.RemAccessErr.Load()},
 		Counter{"rem_inv_req_err", c.RemInvReqErr.Load()}, Counter{"uc_dropped_msgs", c.UCDroppedMessages.Load()},
 		Counter{"drop_bad_source", c.DroppedBadSource.Load()}, Counter{"drop_bad_state", c.DroppedBadState.Load()},

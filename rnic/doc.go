@@ -99,6 +99,10 @@
 //	                       read it)
 //	recvQueue.mu           a receive queue's or SRQ's ring and limit            PostRecv, SRQ.Modify, the
 //	                                                                            responder, the flush
+//	qp.WindowShare.mu      the budget reserved in turns and the QPs waiting     a QP's engines, with its
+//	                       in line for one (and each one's want and queued)     token, when QPs take turns
+//	Device.grantMu         grants: the QPs a turn was reserved for, for the     grant (an engine, with a
+//	                       next answer to send                                  token), answer
 //	qp.CQ.mu               the ring, its error, the notification arming         push (engines), Poll, Wait
 //	tracer.mu              the trace writer and the line being built            anyone tracing
 //
@@ -109,7 +113,7 @@
 // the goroutine that took it; the device's counters are atomic, and so is
 // the count of RC QPs sharing the budget of bytes in flight
 // (Config.InflightBytes, qp.WindowShare), which each QP keeps with its
-// token held.
+// token held, as it keeps its turn when QPs take turns.
 //
 // A sender lets go of sendMu after each full outbox it flushes (nothing it
 // built is then waiting to be sent, so no QP's packets can be reordered):
@@ -126,8 +130,8 @@
 // or another token):
 //
 //	rxMu → sendMu → a QP's token → {qp.QP.postMu, attrMu, recvQueue.mu, qp.CQ.mu, worker.mu,
-//	                                mr's locks, tracer.mu, qp.Paths.mu, the link's PeerBacklog lock
-//	                                (link.BacklogReporter)}
+//	                                mr's locks, tracer.mu, qp.Paths.mu, qp.WindowShare.mu, grantMu,
+//	                                the link's PeerBacklog lock (link.BacklogReporter)}
 //	rxMu → sendMu → congestion.mu (never together with a token: a sender asks the
 //	                               pacer before Transmit and tells it after)
 //	Device.mu → worker.mu, mr's locks (CreateQP)

@@ -31,6 +31,8 @@ type rxPath struct {
 	// owed: in polling mode, the QPs that polled packets gave something
 	// to send, until a poll that finds the link idle sends what is left.
 	owed []*QP
+	// granted: the QPs an answer takes from the device's grants.
+	granted []*QP
 }
 
 func newRxPath(d *Device) *rxPath {
@@ -163,9 +165,11 @@ func (d *Device) poll() {
 		if n > 0 {
 			d.dev.PolledPkts.Add(uint64(n))
 			now := d.deliverBatch(d.rx, n)
-			if len(d.rx.cnps) > 0 || len(d.rx.armed) > 0 {
+			if len(d.rx.cnps) > 0 || len(d.rx.armed) > 0 || d.granted.Load() {
 				// Congestion news goes at once, and so does what a
-				// post left while this goroutine held its QP's token.
+				// post left while this goroutine held its QP's token,
+				// and what the QPs whose turns the batch's ACKs gave
+				// back may send.
 				d.answer(d.rx, d.rx.armed, now)
 			}
 			// What the packets call for goes out with this goroutine's
@@ -223,11 +227,51 @@ func (d *Device) answer(rx *rxPath, qs []*QP, now time.Time) {
 	for _, q := range qs {
 		snd.transmit(now, q)
 	}
+	// The QPs whose turns in the budget in flight these answers gave back
+	// go now, from here, rather than once their worker wakes (which it
+	// was rung to do, in case no sender came by first).
+	rx.granted = d.takeGrants(rx.granted[:0])
+	view := *d.view.Load()
+	for _, q := range rx.granted {
+		if view[q.QPN()] == q { // not destroyed since
+			snd.transmit(now, q)
+		}
+	}
 	snd.flush(now)
 	d.sendMu.Unlock()
 	for _, q := range qs {
 		q.rearm()
 	}
+	for _, q := range rx.granted {
+		q.rearm()
+	}
+	clear(rx.granted)
+}
+
+// grant notes that a turn in the budget in flight was reserved for q
+// while it waited in line (qp.Env.Granted), for the next answer to send,
+// and rings q's worker in case none comes first. Called with another QP's
+// token held.
+func (d *Device) grant(q *QP) {
+	d.grantMu.Lock()
+	d.grants = append(d.grants, q)
+	d.grantMu.Unlock()
+	d.granted.Store(true)
+	q.w.ring(q)
+}
+
+// takeGrants moves the QPs grant noted to into, and returns it.
+func (d *Device) takeGrants(into []*QP) []*QP {
+	if !d.granted.Load() {
+		return into
+	}
+	d.grantMu.Lock()
+	into = append(into, d.grants...)
+	clear(d.grants)
+	d.grants = d.grants[:0]
+	d.granted.Store(false)
+	d.grantMu.Unlock()
+	return into
 }
 
 // deliverBatch delivers the batch's first n packets to their QPs, which
