@@ -111,13 +111,33 @@ func TestPostSendListWire(t *testing.T) {
 		clear(y.buf[:n*size])
 	}
 
+	// Each single post waits for its completion before the next: a post
+	// that found the QP's token held (the receive path handling the
+	// previous WRITE's ACK) would leave with the holder, together with any
+	// post after it, and the singles would not be single. The wire does
+	// not say which WRs were signaled.
 	for i := range wrs {
-		if err := x.qp.PostSend(&wrs[i]); err != nil {
+		wr := wrs[i]
+		wr.Flags = qp.SendSignaled
+		if err := x.qp.PostSend(&wr); err != nil {
 			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+		for x.cq.Len() == 0 {
+			if err := x.cq.Wait(ctx); err != nil {
+				t.Fatalf("waiting for WRITE %d's completion: %v", i, err)
+			}
+		}
+		cancel()
+		if k := x.cq.Poll(x.wcs); k != 1 || x.wcs[0].Status != qp.WCSuccess || x.wcs[0].WRID != uint64(i) {
+			t.Fatalf("WRITE %d: completions %+v", i, x.wcs[:k])
 		}
 	}
 	singles, singleDatagrams := captureTo(t, raw, x, y, n)
-	done()
+	if !bytes.Equal(y.buf[:n*size], x.buf[:n*size]) {
+		t.Fatal("the target does not hold what was written one post at a time")
+	}
+	clear(y.buf[:n*size])
 
 	for _, e := range []*end{x, y} {
 		if err := e.qp.Modify(&qp.Attr{State: qp.StateReset}, qp.AttrState); err != nil {
