@@ -137,7 +137,7 @@ const (
 	// PostBatched sends a lone post inline, as PostInline does, and
 	// batches posts that stream, as an RNIC batches the doorbells of posts
 	// that come while it is still sending: a post that comes while another
-	// goroutine is sending, or sooner after the previous post than half the
+	// post is being sent, or sooner after the previous post than half the
 	// time the device's inline sends take, rings the QP's worker instead,
 	// which sends all the posts that have come by then together (one
 	// system call; on UDP one GSO send per run of equal-sized packets), as

@@ -77,7 +77,7 @@
 // PostBatched has both, as an RNIC batches the doorbells of posts that
 // come while it is still sending (see doorbell): a lone post leaves
 // inline; posts that stream, one WR per ibv_post_send as most programs
-// post, or that come while another goroutine sends, go to the worker,
+// post, or that come while another post is being sent, go to the worker,
 // which sends what has come by the time it runs in one WriteBatch, as a
 // posted list goes; and a batch that would fill an outbox leaves inline
 // with the post that fills it.
@@ -96,8 +96,9 @@
 //	                       were built                                           go and takes it again
 //	                                                                            after each full outbox;
 //	                                                                            a PostBatched poster
-//	                                                                            only tries it, and
-//	                                                                            held, rings the worker
+//	                                                                            that finds another
+//	                                                                            post's send holding
+//	                                                                            it rings the worker
 //	Device.mu              qps, srqs; view is republished under it (the         CreateQP, Destroy, Close,
 //	                       receive path reads view without it)                  CreateSRQ, DestroySRQ
 //	worker.mu              ready, qps, and each of its QPs' ready flag          ring, add, remove, serve

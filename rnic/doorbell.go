@@ -9,9 +9,10 @@ import (
 // sent by the goroutine that posted it or joins a batch, as an RNIC
 // batches the doorbells of posts that come while it is still sending:
 //
-//   - a post that finds the device idle is sent inline, inside the post
-//     call: a lone post waits for nothing;
-//   - a post that comes while another goroutine holds the send lock, or
+//   - a lone post is sent inline, inside the post call, as with
+//     PostInline: at once if the device is idle, after the send under
+//     way if the worker or the receive path is sending;
+//   - a post that comes while another post is being sent inline, or
 //     sooner after the previous post than half the time an inline send
 //     takes (posts that stream faster than the device could send them one
 //     by one), rings the QP's worker instead, which sends every post that
@@ -44,6 +45,8 @@ type doorbell struct {
 	// joined counts the posts that joined a batch since the last post
 	// sent inline.
 	joined atomic.Int32
+	// sending is set while a post is sent inline (with sendMu held).
+	sending atomic.Bool
 }
 
 // maxSendCost bounds the time of one inline send as the average takes it,
@@ -90,14 +93,33 @@ func (b *doorbell) sent(start, end time.Time) {
 // what q may send now inline, or rings q's worker for it.
 func (d *Device) postBatched(q *QP) {
 	now := d.clock.Now()
-	if d.bell.join(now) || !d.sendMu.TryLock() {
-		q.w.ring(q)
-		d.bell.posted(now)
-		return
+	if !d.bell.join(now) {
+		if d.sendMu.TryLock() {
+			d.sendInline(now, q)
+			return
+		}
+		if !d.bell.sending.Load() {
+			// The worker or the receive path is sending: its send is
+			// short, and the post keeps its inline path after it.
+			d.sendMu.Lock()
+			d.sendInline(d.clock.Now(), q)
+			return
+		}
+		// Another post is being sent: this one joins the batch.
 	}
+	q.w.ring(q)
+	d.bell.posted(now)
+}
+
+// sendInline sends what q may send now, from a sender of the device's
+// pool, in the calling goroutine, and notes how long that took. Called
+// with sendMu held, which it lets go.
+func (d *Device) sendInline(now time.Time, q *QP) {
+	d.bell.sending.Store(true)
 	s := d.borrowSender()
 	s.transmit(now, q)
 	s.flush(now)
+	d.bell.sending.Store(false)
 	d.sendMu.Unlock()
 	d.senders.Put(s)
 	q.rearm()

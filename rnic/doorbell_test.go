@@ -59,6 +59,30 @@ func (l *countLink) WriteBatch(pkts []link.Packet) (int, error) {
 	return l.Link.WriteBatch(pkts)
 }
 
+// hold makes the link hold its next WriteBatch call until release is
+// called (by the test's end at the latest). It returns that call's number
+// (calls()[n] is its batch) and a function that waits, a minute at most,
+// for the call to begin, failing the test with what it waited for.
+func (l *countLink) hold(t *testing.T) (n int, begun func(what string), release func()) {
+	gate, entered := make(chan struct{}), make(chan struct{})
+	l.mu.Lock()
+	l.gate, l.entered = gate, entered
+	n = len(l.batches)
+	l.mu.Unlock()
+	var once sync.Once
+	release = func() { once.Do(func() { close(gate) }) }
+	t.Cleanup(release)
+	begun = func(what string) {
+		t.Helper()
+		select {
+		case <-entered:
+		case <-time.After(time.Minute):
+			t.Fatalf("%s never reached the link", what)
+		}
+	}
+	return n, begun, release
+}
+
 // calls returns the datagrams of each WriteBatch call so far.
 func (l *countLink) calls() []int {
 	l.mu.Lock()
@@ -240,12 +264,12 @@ func TestDoorbellBatchFillsOutbox(t *testing.T) {
 	})
 }
 
-// TestDoorbellJoinsSendInProgress: posts that come while another
-// goroutine is sending do not wait for it: PostSend returns at once, and
-// the posts leave together, in one WriteBatch call, once that send is
-// done. The first post's send is held inside the link until the others
-// have been posted; with a post path that waited for the send lock, they
-// would still be waiting when the test gives up. Real time, bounded
+// TestDoorbellJoinsSendInProgress: posts that come while another post is
+// being sent do not wait for it: PostSend returns at once, and the posts
+// leave together, in one WriteBatch call, once that send is done. The
+// first post's send is held inside the link until the others have been
+// posted; with a post path that waited for the send lock, they would
+// still be waiting when the test gives up. Real time, bounded
 // waits: a goroutine waiting for a mutex is not durably blocked, so a
 // bubble could not tell that the posts wait.
 func TestDoorbellJoinsSendInProgress(t *testing.T) {
@@ -254,29 +278,13 @@ func TestDoorbellJoinsSendInProgress(t *testing.T) {
 	for i := range 64 * k {
 		x.buf[i] = byte(i*3 + 9)
 	}
-	gate, entered := make(chan struct{}), make(chan struct{})
-	l.mu.Lock()
-	l.gate, l.entered = gate, entered
-	before := len(l.batches)
-	l.mu.Unlock()
-	released := false
-	release := func() {
-		if !released {
-			close(gate)
-			released = true
-		}
-	}
-	defer release()
+	before, begun, release := l.hold(t)
 	first := make(chan error, 1)
 	go func() {
 		wr := writeWR(x, y, 0, false)
 		first <- x.qp.PostSend(&wr)
 	}()
-	select {
-	case <-entered:
-	case <-time.After(time.Minute):
-		t.Fatal("the first post's send never reached the link")
-	}
+	begun("the first post's send")
 	posted := make(chan error, 1)
 	go func() {
 		for i := 1; i < k; i++ {
@@ -306,6 +314,78 @@ func TestDoorbellJoinsSendInProgress(t *testing.T) {
 	}
 	if !bytes.Equal(y.buf[:64*k], x.buf[:64*k]) {
 		t.Fatal("y's memory does not hold the WRITEs")
+	}
+}
+
+// sentWhile is a Tap that notes, for the packets from src, whether a
+// post call was still running (returned not yet closed) when each was
+// sent: the device taps a packet as its sender sends it.
+type sentWhile struct {
+	src      netip.AddrPort
+	returned chan struct{}
+	mu       sync.Mutex
+	running  []bool // per packet from src, in order
+}
+
+func (w *sentWhile) Tap(_ time.Time, src, _ netip.AddrPort, _ uint16, _ uint8, _ []byte) {
+	if src != w.src {
+		return
+	}
+	r := true
+	select {
+	case <-w.returned:
+		r = false
+	default:
+	}
+	w.mu.Lock()
+	w.running = append(w.running, r)
+	w.mu.Unlock()
+}
+
+// TestDoorbellLonePostWaitsForWorker: a lone post that finds the worker
+// sending waits for that send and then leaves inline, inside its own
+// PostSend, as PostInline's post does: only another post's send makes a
+// post join the worker's batch. The worker's send is held inside the link
+// while the lone post is made (its PostSend cannot return meanwhile: the
+// test gives it a second, then lets the send go); the lone post's packet
+// must leave before its PostSend returns. Had it been handed to the
+// worker, PostSend would have returned at once and the packet left after.
+func TestDoorbellLonePostWaitsForWorker(t *testing.T) {
+	watch := &sentWhile{src: addrA, returned: make(chan struct{})}
+	x, y, l := doorbellPair(t, Config{PostMode: PostBatched, Tap: watch}, 0)
+	for i := range 128 {
+		x.buf[i] = byte(i*13 + 2)
+	}
+	_, begun, release := l.hold(t)
+	// The worker sends WR 0 (this goroutine is the device's only poster).
+	x.dev.cfg.PostMode = PostToWorker
+	x.postSend(t, writeWR(x, y, 0, false))
+	x.dev.cfg.PostMode = PostBatched
+	begun("the worker's send")
+	posted := make(chan error, 1)
+	go func() {
+		wr := writeWR(x, y, 1, true)
+		err := x.qp.PostSend(&wr)
+		close(watch.returned)
+		posted <- err
+	}()
+	select {
+	case <-watch.returned:
+	case <-time.After(time.Second):
+	}
+	release()
+	if err := <-posted; err != nil {
+		t.Fatal(err)
+	}
+	x.expect(t, 1, qp.WCSuccess)
+	watch.mu.Lock()
+	running := slices.Clone(watch.running)
+	watch.mu.Unlock()
+	if len(running) != 2 || !running[1] {
+		t.Fatalf("x's packets, whether a PostSend ran as each left: %v; want [_ true]: the lone post leaves inline", running)
+	}
+	if !bytes.Equal(y.buf[:128], x.buf[:128]) {
+		t.Fatal("y's memory does not hold the two WRITEs")
 	}
 }
 
