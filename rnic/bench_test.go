@@ -93,15 +93,16 @@ func BenchmarkWires(b *testing.B) {
 	}
 }
 
-// BenchmarkOwnership measures the two ways a posted WR reaches the wire,
+// BenchmarkOwnership measures the ways a posted WR reaches the wire,
 // side by side on UDP loopback: inline (Config.PostInline: the posting
-// goroutine transmits, the default in polling mode) and through the QP's
-// worker (Config.PostToWorker, the single-owner model, the default
-// otherwise), for an 8-byte SEND round trip and for 64 KiB RDMA WRITEs,
-// 16 in flight, each with blocking and busy-polling waits. The package
-// doc quotes its figures.
+// goroutine transmits), through the QP's worker (Config.PostToWorker,
+// the single-owner model, the default without polling) and batched
+// (Config.PostBatched: inline when lone, through the worker when posts
+// stream, the default in polling mode), for an 8-byte SEND round trip
+// and for 64 KiB RDMA WRITEs, 16 in flight, each with blocking and
+// busy-polling waits. docs/performance.md quotes its figures.
 func BenchmarkOwnership(b *testing.B) {
-	for _, post := range []PostMode{PostInline, PostToWorker} {
+	for _, post := range []PostMode{PostInline, PostToWorker, PostBatched} {
 		for _, busy := range []time.Duration{0, 50 * time.Microsecond} {
 			mode := map[bool]string{false: "blocking", true: "busypoll"}[busy > 0]
 			cfg := Config{MTU: 4096, BusyPoll: busy, PostMode: post}

@@ -68,9 +68,10 @@ type Config struct {
 	BusyPoll time.Duration
 	// PostMode says which goroutine sends what PostSend and PostRecv make
 	// ready: by default (PostAuto) the QP's worker, unless the device polls
-	// (BusyPoll > 0), where the posting goroutine sends it itself. The
-	// package doc gives the measurements behind this default
-	// (BenchmarkOwnership); PostInline and PostToWorker force one path.
+	// (BusyPoll > 0), where the posting goroutine sends a lone post itself
+	// and posts that stream go in batches (PostBatched). The package doc
+	// gives the measurements behind this default (BenchmarkOwnership);
+	// PostInline, PostToWorker and PostBatched force one behaviour.
 	PostMode PostMode
 	// MaxUnackedPSNs is the RC window of the device's QPs: how many PSNs a
 	// requester lets out before it waits for an ACK. Default
@@ -120,7 +121,7 @@ type Config struct {
 type PostMode int
 
 const (
-	// PostAuto is the default: PostInline in polling mode (Config.BusyPoll
+	// PostAuto is the default: PostBatched in polling mode (Config.BusyPoll
 	// > 0), PostToWorker otherwise.
 	PostAuto PostMode = iota
 	// PostInline makes the posting goroutine transmit inside PostSend and
@@ -133,6 +134,18 @@ const (
 	// single-owner model), which sends a batch of posts with one lock and
 	// one system call.
 	PostToWorker
+	// PostBatched sends a lone post inline, as PostInline does, and
+	// batches posts that stream, as an RNIC batches the doorbells of posts
+	// that come while it is still sending: a post that comes while another
+	// post is being sent, or sooner after the previous post than half the
+	// time the device's inline sends take, rings the QP's worker instead,
+	// which sends all the posts that have come by then together (one
+	// system call; on UDP one GSO send per run of equal-sized packets), as
+	// a posted list is sent. A batched post leaves as soon as the worker
+	// runs or, once a batch would fill an outbox, with the post that fills
+	// it: it never waits for a post that may not come. Unlike PostInline,
+	// a post may thus still be on its way when PostSend returns.
+	PostBatched
 )
 
 // String returns the mode's name, such as "auto".
@@ -144,6 +157,8 @@ func (m PostMode) String() string {
 		return "inline"
 	case PostToWorker:
 		return "worker"
+	case PostBatched:
+		return "batched"
 	}
 	return fmt.Sprintf("PostMode(%d)", int(m))
 }
@@ -195,6 +210,7 @@ type Device struct {
 	// lends them to goroutines that post work.
 	sendMu  sync.Mutex
 	senders sync.Pool // *sender
+	bell    doorbell  // PostBatched: which posts leave inline
 	// grantMu guards grants: QPs whose turn in the budget in flight
 	// (qp.WindowShare) was reserved while they waited in line, for the
 	// next answer to send (see grant); granted says grants is not empty.
@@ -288,11 +304,11 @@ func Open(cfg Config) (*Device, error) {
 	case PostAuto:
 		cfg.PostMode = PostToWorker
 		if cfg.BusyPoll > 0 {
-			cfg.PostMode = PostInline
+			cfg.PostMode = PostBatched
 		}
-	case PostInline, PostToWorker:
+	case PostInline, PostToWorker, PostBatched:
 	default:
-		return nil, fmt.Errorf("%w: %v (want PostAuto, PostInline or PostToWorker)", ErrInvalidArg, cfg.PostMode)
+		return nil, fmt.Errorf("%w: %v (want PostAuto, PostInline, PostToWorker or PostBatched)", ErrInvalidArg, cfg.PostMode)
 	}
 	if cfg.MaxUnackedPSNs < 0 || cfg.MaxUnackedPSNs > qp.MaxWindowPSNs {
 		return nil, fmt.Errorf("%w: MaxUnackedPSNs %d (want 1 to %d, or 0 for %d)", ErrInvalidArg,
@@ -330,6 +346,7 @@ func Open(cfg Config) (*Device, error) {
 		qps: make(map[uint32]*QP), srqs: make(map[*qp.SRQ]*mr.PD), events: make(chan qp.Event, 256), closing: make(chan struct{}),
 	}
 	d.limits = deviceLimits(cfg, d.local, mtu)
+	d.bell.init(d.clock.Now())
 	switch {
 	case cfg.InflightBytes > 0:
 		d.share.Bytes = cfg.InflightBytes
@@ -663,16 +680,20 @@ func (d *Device) createQP(pd *mr.PD, ia *qp.InitAttr, qpn uint32) (*QP, error) {
 // post hands what a post made ready on q to its transmitter
 // (Config.PostMode): the QP's worker, or, inline, the goroutine that
 // posted the work, which sends what q may send right away, with no
-// hand-off to a worker on the polled latency path.
+// hand-off to a worker on the polled latency path; or, batched, the one
+// or the other (see doorbell).
 func (d *Device) post(q *QP) {
 	if d.closed.Load() {
 		return
 	}
-	if d.cfg.PostMode == PostToWorker {
+	switch d.cfg.PostMode {
+	case PostToWorker:
 		q.w.ring(q)
-		return
+	case PostBatched:
+		d.postBatched(q)
+	default:
+		d.sendNow(q)
 	}
-	d.sendNow(q)
 }
 
 // sendNow sends what q may send now from a sender of the device's pool,

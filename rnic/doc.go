@@ -21,11 +21,12 @@
 //	who                       takes it                   runs, holding it                   finding it held
 //	────────────────────────  ─────────────────────────  ─────────────────────────────────  ─────────────────────────────
 //	a sender: the caller of   sender.transmit, with      the inbox's packets                arms it: the holder runs
-//	PostSend (PostInline,     sendMu held; tryTake,      (Engine.Receive), Engine.Advance   again (a sender: at once,
-//	PostMode's default when   never waiting              if due, Engine.Transmit; again     into its outbox; the receive
-//	the device polls), the                               while it finds the token armed     path: with the batch's
-//	worker (each ready QP),                                                                 answers; the application:
-//	the receive path's                                                                      hands it to the worker)
+//	PostSend (PostInline, or  sendMu held; tryTake,      (Engine.Receive), Engine.Advance   again (a sender: at once,
+//	PostBatched's lone post,  never waiting              if due, Engine.Transmit; again     into its outbox; the receive
+//	the default when the                                 while it finds the token armed     path: with the batch's
+//	device polls), the                                                                      answers; the application:
+//	worker (each ready QP),                                                                 hands it to the worker)
+//	the receive path's
 //	answers, Destroy
 //	the receive path (Device  Device.hand, for each      the inbox's packets, then this     leaves the packet in the
 //	.receive, receivePolled,  packet; no sendMu          one (Engine.Receive); armed, it    QP's inbox (a copy) and arms
@@ -61,16 +62,25 @@
 // # Why the worker transmits unless the device polls
 //
 // Config.PostMode says which goroutine sends what a post makes ready:
-// the poster (PostInline) or the QP's worker (PostToWorker); by default
-// the poster when the device polls and the worker otherwise. The worker
-// runs the timers and whatever the other paths hand it, through one
-// doorbell, and sends a batch of posts with one lock and one sendmmsg;
-// the inline post saves the wake-up of a goroutine on the polled latency
-// path, where the poster waits for the answer anyway. BenchmarkOwnership
-// runs the two post paths side by side (the numbers are in
-// docs/performance.md). A run loop per QP, the other way to have one
-// runner, would put that wake-up on every post: the token keeps the
-// inline path and gives it single ownership.
+// the poster (PostInline), the QP's worker (PostToWorker), or the one or
+// the other as posts come (PostBatched); by default PostBatched when the
+// device polls and the worker otherwise. The worker runs the timers and
+// whatever the other paths hand it, through one doorbell, and sends a
+// batch of posts with one lock and one sendmmsg; the inline post saves
+// the wake-up of a goroutine on the polled latency path, where the
+// poster waits for the answer anyway. BenchmarkOwnership runs the post
+// paths side by side (the numbers are in docs/performance.md). A run
+// loop per QP, the other way to have one runner, would put that wake-up
+// on every post: the token keeps the inline path and gives it single
+// ownership.
+//
+// PostBatched has both, as an RNIC batches the doorbells of posts that
+// come while it is still sending (see doorbell): a lone post leaves
+// inline; posts that stream, one WR per ibv_post_send as most programs
+// post, or that come while another post is being sent, go to the worker,
+// which sends what has come by the time it runs in one WriteBatch, as a
+// posted list goes; and a batch that would fill an outbox leaves inline
+// with the post that fills it.
 //
 // # Which lock guards what
 //
@@ -84,7 +94,11 @@
 //	                       one sender builds and sends at a time, so a          Transmit, ICRC and
 //	                       QP's packets reach the link in the order they        sendmmsg; a sender lets
 //	                       were built                                           go and takes it again
-//	                                                                            after each full outbox
+//	                                                                            after each full outbox;
+//	                                                                            a PostBatched poster
+//	                                                                            that finds another
+//	                                                                            post's send holding
+//	                                                                            it rings the worker
 //	Device.mu              qps, srqs; view is republished under it (the         CreateQP, Destroy, Close,
 //	                       receive path reads view without it)                  CreateSRQ, DestroySRQ
 //	worker.mu              ready, qps, and each of its QPs' ready flag          ring, add, remove, serve

@@ -139,13 +139,13 @@ func testPostMode(t *testing.T, ips [2]string, cfg Config, inline bool) {
 // TestPostModeInvalid: Open refuses a PostMode it does not know, before it
 // opens a link.
 func TestPostModeInvalid(t *testing.T) {
-	d, err := Open(Config{Addr: netip.MustParseAddrPort("127.78.6.9:0"), PostMode: PostToWorker + 1})
+	d, err := Open(Config{Addr: netip.MustParseAddrPort("127.78.6.9:0"), PostMode: PostBatched + 1})
 	if err == nil {
 		d.Close()
-		t.Fatal("Open accepted PostMode(3)")
+		t.Fatal("Open accepted PostMode(4)")
 	}
-	if !errors.Is(err, ErrInvalidArg) || !strings.Contains(err.Error(), "PostMode(3)") {
-		t.Fatalf("Open: %v, want ErrInvalidArg naming PostMode(3)", err)
+	if !errors.Is(err, ErrInvalidArg) || !strings.Contains(err.Error(), "PostMode(4)") {
+		t.Fatalf("Open: %v, want ErrInvalidArg naming PostMode(4)", err)
 	}
 }
 

@@ -14,20 +14,21 @@ import (
 // worker is the goroutine that runs a set of QPs' timers and sends what
 // nobody else sent for them, in one loop:
 //
-//	wait for: doorbell (a QP is ready: a post, with PostToWorker; a timer
-//	          that fired, a state change, a go-back, work left while the
-//	          application held the token, answers a poller left owed)
+//	wait for: doorbell (a QP is ready: a post, with PostToWorker, or
+//	          one PostBatched batches; a timer that fired, a state
+//	          change, a go-back, work left while the application held
+//	          the token, answers a poller left owed)
 //	          | drain | close
 //	for each ready QP: with its token, run its inbox, its timers if due
 //	          (Advance), let it transmit
 //	flush the outbox to the link; re-arm the QPs' timers
 //
-// With PostInline the posting goroutine sends what it posts, and the
-// receive path sends what received packets call for: then most packets
-// never pass through a worker. Each QP has its own runtime timer (see
-// QP.rearm) that rings its worker when a retransmission, RNR or pacing
-// deadline is due. Who holds a QP's token, and the locks: see the package
-// doc.
+// With PostInline (and PostBatched's lone posts) the posting goroutine
+// sends what it posts, and the receive path sends what received packets
+// call for: then most packets never pass through a worker. Each QP has
+// its own runtime timer (see QP.rearm) that rings its worker when a
+// retransmission, RNR or pacing deadline is due. Who holds a QP's token,
+// and the locks: see the package doc.
 type worker struct {
 	// Fixed at Open.
 	d        *Device

@@ -7,7 +7,8 @@
 //
 // goroce's figures come from `goroce perf` (built from this tree) run as two
 // processes on 127.0.0.1 and 127.0.0.2, exactly as a user runs it (the
-// bandwidth cases with --post_list 32). The
+// bandwidth cases with --post_list 32; the 64 B message rate also with
+// one WR per post, perftest's default, as a ratio to the lists'). The
 // ceilings are plain Go UDP between two sockets on loopback
 // (bench/udpceiling): batched sendmmsg/recvmmsg of 4096-byte datagrams, UDP
 // GSO/GRO, 64-byte packet rate, and a ping-pong between two processes,

@@ -128,9 +128,10 @@ func parseBW(out string) (float64, error) {
 	return v[3] * (1 << 20) / 1e9, nil
 }
 
-// perfRate returns the message rate of write_bw at size bytes, in Mpps.
-func perfRate(bin string, size int, extra ...string) (float64, error) {
-	out, err := runPerf(bin, "write_bw", append([]string{"-s", strconv.Itoa(size), "-n", "100000", "-l", postList}, extra...)...)
+// perfRate returns the message rate of write_bw at size bytes, its WRs
+// posted list WRs at a time (--post_list), in Mpps.
+func perfRate(bin string, size int, list string, extra ...string) (float64, error) {
+	out, err := runPerf(bin, "write_bw", append([]string{"-s", strconv.Itoa(size), "-n", "100000", "-l", list}, extra...)...)
 	if err != nil {
 		return 0, err
 	}

@@ -37,6 +37,8 @@ func TestPrintTargets(t *testing.T) {
 		"goroce shm write_bw 64 KiB":  {7},         // 1.40x, not >= 1.5
 		"goroce send_lat 8 B RTT":     {14},        // 1.40x, not <= 1.3
 		"goroce shm send_lat 8 B RTT": {5},         // 0.50x <= 0.5
+		listRate:                      {1.0},
+		onePerPost:                    {0.7, 0.9, 0.95}, // 0.90x >= 0.8
 	}
 	var b strings.Builder
 	printTargets(&b, results)
@@ -47,6 +49,8 @@ func TestPrintTargets(t *testing.T) {
 		"goroce send_lat 8 B RTT <= 1.30x udp ping-pong busy RTT 1.40x: not met",
 		"goroce shm send_lat 8 B RTT <= 0.50x udp ping-pong busy RTT 0.50x: met",
 		"goroce write_bw 64 B msg rate >= 1.50x udp batched 64 B not measured",
+		"goroce write_bw 64 B msg rate 1 WR/post >= 0.80x goroce write_bw 64 B msg rate 0.90x: met",
+		"goroce write_bw 64 B msg rate 1 WR/post >= 1.50x udp batched 64 B not measured",
 		"goroce write_bw 4 KiB >= 0.50x udp GSO/GRO not measured",
 	} {
 		if !strings.Contains(strings.Join(strings.Fields(b.String()), " "), want) {
